@@ -1,0 +1,36 @@
+"""servegym's discrete-event cluster simulator (SimPy). Knows nothing of Gymnasium.
+
+Main entry points: :func:`load_cluster`, :class:`Simulation`, :class:`DefaultScheduler`,
+:class:`envs.sim.latency.LatencyModel` and :mod:`envs.sim.metrics`.
+"""
+
+from envs.sim.cluster import ClusterSpec, InstanceSpec, cluster_names, load_cluster
+from envs.sim.scheduler import DefaultScheduler, EarliestFinishScheduler, Scheduler
+from envs.sim.simulation import (
+    Assignment,
+    Invocation,
+    LatencyCache,
+    SchedulingError,
+    Simulation,
+    SimulationResult,
+)
+from envs.sim.workload import Call, WorkflowRun, WorkloadError
+
+__all__ = [
+    "Assignment",
+    "Call",
+    "ClusterSpec",
+    "DefaultScheduler",
+    "EarliestFinishScheduler",
+    "InstanceSpec",
+    "Invocation",
+    "LatencyCache",
+    "Scheduler",
+    "SchedulingError",
+    "Simulation",
+    "SimulationResult",
+    "WorkflowRun",
+    "WorkloadError",
+    "cluster_names",
+    "load_cluster",
+]

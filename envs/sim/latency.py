@@ -1,0 +1,554 @@
+"""Roofline latency model of one serving instance (GPU type, TP degree, GPU fraction, model).
+
+Every iteration of the engine (one prefill batch, or one decode step of a batch) is priced as
+the sum of four parts, each per tensor-parallel shard (HexAgent §4.2 uses a roofline model; the
+efficiency constants are fitted in ``envs/configs/latency_calibration.yaml`` by
+``envs/sim/calibrate.py``):
+
+1. **Linear layers (GEMMs)**: ``max(FLOPs / (eff_gemm_compute · peak · f),
+   weight bytes / (eff_gemm_memory · bandwidth · f))``. FLOPs = 2 · tokens · params touched per
+   token (+ the LM head for one token per sequence); bytes = the weights the batch touches. A MoE
+   layer reads only the experts the batch activates: of E experts with k per token, a batch of B
+   tokens touches ``E · (1 − (1 − k/E)^B)`` in expectation.
+2. **Attention**: ``max(attention FLOPs / (eff_attn_compute · peak · f),
+   KV bytes / (eff_attn_memory · bandwidth · f))``; prefill FLOPs are causal (half the square)
+   for decoders and full for encoders; decode reads the whole KV context.
+3. **Tensor-parallel all-reduce**: 2 per layer of ``tokens · hidden · dtype`` bytes, ring cost
+   ``latency + 2 (tp − 1) / tp · bytes / (eff_link · link bandwidth)`` over NVLink, or PCIe when
+   the GPU has none. The link is not scaled by the GPU fraction (it is not time-sliced with
+   the SMs).
+4. **Fixed overheads**: a per-layer kernel floor (launch latency of the layer's kernels) and a
+   per-iteration framework overhead (scheduler, sampling, Python; plus a term per extra TP
+   worker), seconds.
+
+``f`` is the GPU fraction; it scales compute, memory bandwidth and memory capacity.
+
+A decode step's time is therefore ``K(B) + max(a₁·x, a₂·x + b₂)`` with ``x`` the total context
+tokens of the batch, so the time of n steps (x grows by B per step) has a closed form
+(``decode_steps_time``), which the simulator uses to jump over unchanged decode batches.
+
+Encoder-only models (embedding models, cross-encoder rerankers) have no decode and keep no KV
+cache: ``kv_bytes_per_token`` and ``kv_capacity_tokens`` are 0 and ``max_batch_tokens`` is the
+number of tokens whose activations fit beside the weights.
+
+Command line::
+
+    python -m envs.sim.latency --gpu a100-80g --model llama3.1-70b --tp 4 \\
+        --prefill 2048 --decode-batch 32 --context 65536
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envs.sim.catalog import CONFIG_DIR, GPUSpec, ModelSpec, get_gpu, get_model
+
+CALIBRATION_YAML = CONFIG_DIR / "latency_calibration.yaml"
+
+
+class InsufficientMemoryError(ValueError):
+    """The model's weights do not fit in the instance's usable memory."""
+
+
+@dataclass(frozen=True)
+class FamilyEfficiency:
+    """Fitted efficiencies of one GPU family (fractions of the datasheet peak).
+
+    :param gemm_compute: achieved / peak FLOP/s of compute-bound linear layers.
+    :param gemm_memory: achieved / peak bytes/s of weight-read-bound linear layers.
+    :param attention_compute: achieved / peak FLOP/s of prefill (flash) attention.
+    :param attention_memory: achieved / peak bytes/s of decode attention (KV reads).
+    :param gemm_floor_seconds: fixed time of one GEMM kernel (launch + tail), seconds.
+    :param attention_floor_seconds: fixed time of one attention kernel, seconds.
+    """
+
+    gemm_compute: float
+    gemm_memory: float
+    attention_compute: float
+    attention_memory: float
+    gemm_floor_seconds: float = 0.0
+    attention_floor_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class LinkEfficiency:
+    """Fitted ring all-reduce parameters of one interconnect kind.
+
+    :param efficiency: achieved / datasheet bandwidth of the ring's data movement.
+    :param latency_seconds: fixed time of one all-reduce, seconds.
+    """
+
+    efficiency: float
+    latency_seconds: float
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """All fitted constants of the latency model.
+
+    :param families: GPU family -> efficiencies; must contain ``"default"``, used for families
+        without measurements.
+    :param links: ``"nvlink"`` and ``"pcie"`` -> all-reduce parameters.
+    :param iteration_overhead_seconds: framework time per engine iteration, seconds.
+    :param iteration_overhead_per_extra_gpu_seconds: added per iteration for each TP shard beyond
+        the first (driver-to-worker synchronisation), seconds.
+    :param gemms_per_layer: GEMM kernels per transformer layer (QKV, output, gate/up, down).
+    :param target_heldout_median_error: the committed accuracy target of the held-out check.
+    """
+
+    families: Mapping[str, FamilyEfficiency]
+    links: Mapping[str, LinkEfficiency]
+    iteration_overhead_seconds: float
+    iteration_overhead_per_extra_gpu_seconds: float = 0.0
+    gemms_per_layer: int = 4
+    target_heldout_median_error: float = 0.15
+    source: str = field(default="", compare=False)
+
+    def family(self, name: str) -> FamilyEfficiency:
+        """Efficiencies of GPU family ``name``, falling back to ``"default"``.
+
+        :param name: a ``GPUSpec.family``.
+        """
+        return self.families.get(name, self.families["default"])
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> Calibration:
+        """Build from the YAML structure of ``latency_calibration.yaml``.
+
+        :param data: parsed YAML mapping.
+        :param source: where it came from, for error messages.
+        """
+        try:
+            families = {
+                k: FamilyEfficiency(**{n: float(x) for n, x in v.items()})
+                for k, v in data["families"].items()
+            }
+            links = {
+                k: LinkEfficiency(**{n: float(x) for n, x in v.items()})
+                for k, v in data["links"].items()
+            }
+            overhead = float(data["iteration_overhead_seconds"])
+        except (KeyError, TypeError) as exc:
+            raise ValueError(
+                f"{source}: malformed latency calibration ({exc!r}); expected keys "
+                "families, links, iteration_overhead_seconds"
+            ) from exc
+        if "default" not in families:
+            raise ValueError(
+                f"{source}: calibration families must include 'default', got {sorted(families)}"
+            )
+        for kind in ("nvlink", "pcie"):
+            if kind not in links:
+                raise ValueError(
+                    f"{source}: calibration links must include {kind!r}, got {sorted(links)}"
+                )
+        for fam, eff in families.items():
+            for name in ("gemm_compute", "gemm_memory", "attention_compute", "attention_memory"):
+                value = getattr(eff, name)
+                if not 0 < value <= 1.5:
+                    raise ValueError(
+                        f"{source}: family {fam!r} {name}={value}; expected an "
+                        "efficiency in (0, 1.5]"
+                    )
+        per_gpu = float(data.get("iteration_overhead_per_extra_gpu_seconds", 0.0))
+        if overhead < 0 or per_gpu < 0:
+            raise ValueError(
+                f"{source}: overheads must be >= 0 seconds, got "
+                f"iteration_overhead_seconds={overhead}, "
+                f"iteration_overhead_per_extra_gpu_seconds={per_gpu}"
+            )
+        return cls(
+            families=families,
+            links=links,
+            iteration_overhead_seconds=overhead,
+            iteration_overhead_per_extra_gpu_seconds=per_gpu,
+            gemms_per_layer=int(data.get("gemms_per_layer", 4)),
+            target_heldout_median_error=float(data.get("target_heldout_median_error", 0.15)),
+            source=source,
+        )
+
+
+@functools.lru_cache(maxsize=4)
+def _load_calibration(path: str) -> Calibration:
+    with open(path) as fh:
+        return Calibration.from_dict(yaml.safe_load(fh), source=path)
+
+
+def load_calibration(path: str | Path | None = None) -> Calibration:
+    """Read a calibration YAML (the packaged fitted one by default).
+
+    :param path: YAML file; ``None`` for ``envs/configs/latency_calibration.yaml``.
+    """
+    return _load_calibration(str(CALIBRATION_YAML if path is None else path))
+
+
+class LatencyModel:
+    """Iteration latencies, weight and KV sizes of one serving instance.
+
+    :param gpu: GPU type of every shard.
+    :param model: model architecture.
+    :param tp: tensor-parallel degree (GPUs per instance); must divide ``num_heads``, and divide
+        or be a multiple of ``num_kv_heads`` (KV heads are replicated when ``tp > num_kv_heads``).
+    :param fraction: share of each GPU in (0, 1]; scales compute, bandwidth and memory.
+    :param calibration: fitted constants; ``None`` for the packaged fit.
+    :param memory_utilization: share of the (fractional) memory the engine may use, in (0, 1]
+        (vLLM's ``gpu_memory_utilization``).
+    :raises InsufficientMemoryError: if the weights exceed the usable memory.
+    :raises ValueError: on a nonsensical tp, fraction or memory_utilization.
+    """
+
+    def __init__(
+        self,
+        gpu: GPUSpec,
+        model: ModelSpec,
+        tp: int,
+        fraction: float,
+        calibration: Calibration | None = None,
+        memory_utilization: float = 0.9,
+    ) -> None:
+        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+            raise ValueError(f"tp={tp!r}; expected a positive integer")
+        if model.num_heads % tp:
+            raise ValueError(
+                f"tp={tp} does not divide num_heads={model.num_heads} of "
+                f"{model.name}; expected a divisor of {model.num_heads}"
+            )
+        if model.num_kv_heads % tp and tp % model.num_kv_heads:
+            raise ValueError(
+                f"tp={tp} neither divides nor is a multiple of num_kv_heads="
+                f"{model.num_kv_heads} of {model.name}"
+            )
+        if not 0 < fraction <= 1:
+            raise ValueError(f"fraction={fraction!r}; expected a GPU share in (0, 1]")
+        if not 0 < memory_utilization <= 1:
+            raise ValueError(f"memory_utilization={memory_utilization!r}; expected (0, 1]")
+        self.gpu = gpu
+        self.model = model
+        self.tp = tp
+        self.fraction = float(fraction)
+        self.memory_utilization = float(memory_utilization)
+        self.calibration = calibration if calibration is not None else load_calibration()
+        cal = self.calibration
+        eff = cal.family(gpu.family)
+        m = model
+        dtype = m.dtype_bytes
+        layers = m.num_layers
+
+        # --- memory -------------------------------------------------------------------
+        self.weight_bytes: float = m.total_params * dtype
+        self.usable_memory_bytes: float = (
+            tp * self.fraction * gpu.memory_bytes * self.memory_utilization
+        )
+        config = (
+            f"{m.name} on {tp}x {gpu.name} (fraction {self.fraction:g}, memory "
+            f"utilization {self.memory_utilization:g})"
+        )
+        if self.weight_bytes > self.usable_memory_bytes:
+            raise InsufficientMemoryError(
+                f"{config}: weights need {self.weight_bytes:.4g} bytes but only "
+                f"{self.usable_memory_bytes:.4g} bytes of memory are usable; use a larger tp, "
+                "a larger fraction or a GPU with more memory"
+            )
+        free = self.usable_memory_bytes - self.weight_bytes
+        # Replicated KV heads (tp > num_kv_heads) are stored once per shard.
+        kv_heads_total = max(m.num_kv_heads, tp)
+        kv_heads_shard = kv_heads_total // tp
+        if m.encoder_only:
+            self.kv_bytes_per_token: int = 0
+            self.kv_capacity_tokens: int = 0
+            # Live activations of one layer per token: residual, QKV, attention out, FFN hidden.
+            act_bytes_per_token = dtype * (4 * m.hidden_size + m.intermediate_size)
+            self.max_batch_tokens: int = int(free // act_bytes_per_token)
+        else:
+            self.kv_bytes_per_token = 2 * layers * kv_heads_total * m.head_dim * dtype
+            self.kv_capacity_tokens = int(free // self.kv_bytes_per_token)
+            self.max_batch_tokens = self.kv_capacity_tokens
+        kv_bytes_per_token_shard = 2 * layers * kv_heads_shard * m.head_dim * dtype
+
+        # --- per-shard rates (FLOP/s, bytes/s) ------------------------------------------
+        flops = gpu.peak_flops * self.fraction
+        bandwidth = gpu.hbm_bandwidth * self.fraction
+        gemm_flop_rate = eff.gemm_compute * flops
+        gemm_byte_rate = eff.gemm_memory * bandwidth
+        attn_flop_rate = eff.attention_compute * flops
+        attn_byte_rate = eff.attention_memory * bandwidth
+
+        # --- linear layers --------------------------------------------------------------
+        # seconds per token of compute-bound GEMM work on one shard
+        dense_params_layer = m.attention_params_per_layer + m.dense_ffn_params_per_layer
+        routed_params_token = m.experts_per_token * m.expert_params
+        self._gemm_s_per_token = (
+            2.0 * layers * (dense_params_layer + routed_params_token) / tp / gemm_flop_rate
+        )
+        # Decoders compute logits for the last token of each sequence; encoders pool instead.
+        lm_head_params = 0 if m.encoder_only else m.vocab_size * m.hidden_size
+        self._lm_head_s_per_seq = 2.0 * lm_head_params / tp / gemm_flop_rate
+        # seconds to read the always-touched weights (attention, dense FFN/router, LM head)
+        self._dense_weight_read_s = (
+            (layers * dense_params_layer + lm_head_params) * dtype / tp / gemm_byte_rate
+        )
+        self._expert_read_s = layers * m.expert_params * dtype / tp / gemm_byte_rate
+        self._num_experts = m.num_experts
+        self._expert_miss = 1.0 - m.experts_per_token / m.num_experts if m.is_moe else 1.0
+
+        # --- attention ------------------------------------------------------------------
+        heads_shard = m.num_heads // tp
+        attn_flop_per_pair = 4.0 * layers * heads_shard * m.head_dim  # QK^T and AV per (q, k)
+        self._attn_flop_s_per_pair = attn_flop_per_pair / attn_flop_rate
+        self._kv_read_s_per_token = kv_bytes_per_token_shard / attn_byte_rate
+        self._causal = not m.encoder_only
+
+        # --- all-reduce -----------------------------------------------------------------
+        if tp > 1:
+            link = cal.links["nvlink" if gpu.has_nvlink else "pcie"]
+            ring_bytes_per_token = 2.0 * (tp - 1) / tp * m.hidden_size * dtype
+            self._allreduce_fixed_s = 2 * layers * link.latency_seconds
+            self._allreduce_s_per_token = (
+                2 * layers * ring_bytes_per_token / (link.efficiency * gpu.interconnect_bandwidth)
+            )
+        else:
+            self._allreduce_fixed_s = 0.0
+            self._allreduce_s_per_token = 0.0
+
+        # --- fixed overheads ------------------------------------------------------------
+        self._fixed_s = (
+            layers * (cal.gemms_per_layer * eff.gemm_floor_seconds + eff.attention_floor_seconds)
+            + cal.iteration_overhead_seconds
+            + (tp - 1) * cal.iteration_overhead_per_extra_gpu_seconds
+            + self._allreduce_fixed_s
+        )
+
+        # Decode step = K(B) + max(a1·x, a2·x + b2·B), x = total context tokens.
+        self._dec_a1 = self._attn_flop_s_per_pair  # attention compute per context token
+        self._dec_a2 = self._kv_read_s_per_token  # KV read per context token
+        self._dec_b2 = self._kv_read_s_per_token  # KV write of the B new tokens
+
+    # ------------------------------------------------------------------------------------
+    @classmethod
+    def from_names(
+        cls,
+        gpu: str,
+        model: str,
+        tp: int = 1,
+        fraction: float = 1.0,
+        calibration: Calibration | None = None,
+        memory_utilization: float = 0.9,
+    ) -> LatencyModel:
+        """Build from catalog names (see ``envs.sim.catalog``).
+
+        :param gpu: GPU catalog name, e.g. ``"a100-80g"``.
+        :param model: model catalog name, e.g. ``"llama3.1-70b"``.
+        :param tp: tensor-parallel degree.
+        :param fraction: GPU share in (0, 1].
+        :param calibration: fitted constants; ``None`` for the packaged fit.
+        :param memory_utilization: usable share of memory in (0, 1].
+        """
+        return cls(get_gpu(gpu), get_model(model), tp, fraction, calibration, memory_utilization)
+
+    def __repr__(self) -> str:
+        return (
+            f"LatencyModel(gpu={self.gpu.name!r}, model={self.model.name!r}, tp={self.tp}, "
+            f"fraction={self.fraction:g})"
+        )
+
+    # ------------------------------------------------------------------------------------
+    def _gemm_time(self, num_tokens: int, num_seqs: int) -> float:
+        """Seconds of the linear layers for ``num_tokens`` tokens, logits for ``num_seqs``."""
+        compute = num_tokens * self._gemm_s_per_token + num_seqs * self._lm_head_s_per_seq
+        read = self._dense_weight_read_s
+        if self._num_experts:
+            touched = self._num_experts * (1.0 - self._expert_miss**num_tokens)
+            read += touched * self._expert_read_s
+        return compute if compute > read else read
+
+    def experts_touched(self, num_tokens: int) -> float:
+        """Expected distinct experts per MoE layer touched by a batch of ``num_tokens`` tokens.
+
+        :param num_tokens: tokens in the batch.
+        :return: ``E · (1 − (1 − k/E)^num_tokens)``; 0 for dense models.
+        """
+        if not self._num_experts:
+            return 0.0
+        return self._num_experts * (1.0 - self._expert_miss**num_tokens)
+
+    def prefill_time(self, num_tokens: int, num_seqs: int = 1, context_tokens: int = 0) -> float:
+        """Seconds for one prefill iteration.
+
+        :param num_tokens: new tokens in the batch (all sequences together).
+        :param num_seqs: sequences the new tokens belong to (split evenly for attention).
+        :param context_tokens: tokens already in the KV cache, all sequences together (prefix
+            cache hits, earlier chunks); they are attended to but not recomputed.
+        :return: seconds; 0.0 when ``num_tokens`` is 0.
+        """
+        if num_tokens <= 0:
+            if num_tokens < 0:
+                raise ValueError(f"num_tokens={num_tokens}; expected >= 0")
+            return 0.0
+        if num_seqs < 1 or context_tokens < 0:
+            raise ValueError(
+                f"num_seqs={num_seqs}, context_tokens={context_tokens}; expected "
+                "num_seqs >= 1 and context_tokens >= 0"
+            )
+        # query-key pairs: each new token sees the cached context plus the new tokens before
+        # it (causal) or all new tokens of its sequence (encoder)
+        pairs = num_tokens * context_tokens / num_seqs
+        square = num_tokens * num_tokens / num_seqs
+        pairs += 0.5 * square if self._causal else square
+        attn_compute = pairs * self._attn_flop_s_per_pair
+        attn_read = (context_tokens + num_tokens) * self._kv_read_s_per_token
+        attn = attn_compute if attn_compute > attn_read else attn_read
+        return (
+            self._gemm_time(num_tokens, num_seqs)
+            + attn
+            + num_tokens * self._allreduce_s_per_token
+            + self._fixed_s
+        )
+
+    def _decode_fixed(self, batch_size: int) -> float:
+        if self.model.encoder_only:
+            raise ValueError(
+                f"{self.model.name} is encoder-only (embedding/reranker): it has "
+                "no decode phase; use prefill_time"
+            )
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size}; expected >= 1")
+        return (
+            self._gemm_time(batch_size, batch_size)
+            + batch_size * self._allreduce_s_per_token
+            + self._fixed_s
+        )
+
+    def decode_iteration_time(self, batch_size: int, total_context_tokens: int) -> float:
+        """Seconds for one decode step of ``batch_size`` sequences.
+
+        :param batch_size: sequences decoding one token each.
+        :param total_context_tokens: KV tokens the batch attends to, all sequences together.
+        :raises ValueError: for encoder-only models or batch_size < 1.
+        """
+        x = total_context_tokens
+        a = self._dec_a1 * x
+        b = self._dec_a2 * x + self._dec_b2 * batch_size
+        return self._decode_fixed(batch_size) + (a if a > b else b)
+
+    def decode_steps_time(
+        self, batch_size: int, total_context_tokens: int, num_steps: int
+    ) -> float:
+        """Seconds for ``num_steps`` decode steps of an unchanged batch, in O(1).
+
+        Equals ``sum(decode_iteration_time(batch_size, total_context_tokens + i * batch_size)
+        for i in range(num_steps))``: each term is ``K + max(a1·x, a2·x + b2·B)``, so the sum
+        is two arithmetic series split at the crossover of the two affine terms.
+
+        :param batch_size: sequences in the batch.
+        :param total_context_tokens: total context at the first step, tokens.
+        :param num_steps: decode steps (>= 0).
+        """
+        if num_steps <= 0:
+            if num_steps < 0:
+                raise ValueError(f"num_steps={num_steps}; expected >= 0")
+            return 0.0
+        fixed = self._decode_fixed(batch_size)
+        a1, a2, c2 = self._dec_a1, self._dec_a2, self._dec_b2 * batch_size
+        x0, step = float(total_context_tokens), float(batch_size)
+
+        # max(a1·x, a2·x + c2) over x_i = x0 + i·step: a1·x wins for i >= split when a1 > a2
+        # (and for i < split when a1 < a2); find split from the crossover, then fix rounding.
+        def first_wins(i: int) -> bool:
+            x = x0 + i * step
+            return a1 * x > a2 * x + c2
+
+        if a1 == a2:
+            split = num_steps if c2 < 0 else 0  # c2 >= 0: the second term always wins
+            lo_first = False
+        else:
+            root = (c2 / (a1 - a2) - x0) / step  # index where the two terms are equal
+            split = min(num_steps, max(0, math.ceil(root)))
+            lo_first = a1 < a2  # below the root the term with the smaller slope is larger
+            while split > 0 and first_wins(split - 1) != lo_first:
+                split -= 1
+            while split < num_steps and first_wins(split) == lo_first:
+                split += 1
+
+        def series(slope: float, offset: float, i0: int, i1: int) -> float:
+            count = i1 - i0
+            if count <= 0:
+                return 0.0
+            return count * (slope * x0 + offset) + slope * step * (i0 + i1 - 1) * count / 2.0
+
+        first, second = (a1, 0.0), (a2, c2)
+        lo, hi = (first, second) if lo_first else (second, first)
+        return num_steps * fixed + series(*lo, 0, split) + series(*hi, split, num_steps)
+
+    def decode_steps_within(
+        self, batch_size: int, total_context_tokens: int, budget_seconds: float
+    ) -> int:
+        """Largest n >= 0 with ``decode_steps_time(batch_size, total_context_tokens, n) <=
+        budget_seconds``, by doubling + bisection (O(log n) closed-form evaluations).
+
+        :param batch_size: sequences in the batch.
+        :param total_context_tokens: total context at the first step, tokens.
+        :param budget_seconds: time available, seconds (finite).
+        """
+        if not math.isfinite(budget_seconds):
+            raise ValueError(f"budget_seconds={budget_seconds}; expected a finite number")
+        if budget_seconds <= 0:
+            return 0
+        first = self.decode_iteration_time(batch_size, total_context_tokens)
+        # every step costs at least the first one (context only grows)
+        hi = int(budget_seconds / first) + 1
+        lo = 0
+        while lo < hi:  # invariant: answer in [lo, hi]
+            mid = (lo + hi + 1) // 2
+            if self.decode_steps_time(batch_size, total_context_tokens, mid) <= budget_seconds:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+
+def _main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--gpu", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--tp", type=int, default=1)
+    parser.add_argument("--fraction", type=float, default=1.0)
+    parser.add_argument("--memory-utilization", type=float, default=0.9)
+    parser.add_argument("--prefill", type=int, help="prefill this many tokens (one sequence)")
+    parser.add_argument("--decode-batch", type=int, help="decode batch size, sequences")
+    parser.add_argument(
+        "--context", type=int, default=0, help="total context tokens of the decode batch"
+    )
+    args = parser.parse_args(argv)
+    m = LatencyModel.from_names(
+        args.gpu, args.model, args.tp, args.fraction, memory_utilization=args.memory_utilization
+    )
+    print(m)
+    print(f"  weights              {m.weight_bytes / 2**30:10.2f} GiB")
+    print(f"  usable memory        {m.usable_memory_bytes / 2**30:10.2f} GiB")
+    print(f"  KV bytes per token   {m.kv_bytes_per_token:10d} bytes")
+    print(f"  KV capacity          {m.kv_capacity_tokens:10d} tokens")
+    print(f"  max batch tokens     {m.max_batch_tokens:10d} tokens")
+    if args.prefill:
+        t = m.prefill_time(args.prefill)
+        print(
+            f"  prefill {args.prefill} tokens  {t * 1e3:10.3f} ms "
+            f"({args.prefill / t:,.0f} tokens/s)"
+        )
+    if args.decode_batch:
+        t = m.decode_iteration_time(args.decode_batch, args.context)
+        print(
+            f"  decode step B={args.decode_batch} context={args.context}  {t * 1e3:10.3f} ms "
+            f"({args.decode_batch / t:,.0f} tokens/s)"
+        )
+
+
+if __name__ == "__main__":
+    _main()

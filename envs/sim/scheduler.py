@@ -1,0 +1,158 @@
+"""The scheduler hook of the simulator, and two simple schedulers that need no RL.
+
+A scheduler is any object with ``plan(sim, invocation) -> list[Assignment]`` (see
+:class:`envs.sim.simulation.Invocation`). It may read the simulation's scheduler-visible state:
+waiting calls (``input_tokens``, ``predicted_output_tokens``, ``time_error``, workflow arrival,
+``workflow.online_horizon``), instance queues and engines, and the latency models. It must not
+read ``Call.output_tokens`` (the truth) — the Gymnasium environments enforce this by exposing only
+a documented decision context; here it is a convention.
+
+Priorities: lower is served first. Both schedulers below are FCFS by reveal time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from envs.sim.simulation import Assignment, Invocation, Simulation
+
+
+class Scheduler(Protocol):
+    """What :meth:`Simulation.run` drives."""
+
+    def plan(self, sim: Simulation, inv: Invocation) -> list[Assignment]:
+        """Assignments for (a subset of) ``inv.calls``; every call without a plan is covered."""
+        ...
+
+
+def _decode_load(d: Any, extra_tokens: int) -> float:
+    waiting = sum(c.predicted_kv_tokens for c in d.waiting)
+    return (d.reserved + waiting + extra_tokens) / d.capacity
+
+
+class DefaultScheduler:
+    """Least-loaded placement, FCFS order — the simulator's no-RL default.
+
+    * ``prefill``: each call without a plan goes to the prefill instance with the least queued
+      prefill work in seconds (ties: the one that prefills this call fastest, then lowest index)
+      and the decode instance with the smallest KV load fraction (reserved + queued predicted
+      tokens over capacity) among those where m(c) = L_in + L̂_out fits (ties: fastest decode
+      step, then lowest index). Priority = reveal time (FCFS).
+    * ``decode``: keeps the FCFS priorities set at prefill time.
+    * ``route``: the instance serving the call's model with the fewest running + waiting calls
+      (ties: fastest prefill, then lowest index).
+    """
+
+    def plan(self, sim: Simulation, inv: Invocation) -> list[Assignment]:
+        if inv.stage == "decode":
+            return []
+        out: list[Assignment] = []
+        if inv.stage == "prefill":
+            planned_work = {p.index: p.queued_work_seconds() for p in sim.prefill}
+            planned_kv = {d.index: 0 for d in sim.decode}
+            for c in inv.new_calls:
+                p = min(
+                    sim.prefill,
+                    key=lambda p: (
+                        planned_work[p.index],
+                        p.latency.prefill_time(c.input_tokens),
+                        p.index,
+                    ),
+                )
+                fits = [d for d in sim.decode if c.predicted_kv_tokens <= d.capacity] or sim.decode
+                d = min(
+                    fits,
+                    key=lambda d: (
+                        _decode_load(d, planned_kv[d.index]),
+                        d.latency.decode_iteration_time(1, c.input_tokens),
+                        d.index,
+                    ),
+                )
+                planned_work[p.index] += p.latency.prefill_time(c.input_tokens)
+                planned_kv[d.index] += c.predicted_kv_tokens
+                out.append(Assignment(c, c.revealed_at, p.index, d.index))
+            return out
+        planned = {m.index: 0 for m in sim.monolithic}
+        for c in inv.new_calls:
+            cands = [m for m in sim.monolithic if m.spec.model == c.model]
+            m = min(
+                cands,
+                key=lambda m: (
+                    len(m.running) + len(m.waiting) + planned[m.index],
+                    m.latency.prefill_time(c.input_tokens),
+                    m.index,
+                ),
+            )
+            planned[m.index] += 1
+            out.append(Assignment(c, c.revealed_at, m.index))
+        return out
+
+
+class EarliestFinishScheduler:
+    """Earliest-estimated-finish placement, FCFS order; used to compute standalone horizons.
+
+    For each call without a plan (in reveal order) it picks the (prefill, decode) pair — or the
+    monolithic instance — minimising the estimated finish: the instance's queued work, the call's
+    prefill, the KV transfer between the pair's GPU classes, and its decode at the decode
+    instance's current batch size. With a single workflow on an empty cluster this is the
+    heterogeneity-aware standalone placement that defines H_w (HexAgent §5.1, §7.3).
+    """
+
+    def plan(self, sim: Simulation, inv: Invocation) -> list[Assignment]:
+        if inv.stage == "decode":
+            return []
+        now = sim.now
+        out: list[Assignment] = []
+        if inv.stage == "prefill":
+            ready = {p.index: now + p.queued_work_seconds() for p in sim.prefill}
+            transfer = sim.cluster.kv_transfer
+            extra_batch = {d.index: 0 for d in sim.decode}
+            for c in inv.new_calls:
+                best: tuple[float, int, int] | None = None
+                out_tokens = c.predicted_output_tokens
+                kv_bytes = sim.prefill[0].latency.kv_bytes_per_token * c.input_tokens
+                decode_t = {}
+                for d in sim.decode:
+                    if c.predicted_kv_tokens > d.capacity:
+                        continue
+                    b = len(d.running) + len(d.waiting) + extra_batch[d.index] + 1
+                    decode_t[d.index] = (
+                        d.latency.decode_steps_time(b, b * c.input_tokens, out_tokens)
+                        if out_tokens
+                        else 0.0
+                    )
+                for p in sim.prefill:
+                    p_end = ready[p.index] + p.latency.prefill_time(c.input_tokens)
+                    for di, td in decode_t.items():
+                        t = p_end + td
+                        if out_tokens:
+                            t += transfer.transfer_time(kv_bytes, p.gpu, sim.instances[di].gpu)
+                        if best is None or t < best[0]:
+                            best = (t, p.index, di)
+                if best is None:
+                    raise ValueError(
+                        f"call {c.id} needs {c.predicted_kv_tokens} KV tokens, more than any "
+                        "decode instance holds"
+                    )
+                _, pi, di = best
+                ready[pi] += sim.instances[pi].latency.prefill_time(c.input_tokens)
+                extra_batch[di] += 1
+                out.append(Assignment(c, c.revealed_at, pi, di))
+            return out
+        backlog = {m.index: 0.0 for m in sim.monolithic}
+        for c in inv.new_calls:
+            best_m: tuple[float, int] | None = None
+            for m in sim.monolithic:
+                if m.spec.model != c.model:
+                    continue
+                lat = m.latency
+                t = backlog[m.index] + lat.prefill_time(c.input_tokens)
+                if c.predicted_output_tokens:
+                    b = len(m.running) + 1
+                    t += lat.decode_steps_time(b, b * c.input_tokens, c.predicted_output_tokens)
+                if best_m is None or t < best_m[0]:
+                    best_m = (t, m.index)
+            assert best_m is not None
+            backlog[best_m[1]] += sim.instances[best_m[1]].latency.prefill_time(c.input_tokens)
+            out.append(Assignment(c, c.revealed_at, best_m[1]))
+        return out

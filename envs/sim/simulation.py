@@ -1,0 +1,670 @@
+"""The discrete-event cluster simulation (SimPy), paused at every scheduling decision.
+
+Usage without RL::
+
+    from envs.sim import Simulation, load_cluster, DefaultScheduler
+    result = Simulation(load_cluster("hetero-1"), workflows, seed=0).run(DefaultScheduler())
+    result.metrics["req99"]
+
+Usage step by step (what the Gymnasium environments do, Decima's pattern)::
+
+    sim = Simulation(cluster, workflows, seed=0)
+    while (inv := sim.advance()) is not None:   # run until a decision is pending
+        sim.apply(plan_for(inv))                # one plan per invocation
+    result = sim.result()
+
+Scheduler invocations (HexAgent §4.3, §5.2) are raised when new work enters a stage:
+
+* ``prefill`` (P-D clusters): on workflow arrival and when a finished node reveals LLM calls. The
+  invocation lists every call still waiting for prefill, so the plan can re-place and re-order
+  them; a call that started prefill never moves.
+* ``decode`` (P-D clusters): when a KV transfer completes. Lists every call waiting for decode;
+  calls are locked to their planned decode instance, the plan sets their queue priority.
+* ``route`` (monolithic clusters): when requests or workflow calls are revealed. Lists every call
+  waiting in (or for) a monolithic queue that has not started.
+
+Nothing is processed while an invocation is pending, so the plan is applied at the instant the
+invocation was raised; instances start service through zero-delay events queued behind it.
+"""
+
+from __future__ import annotations
+
+import math
+import time as _time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import simpy
+
+from envs.sim import metrics as _metrics
+from envs.sim.cluster import ClusterSpec, InstanceSpec
+from envs.sim.instances import DecodeInstance, MonolithicInstance, PrefillInstance
+from envs.sim.latency import LatencyModel
+from envs.sim.workload import (
+    DONE,
+    TRANSFER,
+    WAIT_DECODE,
+    WAIT_PREFILL,
+    Call,
+    WorkflowRun,
+    WorkloadError,
+    as_workflow,
+)
+from traces.schema import LLMNode, Request, ToolNode, Workflow
+
+STAGES = ("prefill", "decode", "route")
+
+
+class SchedulingError(ValueError):
+    """A plan is illegal: unknown call or instance, wrong stage, infeasible placement."""
+
+
+@dataclass
+class Invocation:
+    """A pending scheduling decision.
+
+    :param stage: ``prefill``, ``decode`` or ``route``.
+    :param time: simulated time in seconds.
+    :param trigger: ``arrival``, ``reveal`` or ``transfer``.
+    :param calls: every call waiting at this stage, in reveal order (the plan may cover all).
+    :param new_calls: the calls whose arrival at the stage raised the invocation.
+    :param seq: invocation counter, from 0.
+    """
+
+    stage: str
+    time: float
+    trigger: str
+    calls: list[Call]
+    new_calls: list[Call]
+    seq: int
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One call's part of a plan.
+
+    :param call: the call (from ``Invocation.calls``).
+    :param priority: queue priority at the stage's instance (lower is served first).
+    :param prefill_instance: prefill (``prefill`` stage) or monolithic (``route`` stage) instance
+        index; ignored at the ``decode`` stage.
+    :param decode_instance: planned decode instance index (``prefill`` stage only).
+    :param decode_priority: priority the call will carry into the decode queue (default: the
+        prefill priority).
+    """
+
+    call: Call
+    priority: float
+    prefill_instance: int | None = None
+    decode_instance: int | None = None
+    decode_priority: float | None = None
+
+
+@dataclass
+class CallRecord:
+    """What happened to one LLM call (times in seconds; -1 where a stage did not apply)."""
+
+    workflow_id: str
+    node_id: str
+    model: str
+    task: str
+    input_tokens: int
+    output_tokens: int
+    predicted_output_tokens: int
+    revealed_at: float
+    prefill_instance: int
+    decode_instance: int
+    prefill_start: float
+    prefill_end: float
+    transfer_end: float
+    decode_start: float
+    decode_end: float
+    cached_tokens: int
+
+
+@dataclass
+class WorkflowRecord:
+    """What happened to one workflow.
+
+    :param completion_time: C_w, seconds from arrival to the last node's end (inf if unfinished).
+    :param horizon: H_w, its standalone completion time on the same cluster (HexAgent §7.3).
+    """
+
+    id: str
+    arrival: float
+    finish: float
+    completion_time: float
+    horizon: float
+    num_llm_calls: int
+    num_tools: int
+
+
+@dataclass
+class SimulationResult:
+    """Records and metrics of a finished (or truncated) simulation."""
+
+    calls: list[CallRecord]
+    workflows: list[WorkflowRecord]
+    metrics: dict[str, float]
+    utilisation: dict[str, float]
+    end_time: float
+    events: int
+    invocations: int
+    wall_seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class LatencyCache:
+    """One :class:`LatencyModel` per distinct (GPU, model, TP, fraction); shared by simulations."""
+
+    def __init__(self) -> None:
+        self._models: dict[tuple[str, str, int, float], LatencyModel] = {}
+
+    def get(self, spec: InstanceSpec) -> LatencyModel:
+        key = (spec.gpu, spec.model, spec.tp, spec.fraction)
+        m = self._models.get(key)
+        if m is None:
+            m = LatencyModel.from_names(
+                gpu=spec.gpu, model=spec.model, tp=spec.tp, fraction=spec.fraction
+            )
+            self._models[key] = m
+        return m
+
+
+class Simulation:
+    """A cluster serving a workload, driven by scheduling plans.
+
+    :param cluster: the cluster (see :func:`envs.sim.cluster.load_cluster`).
+    :param workload: workflows and/or requests, sorted by arrival.
+    :param seed: seeds the estimate-error draws; same seed and inputs ⇒ identical results.
+    :param estimate_error: relative error e injected into scheduler-visible estimates
+        (HexAgent §7.6): each call's predicted output length and service-time estimates are
+        scaled by factors drawn uniformly from [1 − e, 1 + e]. The simulation runs on the truth.
+    :param output_predictor: optional ``f(call) -> predicted output tokens`` replacing the
+        truth-with-error default.
+    :param token_by_token: one decode iteration per event (slow; for testing the fast path).
+    :param compute_horizons: simulate each workflow alone to get H_w (HexAgent §7.3).
+    :param horizon_scheduler: scheduler for the standalone runs (default: earliest-finish).
+    :param latency_cache: share latency models across simulations.
+    :param horizon_cache: share standalone horizons (keyed by workflow content) across runs.
+    :param prefix_cache_blocks: LRU prefix-cache blocks per monolithic instance (0 = off).
+    :param time_limit: stop the simulation at this simulated time in seconds (None = run out).
+    """
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        workload: Sequence[Workflow | Request],
+        *,
+        seed: int = 0,
+        estimate_error: float = 0.0,
+        output_predictor: Callable[[Call], int] | None = None,
+        token_by_token: bool = False,
+        compute_horizons: bool = True,
+        horizon_scheduler: Any = None,
+        latency_cache: LatencyCache | None = None,
+        horizon_cache: dict[Any, float] | None = None,
+        prefix_cache_blocks: int = 0,
+        time_limit: float | None = None,
+    ):
+        if cluster.architecture == "pool":
+            raise WorkloadError(
+                f"cluster {cluster.name!r} is a GPU pool with no instances; allocate instances "
+                "first (servegym/Allocation-v0 does this)"
+            )
+        if not 0.0 <= estimate_error < 1.0:
+            raise ValueError(f"estimate_error must be in [0, 1), got {estimate_error}")
+        self.cluster = cluster
+        self.env = simpy.Environment()
+        self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        self.estimate_error = estimate_error
+        self.output_predictor = output_predictor
+        self.token_by_token = token_by_token
+        self.compute_horizons = compute_horizons
+        self.horizon_scheduler = horizon_scheduler
+        self.latency_cache = latency_cache or LatencyCache()
+        self.horizon_cache = horizon_cache if horizon_cache is not None else {}
+        self.time_limit = time_limit
+
+        self.prefill: list[PrefillInstance] = []
+        self.decode: list[DecodeInstance] = []
+        self.monolithic: list[MonolithicInstance] = []
+        self.instances: list[PrefillInstance | DecodeInstance | MonolithicInstance] = []
+        for spec in cluster.instances:
+            lat = self.latency_cache.get(spec)
+            if spec.role == "prefill":
+                inst: Any = PrefillInstance(self, spec, lat)
+                self.prefill.append(inst)
+            elif spec.role == "decode":
+                inst = DecodeInstance(self, spec, lat, token_by_token)
+                self.decode.append(inst)
+            else:
+                inst = MonolithicInstance(
+                    self, spec, lat, token_by_token, prefix_cache_blocks=prefix_cache_blocks
+                )
+                self.monolithic.append(inst)
+            self.instances.append(inst)
+        self.pd = cluster.architecture == "pd"
+        self.served_models = set(cluster.models)
+
+        self.runs: list[WorkflowRun] = []
+        last = -math.inf
+        for i, rec in enumerate(workload):
+            wf = as_workflow(rec)
+            if not wf.arrival >= last:
+                raise WorkloadError(
+                    f"workload not sorted by arrival: record {i} ({wf.id!r}) arrives at "
+                    f"{wf.arrival} s, before the previous record's {last} s"
+                )
+            if not math.isfinite(wf.arrival) or wf.arrival < 0:
+                raise WorkloadError(f"record {i} ({wf.id!r}) has arrival {wf.arrival}; need >= 0")
+            last = wf.arrival
+            run = WorkflowRun(wf, i)
+            for node in wf.nodes:
+                if isinstance(node, LLMNode) and node.model not in self.served_models:
+                    raise WorkloadError(
+                        f"workflow {wf.id!r} node {node.id!r} needs model {node.model!r}, but "
+                        f"cluster {cluster.name!r} serves {sorted(self.served_models)}"
+                    )
+            self.runs.append(run)
+        self._isolated_cache: dict[tuple[str, int, int], float] = {}
+
+        self.pending: list[Invocation] = []
+        self.waiting_prefill: dict[int, Call] = {}  # revealed, prefill/route not started
+        self.waiting_decode: dict[int, Call] = {}  # transferred, decode not started
+        self.calls: list[Call] = []
+        self.finished_runs = 0
+        self.events = 0
+        self.invocation_count = 0
+        self._seq = 0
+        self._next_arrival = 0
+        if self.runs:
+            self.schedule(self.runs[0].arrival, self._on_arrival)
+
+    # -- small utilities ---------------------------------------------------------------------
+    @property
+    def now(self) -> float:
+        """Current simulated time in seconds."""
+        return self.env.now
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def schedule(self, delay: float, fn: Callable[[Any], None]) -> None:
+        """Run ``fn(event)`` after ``delay`` seconds of simulated time."""
+        ev = self.env.timeout(delay)
+        ev.callbacks.append(fn)
+
+    @property
+    def done(self) -> bool:
+        """True when every workflow has finished (or the time limit was reached)."""
+        return self.finished_runs == len(self.runs) or (
+            self.time_limit is not None and self.env.now >= self.time_limit
+        )
+
+    # -- driving -----------------------------------------------------------------------------
+    def advance(self) -> Invocation | None:
+        """Process events until a scheduling decision is pending; None when the run is over."""
+        env = self.env
+        limit = self.time_limit if self.time_limit is not None else math.inf
+        while not self.pending:
+            t = env.peek()
+            if t == math.inf or t > limit:
+                return None
+            env.step()
+            self.events += 1
+        return self.pending[0]
+
+    def run(self, scheduler: Any) -> SimulationResult:
+        """Run to the end, asking ``scheduler.plan(sim, invocation)`` for every decision."""
+        start = _time.perf_counter()
+        while (inv := self.advance()) is not None:
+            self.apply(scheduler.plan(self, inv))
+        result = self.result()
+        result.wall_seconds = _time.perf_counter() - start
+        return result
+
+    def apply(self, plan: Sequence[Assignment]) -> None:
+        """Apply ``plan`` to the pending invocation and resume.
+
+        Calls already assigned may be left out (they keep their plan); every call without an
+        assignment must be covered. Validation happens before any change, so an illegal plan
+        raises :class:`SchedulingError` and leaves the state untouched.
+        """
+        if not self.pending:
+            raise SchedulingError("apply() called with no pending invocation")
+        inv = self.pending[0]
+        self._validate(inv, plan)
+        self.pending.pop(0)
+        touched: dict[int, Any] = {}
+        if inv.stage == "decode":
+            for a in plan:
+                a.call.decode_priority = float(a.priority)
+                touched[a.call.decode_instance] = self.instances[a.call.decode_instance]
+        else:
+            for a in plan:
+                c = a.call
+                old = c.prefill_instance
+                c.prefill_priority = float(a.priority)
+                if self.pd:
+                    c.decode_instance = a.decode_instance
+                    c.decode_priority = float(
+                        a.priority if a.decode_priority is None else a.decode_priority
+                    )
+                else:
+                    c.decode_priority = c.prefill_priority
+                target = self.instances[a.prefill_instance]
+                if old is None or old != a.prefill_instance:
+                    if old is not None:
+                        self._dequeue_waiting(c, self.instances[old])
+                    target.enqueue(c)
+                touched[target.index] = target
+        for inst in touched.values():
+            inst.on_queue_changed()
+
+    def _dequeue_waiting(self, call: Call, inst: Any) -> None:
+        if isinstance(inst, PrefillInstance):
+            inst.remove(call)
+        else:
+            inst.waiting.remove(call)
+
+    def _validate(self, inv: Invocation, plan: Sequence[Assignment]) -> None:
+        seen: set[int] = set()
+        n_inst = len(self.instances)
+        for a in plan:
+            c = a.call
+            if c.uid in seen:
+                raise SchedulingError(f"plan assigns call {c.id} twice")
+            seen.add(c.uid)
+            if not math.isfinite(a.priority):
+                raise SchedulingError(f"call {c.id}: priority must be finite, got {a.priority}")
+            if inv.stage == "decode":
+                if c.stage != WAIT_DECODE or c.uid not in self.waiting_decode:
+                    raise SchedulingError(
+                        f"call {c.id} is not waiting for decode (stage {c.stage!r})"
+                    )
+                continue
+            if c.stage != WAIT_PREFILL or c.uid not in self.waiting_prefill:
+                raise SchedulingError(
+                    f"call {c.id} is not waiting for {inv.stage} (stage {c.stage!r}); a call "
+                    "that started service never moves"
+                )
+            p = a.prefill_instance
+            role = "prefill" if self.pd else "monolithic"
+            if p is None or not 0 <= p < n_inst or self.instances[p].role != role:
+                raise SchedulingError(
+                    f"call {c.id}: {role} instance {p!r} is not a {role} instance of cluster "
+                    f"{self.cluster.name!r} (valid: "
+                    f"{[i.index for i in self.instances if i.role == role]})"
+                )
+            if self.instances[p].spec.model != c.model:
+                raise SchedulingError(
+                    f"call {c.id} needs model {c.model!r} but instance {p} serves "
+                    f"{self.instances[p].spec.model!r}"
+                )
+            d = a.decode_instance if self.pd else p
+            if self.pd and (d is None or not 0 <= d < n_inst or self.instances[d].role != "decode"):
+                raise SchedulingError(
+                    f"call {c.id}: decode instance {d!r} is not a decode instance (valid: "
+                    f"{[i.index for i in self.decode]})"
+                )
+            cap = self.instances[d].capacity
+            if c.kv_tokens > cap:
+                raise SchedulingError(
+                    f"call {c.id} needs {c.kv_tokens} KV tokens (input {c.input_tokens} + output "
+                    f"{c.output_tokens}) but instance {d} holds at most {cap}"
+                )
+        if inv.stage != "decode":
+            for c in inv.calls:
+                if c.prefill_instance is None and c.uid not in seen:
+                    raise SchedulingError(
+                        f"plan leaves call {c.id} without an instance; every call that has no "
+                        "plan yet must be assigned"
+                    )
+
+    # -- estimates (what schedulers may use) ---------------------------------------------------
+    def isolated_call_time(self, call: Call, use_truth: bool = False) -> float:
+        """Seconds ``call`` takes on the fastest path of an empty cluster (prefill + transfer +
+        decode, batch of one), from the estimate (default) or the truth."""
+        out = call.output_tokens if use_truth else call.predicted_output_tokens
+        key = (call.model, call.input_tokens, out)
+        t = self._isolated_cache.get(key)
+        if t is None:
+            t = self._isolated_time(call.model, call.input_tokens, out)
+            self._isolated_cache[key] = t
+        return t if use_truth else t * call.time_error
+
+    def _isolated_time(self, model: str, input_tokens: int, output_tokens: int) -> float:
+        best = math.inf
+        if self.pd:
+            kv_bytes = self.prefill[0].latency.kv_bytes_per_token * input_tokens
+            seen_p: dict[tuple[str, int], float] = {}
+            for p in self.prefill:
+                key = (p.gpu, p.spec.tp)
+                if key not in seen_p:
+                    seen_p[key] = p.latency.prefill_time(input_tokens)
+            seen_d: dict[tuple[str, int], float] = {}
+            for d in self.decode:
+                key = (d.gpu, d.spec.tp)
+                if key not in seen_d and input_tokens + output_tokens <= d.capacity:
+                    seen_d[key] = d.latency.decode_steps_time(1, input_tokens, output_tokens)
+            for (pg, _), tp in seen_p.items():
+                for (dg, _), td in seen_d.items():
+                    tt = (
+                        self.cluster.kv_transfer.transfer_time(kv_bytes, pg, dg)
+                        if output_tokens
+                        else 0.0
+                    )
+                    best = min(best, tp + (tt + td if output_tokens else 0.0))
+        else:
+            for m in self.monolithic:
+                if m.spec.model != model:
+                    continue
+                lat = m.latency
+                t = lat.prefill_time(input_tokens)
+                if output_tokens:
+                    t += lat.decode_steps_time(1, input_tokens, output_tokens)
+                best = min(best, t)
+        return best
+
+    def transfer_time(self, call: Call, prefill_index: int, decode_index: int) -> float:
+        """Seconds to move ``call``'s prompt KV between two instances."""
+        p = self.instances[prefill_index]
+        d = self.instances[decode_index]
+        kv = p.latency.kv_bytes_per_token * call.input_tokens
+        return self.cluster.kv_transfer.transfer_time(kv, p.gpu, d.gpu)
+
+    # -- event handlers ----------------------------------------------------------------------
+    def _raise(self, stage: str, trigger: str, new_calls: list[Call]) -> None:
+        if stage == "decode":
+            calls = sorted(self.waiting_decode.values(), key=_by_uid)
+        else:
+            calls = list(self.waiting_prefill.values())  # insertion order is reveal order
+        self.pending.append(
+            Invocation(stage, self.env.now, trigger, calls, new_calls, self.invocation_count)
+        )
+        self.invocation_count += 1
+
+    def _on_arrival(self, _event: Any) -> None:
+        run = self.runs[self._next_arrival]
+        self._next_arrival += 1
+        if self._next_arrival < len(self.runs):
+            nxt = self.runs[self._next_arrival]
+            self.schedule(nxt.arrival - self.env.now, self._on_arrival)
+        self._reveal(run, run.sources(), "arrival")
+
+    def _reveal(self, run: WorkflowRun, nodes: list[LLMNode | ToolNode], trigger: str) -> None:
+        now = self.env.now
+        new_calls: list[Call] = []
+        for node in nodes:
+            run.revealed.append(node.id)
+            parent_end = max((run.path_end[p] for p in node.parents), default=0.0)
+            if isinstance(node, ToolNode):
+                run.path_end[node.id] = parent_end + node.latency
+                self.schedule(node.latency, lambda _e, r=run, n=node: self._node_done(r, n.id))
+                continue
+            call = Call(len(self.calls), run, node, now)
+            self.calls.append(call)
+            run.calls[node.id] = call
+            self._draw_estimates(call)
+            run.path_end[node.id] = parent_end + self.isolated_call_time(call)
+            self.waiting_prefill[call.uid] = call
+            new_calls.append(call)
+        run.online_horizon = max(run.path_end.values())
+        if new_calls:
+            self._raise("prefill" if self.pd else "route", trigger, new_calls)
+
+    def _draw_estimates(self, call: Call) -> None:
+        e = self.estimate_error
+        if e > 0:
+            f_out, f_time = self.rng.uniform(1.0 - e, 1.0 + e, size=2)
+            call.predicted_output_tokens = max(0, int(round(call.output_tokens * f_out)))
+            call.time_error = float(f_time)
+        if self.output_predictor is not None:
+            call.predicted_output_tokens = int(self.output_predictor(call))
+
+    def on_prefill_done(self, call: Call, inst: PrefillInstance) -> None:
+        if call.output_tokens == 0:
+            call.transfer_end = call.decode_start = call.decode_end = self.env.now
+            call.stage = DONE
+            self._call_done(call)
+            return
+        call.stage = TRANSFER
+        assert call.decode_instance is not None
+        dt = self.transfer_time(call, inst.index, call.decode_instance)
+        self.schedule(dt, lambda _e: self._on_transfer_done(call))
+
+    def _on_transfer_done(self, call: Call) -> None:
+        call.transfer_end = self.env.now
+        call.stage = WAIT_DECODE
+        self.waiting_decode[call.uid] = call
+        self.instances[call.decode_instance].enqueue(call)
+        self._raise("decode", "transfer", [call])
+
+    def on_decode_done(self, call: Call, inst: Any) -> None:
+        self._call_done(call)
+
+    def on_started(self, call: Call) -> None:
+        """An engine started serving ``call`` at this stage: it can no longer be re-planned."""
+        if call.stage == WAIT_DECODE:
+            del self.waiting_decode[call.uid]
+        else:
+            del self.waiting_prefill[call.uid]
+
+    def _call_done(self, call: Call) -> None:
+        run = call.workflow
+        # Refine H_w(t) with the true isolated duration now that the output length is known.
+        parent_end = max((run.path_end[p] for p in call.node.parents), default=0.0)
+        run.path_end[call.node.id] = parent_end + self.isolated_call_time(call, use_truth=True)
+        run.online_horizon = max(run.path_end.values())
+        self._node_done(run, call.node.id)
+
+    def _node_done(self, run: WorkflowRun, node_id: str) -> None:
+        children = run.finish_node(node_id)
+        if run.done:
+            run.finish_time = self.env.now
+            self.finished_runs += 1
+            return
+        if children:
+            self._reveal(run, children, "reveal")
+
+    # -- results -----------------------------------------------------------------------------
+    def standalone_horizon(self, run: WorkflowRun) -> float:
+        """H_w: the completion time of ``run``'s workflow alone on this cluster (HexAgent §7.3),
+        simulated with the horizon scheduler on true lengths."""
+        wf = run.workflow
+        key = (self.cluster, _workflow_key(wf))
+        h = self.horizon_cache.get(key)
+        if h is None:
+            from envs.sim.scheduler import EarliestFinishScheduler
+
+            alone = Workflow(id=wf.id, arrival=0.0, nodes=wf.nodes)
+            sim = Simulation(
+                self.cluster,
+                [alone],
+                compute_horizons=False,
+                latency_cache=self.latency_cache,
+            )
+            res = sim.run(self.horizon_scheduler or EarliestFinishScheduler())
+            h = res.workflows[0].completion_time
+            self.horizon_cache[key] = h
+        return h
+
+    def result(self) -> SimulationResult:
+        """Per-call and per-workflow records, metrics and utilisation at the current time."""
+        calls = [
+            CallRecord(
+                workflow_id=c.workflow.id,
+                node_id=c.node.id,
+                model=c.model,
+                task=c.node.task,
+                input_tokens=c.input_tokens,
+                output_tokens=c.output_tokens,
+                predicted_output_tokens=c.predicted_output_tokens,
+                revealed_at=c.revealed_at,
+                prefill_instance=-1 if c.prefill_instance is None else c.prefill_instance,
+                decode_instance=-1 if c.decode_instance is None else c.decode_instance,
+                prefill_start=c.prefill_start,
+                prefill_end=c.prefill_end,
+                transfer_end=c.transfer_end,
+                decode_start=c.decode_start,
+                decode_end=c.decode_end,
+                cached_tokens=c.cached_tokens,
+            )
+            for c in self.calls
+        ]
+        workflows = []
+        for run in self.runs:
+            finished = run.finish_time >= 0
+            ct = run.finish_time - run.arrival if finished else math.inf
+            h = self.standalone_horizon(run) if self.compute_horizons else math.nan
+            workflows.append(
+                WorkflowRecord(
+                    id=run.id,
+                    arrival=run.arrival,
+                    finish=run.finish_time if finished else math.inf,
+                    completion_time=ct,
+                    horizon=h,
+                    num_llm_calls=run.num_llm_calls,
+                    num_tools=len(run.nodes) - run.num_llm_calls,
+                )
+            )
+        metrics: dict[str, float] = {}
+        if workflows and self.compute_horizons:
+            metrics = _metrics.summarize_workflows(
+                [w.completion_time for w in workflows], [w.horizon for w in workflows]
+            )
+        end = self.env.now
+        util: dict[str, float] = {}
+        for role, group in (
+            ("prefill", self.prefill),
+            ("decode", self.decode),
+            ("monolithic", self.monolithic),
+        ):
+            if group and end > 0:
+                util[role] = sum(i.busy_time for i in group) / (len(group) * end)
+        return SimulationResult(
+            calls=calls,
+            workflows=workflows,
+            metrics=metrics,
+            utilisation=util,
+            end_time=end,
+            events=self.events,
+            invocations=self.invocation_count,
+        )
+
+
+def _by_uid(call: Call) -> int:
+    return call.uid
+
+
+def _workflow_key(wf: Workflow) -> tuple:
+    return tuple(
+        (n.id, n.parents, n.model, n.input_tokens, n.output_tokens)
+        if isinstance(n, LLMNode)
+        else (n.id, n.parents, n.latency)
+        for n in wf.nodes
+    )

@@ -1,0 +1,228 @@
+"""Runtime workflow state: calls, tool runs and the online reveal of a workflow DAG.
+
+A :class:`traces.schema.Workflow` is static data. The simulator wraps each one in a
+:class:`WorkflowRun`, which tracks which nodes are revealed, running and finished. Online reveal
+(HexAgent §4.1): at arrival only source nodes are visible; a node becomes visible and runnable
+when all its parents have finished. :meth:`WorkflowRun.revealed_nodes` is the only view of the
+DAG a scheduler gets; unrevealed nodes are not reachable from it.
+
+A request (:class:`traces.schema.Request`) is a one-call workflow.
+"""
+
+from __future__ import annotations
+
+from traces.schema import LLMNode, Request, ToolNode, Workflow
+
+# Stages a call moves through, in order (HexAgent §4.3 "End-to-end request lifecycle").
+WAIT_PREFILL = "wait_prefill"
+PREFILL = "prefill"
+TRANSFER = "transfer"
+WAIT_DECODE = "wait_decode"
+DECODE = "decode"
+DONE = "done"
+
+
+class WorkloadError(ValueError):
+    """A workflow cannot be simulated (malformed DAG, unknown model on this cluster, ...)."""
+
+
+class Call:
+    """One LLM call of a workflow, as the simulator runs it.
+
+    ``output_tokens`` is the truth the simulator runs on; schedulers must use
+    ``predicted_output_tokens`` (the estimate, possibly with injected error).
+    Priorities: lower values are served first; ties go to the earlier enqueued call.
+    """
+
+    __slots__ = (
+        "uid",
+        "workflow",
+        "node",
+        "input_tokens",
+        "output_tokens",
+        "predicted_output_tokens",
+        "time_error",
+        "stage",
+        "revealed_at",
+        "prefill_instance",
+        "decode_instance",
+        "prefill_priority",
+        "decode_priority",
+        "enqueue_seq",
+        "prefill_start",
+        "prefill_end",
+        "transfer_end",
+        "decode_start",
+        "decode_end",
+        "generated",
+        "cached_tokens",
+        "isolated_duration",
+    )
+
+    def __init__(self, uid: int, workflow: WorkflowRun, node: LLMNode, revealed_at: float):
+        self.uid = uid
+        self.workflow = workflow
+        self.node = node
+        self.input_tokens = node.input_tokens
+        self.output_tokens = node.output_tokens
+        self.predicted_output_tokens = node.output_tokens
+        self.time_error = 1.0
+        self.stage = WAIT_PREFILL
+        self.revealed_at = revealed_at
+        self.prefill_instance: int | None = None
+        self.decode_instance: int | None = None
+        self.prefill_priority = 0.0
+        self.decode_priority = 0.0
+        self.enqueue_seq = 0
+        self.prefill_start = -1.0
+        self.prefill_end = -1.0
+        self.transfer_end = -1.0
+        self.decode_start = -1.0
+        self.decode_end = -1.0
+        self.generated = 0
+        self.cached_tokens = 0
+        self.isolated_duration = 0.0
+
+    @property
+    def id(self) -> str:
+        """``<workflow id>/<node id>``."""
+        return f"{self.workflow.id}/{self.node.id}"
+
+    @property
+    def model(self) -> str:
+        return self.node.model
+
+    @property
+    def kv_tokens(self) -> int:
+        """KV tokens the call holds at the end of decode (reserved at admission)."""
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def predicted_kv_tokens(self) -> int:
+        """Decode memory demand m(c) = L_in + L̂_out (HexAgent §5.4, Eq. 3)."""
+        return self.input_tokens + self.predicted_output_tokens
+
+    def __repr__(self) -> str:
+        return f"Call({self.id}, stage={self.stage}, in={self.input_tokens})"
+
+
+class WorkflowRun:
+    """Runtime state of one workflow: reveal bookkeeping, progress and the online horizon.
+
+    :param workflow: the static workflow.
+    :param index: position in the workload (stable id).
+    """
+
+    def __init__(self, workflow: Workflow, index: int):
+        self.workflow = workflow
+        self.index = index
+        self.id = workflow.id
+        self.arrival = workflow.arrival
+        self.nodes: dict[str, LLMNode | ToolNode] = {}
+        self.children: dict[str, list[str]] = {}
+        self.waiting_parents: dict[str, int] = {}
+        for node in workflow.nodes:
+            if node.id in self.nodes:
+                raise WorkloadError(f"workflow {self.id!r}: duplicate node id {node.id!r}")
+            self.nodes[node.id] = node
+            self.children[node.id] = []
+        for node in workflow.nodes:
+            for p in node.parents:
+                if p not in self.nodes:
+                    raise WorkloadError(
+                        f"workflow {self.id!r}: node {node.id!r} names unknown parent {p!r}"
+                    )
+                self.children[p].append(node.id)
+            self.waiting_parents[node.id] = len(node.parents)
+        _check_acyclic(self)
+        for node in workflow.nodes:
+            if isinstance(node, LLMNode) and node.input_tokens < 1:
+                raise WorkloadError(
+                    f"workflow {self.id!r}: node {node.id!r} has input_tokens="
+                    f"{node.input_tokens}; expected >= 1"
+                )
+            if isinstance(node, LLMNode) and node.output_tokens < 0:
+                raise WorkloadError(
+                    f"workflow {self.id!r}: node {node.id!r} has output_tokens="
+                    f"{node.output_tokens}; expected >= 0"
+                )
+            if isinstance(node, ToolNode) and not node.latency >= 0:
+                raise WorkloadError(
+                    f"workflow {self.id!r}: tool node {node.id!r} has latency="
+                    f"{node.latency}; expected >= 0 seconds"
+                )
+        self.revealed: list[str] = []
+        self.finished: set[str] = set()
+        self.calls: dict[str, Call] = {}
+        self.finish_time = -1.0
+        self.horizon = -1.0
+        # Online horizon H_w(t): longest isolated path through the revealed subgraph (seconds).
+        self.path_end: dict[str, float] = {}
+        self.online_horizon = 0.0
+
+    @property
+    def num_llm_calls(self) -> int:
+        return sum(1 for n in self.workflow.nodes if isinstance(n, LLMNode))
+
+    @property
+    def done(self) -> bool:
+        return len(self.finished) == len(self.nodes)
+
+    def sources(self) -> list[LLMNode | ToolNode]:
+        """Nodes with no parents: the ones revealed at arrival."""
+        return [n for n in self.workflow.nodes if not n.parents]
+
+    def revealed_nodes(self) -> list[LLMNode | ToolNode]:
+        """Nodes revealed so far, in reveal order. The only DAG view a scheduler may use."""
+        return [self.nodes[i] for i in self.revealed]
+
+    def finish_node(self, node_id: str) -> list[LLMNode | ToolNode]:
+        """Mark ``node_id`` finished; return the children this reveals (all parents done)."""
+        if node_id in self.finished:
+            raise RuntimeError(f"workflow {self.id!r}: node {node_id!r} finished twice")
+        self.finished.add(node_id)
+        out = []
+        for c in self.children[node_id]:
+            self.waiting_parents[c] -= 1
+            if self.waiting_parents[c] == 0:
+                out.append(self.nodes[c])
+        return out
+
+
+def _check_acyclic(run: WorkflowRun) -> None:
+    indeg = {n: len(run.nodes[n].parents) for n in run.nodes}
+    ready = [n for n, d in indeg.items() if d == 0]
+    seen = 0
+    while ready:
+        n = ready.pop()
+        seen += 1
+        for c in run.children[n]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                ready.append(c)
+    if seen != len(run.nodes):
+        on_cycle = sorted(n for n, d in indeg.items() if d > 0)
+        raise WorkloadError(
+            f"workflow {run.id!r}: dependency cycle through node(s) {on_cycle[:5]}"
+            + (" ..." if len(on_cycle) > 5 else "")
+        )
+    if not run.nodes:
+        raise WorkloadError(f"workflow {run.id!r} has no nodes")
+
+
+def as_workflow(record: Workflow | Request) -> Workflow:
+    """A request becomes a one-call workflow (node id ``"0"``); a workflow is returned as is."""
+    if isinstance(record, Workflow):
+        return record
+    if isinstance(record, Request):
+        node = LLMNode(
+            id="0",
+            model=record.model,
+            input_tokens=record.input_tokens,
+            output_tokens=record.output_tokens,
+            task=record.task,
+            prompt=record.prompt,
+            prefix_hashes=record.prefix_hashes,
+        )
+        return Workflow(id=record.id, arrival=record.arrival, nodes=(node,), meta=record.meta)
+    raise WorkloadError(f"expected a traces.schema Workflow or Request, got {type(record)!r}")
