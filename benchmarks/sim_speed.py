@@ -51,8 +51,9 @@ def main(argv: list[str] | None = None) -> None:
     cache = LatencyCache()
     rows = []
     for label, horizons in (("event loop only", False), ("with H_w horizons", True)):
-        sim = Simulation(cluster, records, seed=args.seed, compute_horizons=horizons,
-                         latency_cache=cache)
+        sim = Simulation(
+            cluster, records, seed=args.seed, compute_horizons=horizons, latency_cache=cache
+        )
         start = time.perf_counter()
         res = sim.run(DefaultScheduler())
         wall = time.perf_counter() - start
@@ -60,15 +61,21 @@ def main(argv: list[str] | None = None) -> None:
     base = rows[0][1]
     heap_wall = bare_heapq_loop(base.events)
     n_calls = len(base.calls)
-    print(f"workload {args.workload} x{len(records)} on {cluster.name}: {n_calls} LLM calls, "
-          f"{base.events} events, {base.invocations} scheduler invocations, "
-          f"{base.end_time:.1f} simulated s")
+    print(
+        f"workload {args.workload} x{len(records)} on {cluster.name}: {n_calls} LLM calls, "
+        f"{base.events} events, {base.invocations} scheduler invocations, "
+        f"{base.end_time:.1f} simulated s"
+    )
     print(f"{'run':<22}{'wall s':>9}{'events/s':>12}{'calls/s':>10}{'x heapq':>9}")
     for label, res, wall in rows:
-        print(f"{label:<22}{wall:>9.2f}{res.events / wall:>12,.0f}{n_calls / wall:>10,.0f}"
-              f"{wall / heap_wall:>9.1f}")
-    print(f"{'bare heapq loop':<22}{heap_wall:>9.3f}{base.events / heap_wall:>12,.0f}"
-          f"{'':>10}{1.0:>9.1f}")
+        print(
+            f"{label:<22}{wall:>9.2f}{res.events / wall:>12,.0f}{n_calls / wall:>10,.0f}"
+            f"{wall / heap_wall:>9.1f}"
+        )
+    print(
+        f"{'bare heapq loop':<22}{heap_wall:>9.3f}{base.events / heap_wall:>12,.0f}"
+        f"{'':>10}{1.0:>9.1f}"
+    )
 
 
 if __name__ == "__main__":

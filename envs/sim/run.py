@@ -48,9 +48,7 @@ def format_result(res: SimulationResult) -> str:
         )
     ct = sorted(w.completion_time for w in res.workflows)
     if ct:
-        lines.append(
-            f"completion time p50 {ct[len(ct) // 2]:.2f} s  max {ct[-1]:.2f} s"
-        )
+        lines.append(f"completion time p50 {ct[len(ct) // 2]:.2f} s  max {ct[-1]:.2f} s")
     lines.append(
         "utilisation " + "  ".join(f"{k} {v:.1%}" for k, v in sorted(res.utilisation.items()))
     )

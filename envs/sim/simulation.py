@@ -275,6 +275,7 @@ class Simulation:
         self.waiting_prefill: dict[int, Call] = {}  # revealed, prefill/route not started
         self.waiting_decode: dict[int, Call] = {}  # transferred, decode not started
         self.calls: list[Call] = []
+        self.completed: list[WorkflowRun] = []  # in completion order
         self.finished_runs = 0
         self.events = 0
         self.invocation_count = 0
@@ -560,13 +561,20 @@ class Simulation:
         parent_end = max((run.path_end[p] for p in call.node.parents), default=0.0)
         run.path_end[call.node.id] = parent_end + self.isolated_call_time(call, use_truth=True)
         run.online_horizon = max(run.path_end.values())
-        self._node_done(run, call.node.id)
+        service = (call.prefill_end - call.prefill_start) + (call.decode_end - call.decode_start)
+        self._node_done(run, call.node.id, service)
 
-    def _node_done(self, run: WorkflowRun, node_id: str) -> None:
+    def _node_done(self, run: WorkflowRun, node_id: str, service: float = 0.0) -> None:
+        node = run.nodes[node_id]
+        path = max((run.service_path[p] for p in node.parents), default=0.0) + service
+        run.service_path[node_id] = path
+        run.attained_service += service
+        run.attained_critical = max(run.attained_critical, path)
         children = run.finish_node(node_id)
         if run.done:
             run.finish_time = self.env.now
             self.finished_runs += 1
+            self.completed.append(run)
             return
         if children:
             self._reveal(run, children, "reveal")

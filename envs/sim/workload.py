@@ -159,6 +159,11 @@ class WorkflowRun:
         # Online horizon H_w(t): longest isolated path through the revealed subgraph (seconds).
         self.path_end: dict[str, float] = {}
         self.online_horizon = 0.0
+        # Attained GPU service (prefill + decode seconds) of finished calls: the total (Autellix
+        # PLAS) and the largest along any dependency path (Autellix ATLAS).
+        self.attained_service = 0.0
+        self.attained_critical = 0.0
+        self.service_path: dict[str, float] = {}
 
     @property
     def num_llm_calls(self) -> int:

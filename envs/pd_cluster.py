@@ -1,0 +1,939 @@
+"""``servegym/PDCluster-v0``: HexAgent's problem as a Gymnasium MDP.
+
+Online-revealed agentic workflows (DAGs of LLM calls and tools) arrive at a heterogeneous
+prefill–decode disaggregated cluster. The policy places each waiting call on a (prefill, decode)
+instance pair and orders the calls in the instances' local queues (HexAgent §4–§5).
+
+## Decisions
+
+Scheduler *invocations* are raised when work enters a stage (HexAgent §4.3, §5.2): workflow
+arrival and child-call reveal (prefill stage), KV-transfer completion (decode stage). An
+invocation re-plans the calls still waiting at that stage, **one call per step**, for at most K of
+them (``slots``). The K are the most urgent by the canonical order *elapsed / online horizon*,
+``(t − a_w) / H_w(t)``, descending (ties: earlier reveal). Calls beyond K keep their plan and their
+relative queue order, behind this invocation's picks; those without a plan take the fallback's
+(least-loaded placement, :class:`envs.sim.scheduler.DefaultScheduler`). The k-th call picked in an
+invocation gets queue priority k. A call that started service never moves. The simulator
+advances only when the invocation's slots are all picked (Decima's pattern).
+
+## Action space
+
+``Discrete(K · P · D)``: action ``a = k·P·D + p·D + d`` picks slot ``k`` and, at the prefill
+stage, prefill instance ``p`` and decode instance ``d`` (pool-local indices, in cluster order).
+At the decode stage the call is locked to its planned pair: the only legal action for slot ``k``
+is its own ``(p, d)``. ``action_masks()`` (also ``info["action_mask"]``) marks legal actions:
+valid, not yet picked slots, and decode KV feasibility m(c) = L_in + L̂_out ≤ Cap(d)
+(HexAgent §5.4 Eq. 3–4). It is never all-false while a decision is pending.
+
+## Observation (``Dict`` of ``float32`` boxes; all padded entries are 0)
+
+==================  ===============  ===========================================================
+key                 shape            meaning
+==================  ===============  ===========================================================
+``slots``           (K, 12)          per waiting call: valid, picked, log1p(L_in)/10,
+                                     log1p(L̂_out)/10, elapsed/H_w(t) (≤10)/10, log1p(H_w(t))/5,
+                                     log1p(elapsed)/5, log1p(time since reveal)/5, has plan,
+                                     workflow finished/revealed calls, log1p(attained service)/5,
+                                     the best projected ratio log1p(min R)/5
+``instances``       (P + D, 9)       per instance: is prefill, log1p(prefill ms per 1k tokens)/5,
+                                     log1p(decode step ms at batch 1)/5, log1p(ready-in s)/5,
+                                     queued calls/16, KV used fraction (incl. this invocation's
+                                     picks), batch incl. picks/64, running batch/64, usable
+                                     memory (TB)
+``ratio``           (K, P, D)        log1p of the projected ratio R(c, p, d), clipped to [0, 5]
+``stage``           (3,)             is prefill stage, is decode stage, picks made / K
+==================  ===============  ===========================================================
+
+R(c, p, d) = ((t − a_w) + Δ(c, p, d)) / H_w(t) (HexAgent §5.1 Eq. 2), where Δ is the projected
+time to finish the stage: at the prefill stage the wait for p, the prefill, the KV transfer and
+the decode on d; at the decode stage the decode on d. It is computed on the simulated state
+*including the picks already made in this invocation* (HexAgent Algorithm 1 line 20), from
+scheduler-visible estimates only (predicted output lengths, estimate-error-scaled times).
+
+## Rewards (``reward=``)
+
+* ``"slowdown"`` (default): when a workflow finishes, −(C_w/H_w)^p / N (``reward_kwargs`` ``p``,
+  default 4). The episode return is exactly −Σ_w (C_w/H_w)^p / N, a smooth surrogate of the tail
+  (p → ∞ approaches max C_w/H_w).
+* ``"lateness"``: when a workflow finishes, −max(0, C_w/H_w − α)/N (default α = 2).
+* ``"req99"``: 0 until the end, then −Req99 (terminal, sparse).
+Workflows unfinished at truncation are charged with their elapsed time as C_w.
+
+## Episode
+
+``reset`` draws a workload (generator ``workload`` seeded from the reset seed, or ``trace``) and
+runs the simulator to the first decision. The episode terminates when every workflow finishes;
+it is truncated after ``max_steps`` steps. At episode end ``info`` carries ``metrics`` (Req95,
+Req99, ... from :mod:`envs.sim.metrics`), ``attainment_curve``, ``completion_times``,
+``horizons``, ``invocations``, ``utilisation``. Every step's ``info["decision_context"]`` is the
+structured scheduler-visible state (:class:`DecisionContext`) that experts act on.
+
+## Arguments
+
+See the README table "PDCluster-v0 options"; each is a keyword of :class:`PDClusterEnv`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from envs.sim import metrics as sim_metrics
+from envs.sim.cluster import ClusterSpec, load_cluster
+from envs.sim.scheduler import DefaultScheduler
+from envs.sim.simulation import Assignment, Invocation, LatencyCache, Simulation
+from envs.sim.workload import Call
+
+SLOT_FEATURES = 12
+INSTANCE_FEATURES = 9
+RATIO_CLIP = 5.0
+
+
+@dataclass
+class DecisionContext:
+    """The scheduler-visible state at one decision step (``info["decision_context"]``).
+
+    Array axes: k = slot (K), p = prefill instance (P), d = decode instance (D); seconds unless
+    named otherwise. Entries of invalid slots are zero. Nothing here depends on true output
+    lengths or on unrevealed nodes.
+
+    :param time: simulated time t.
+    :param stage: ``prefill`` or ``decode``.
+    :param trigger: ``arrival``, ``reveal`` or ``transfer``.
+    :param num_slots: K.
+    :param num_waiting: calls waiting at this stage in all (slotted or not).
+    :param valid: (K,) slot holds a waiting call.
+    :param picked: (K,) slot already picked in this invocation.
+    :param call_ids: (K,) ``workflow/node`` ids ("" when invalid).
+    :param workflow_ids: (K,) workflow ids.
+    :param workflow_arrival: (K,) a_w.
+    :param elapsed: (K,) t − a_w.
+    :param horizon: (K,) online horizon H_w(t).
+    :param revealed_at: (K,) reveal time of the call.
+    :param input_tokens: (K,) L_in.
+    :param predicted_output_tokens: (K,) L̂_out.
+    :param kv_demand: (K,) m(c) = L_in + L̂_out tokens.
+    :param isolated_time: (K,) estimated standalone time of the call on its fastest pair.
+    :param attained_service: (K,) the workflow's finished-call GPU seconds (Autellix PLAS).
+    :param attained_critical: (K,) the largest attained service along a path (Autellix ATLAS).
+    :param planned_prefill: (K,) current prefill plan (pool index) or -1.
+    :param planned_decode: (K,) current decode plan (pool index) or -1.
+    :param prefill_time: (K, P) estimated prefill seconds.
+    :param transfer_time: (K, P, D) estimated KV transfer seconds.
+    :param decode_time: (K, D) estimated decode seconds on d given this invocation's picks.
+    :param prefill_ready: (P,) seconds from now until p is free of in-service and picked work.
+    :param prefill_queued: (P,) seconds of prefill work queued behind this invocation's picks
+        (calls beyond the K slots).
+    :param decode_kv_used: (D,) reserved + planned KV tokens.
+    :param decode_kv_capacity: (D,) KV capacity in tokens.
+    :param decode_batch: (D,) running + planned decode batch size.
+    :param projected_ratio: (K, P, D) R(c, p, d); +inf where infeasible or invalid.
+    :param feasible: (K, P, D) the action mask reshaped.
+    :param prefill_gpus: (P,) GPU types. ``decode_gpus``: (D,).
+    :param picks: (slot, p, d) picked so far in this invocation.
+    """
+
+    time: float
+    stage: str
+    trigger: str
+    num_slots: int
+    num_waiting: int
+    valid: np.ndarray
+    picked: np.ndarray
+    call_ids: list[str]
+    workflow_ids: list[str]
+    workflow_arrival: np.ndarray
+    elapsed: np.ndarray
+    horizon: np.ndarray
+    revealed_at: np.ndarray
+    input_tokens: np.ndarray
+    predicted_output_tokens: np.ndarray
+    kv_demand: np.ndarray
+    isolated_time: np.ndarray
+    attained_service: np.ndarray
+    attained_critical: np.ndarray
+    planned_prefill: np.ndarray
+    planned_decode: np.ndarray
+    prefill_time: np.ndarray
+    transfer_time: np.ndarray
+    decode_time: np.ndarray
+    prefill_ready: np.ndarray
+    prefill_queued: np.ndarray
+    decode_kv_used: np.ndarray
+    decode_kv_capacity: np.ndarray
+    decode_batch: np.ndarray
+    projected_ratio: np.ndarray
+    feasible: np.ndarray
+    prefill_gpus: list[str]
+    decode_gpus: list[str]
+    picks: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DecisionContext):
+            return NotImplemented
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(a, np.ndarray):
+                if not np.array_equal(a, b):
+                    return False
+            elif a != b:
+                return False
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def action(self, slot: int, p: int, d: int) -> int:
+        """The flat action index of (slot, p, d)."""
+        num_p, num_d = self.prefill_time.shape[1], self.decode_time.shape[1]
+        return (slot * num_p + p) * num_d + d
+
+    def unflatten(self, action: int) -> tuple[int, int, int]:
+        """(slot, p, d) of a flat action index."""
+        num_p, num_d = self.prefill_time.shape[1], self.decode_time.shape[1]
+        slot, rest = divmod(int(action), num_p * num_d)
+        p, d = divmod(rest, num_d)
+        return slot, p, d
+
+
+# -- rewards ----------------------------------------------------------------------------------
+class _Reward:
+    """Reward on workflow completion (dense) and/or at the episode end (terminal)."""
+
+    def __init__(self, num_workflows: int, **kwargs: Any):
+        self.n = max(1, num_workflows)
+
+    def on_complete(self, ratio: float) -> float:
+        return 0.0
+
+    def terminal(self, ratios: np.ndarray) -> float:
+        return 0.0
+
+
+class SlowdownReward(_Reward):
+    """−(C_w/H_w)^p / N at each completion; the return is −Σ (C_w/H_w)^p / N."""
+
+    def __init__(self, num_workflows: int, p: float = 4.0):
+        super().__init__(num_workflows)
+        self.p = float(p)
+
+    def on_complete(self, ratio: float) -> float:
+        return -(ratio**self.p) / self.n
+
+
+class LatenessReward(_Reward):
+    """−max(0, C_w/H_w − α) / N at each completion."""
+
+    def __init__(self, num_workflows: int, alpha: float = 2.0):
+        super().__init__(num_workflows)
+        self.alpha = float(alpha)
+
+    def on_complete(self, ratio: float) -> float:
+        return -max(0.0, ratio - self.alpha) / self.n
+
+
+class Req99Reward(_Reward):
+    """−Req99 at the episode end (HexAgent's headline metric as a terminal reward)."""
+
+    def terminal(self, ratios: np.ndarray) -> float:
+        return -sim_metrics.req_tau(ratios, 0.99)
+
+
+REWARDS: dict[str, type[_Reward]] = {
+    "slowdown": SlowdownReward,
+    "lateness": LatenessReward,
+    "req99": Req99Reward,
+}
+
+
+def _task_mean_predictor() -> Callable[[Call], int]:
+    """Predict L̂_out as the mean output length of finished calls of the same task so far in the
+    episode (a cheap online proxy predictor); the catalog-free prior before any finish is 256."""
+    sums: dict[str, list[float]] = {}
+
+    def predict(call: Call) -> int:
+        s = sums.get(call.node.task)
+        return int(round(s[0] / s[1])) if s and s[1] else 256
+
+    def observe(call: Call) -> None:
+        s = sums.setdefault(call.node.task, [0.0, 0.0])
+        s[0] += call.output_tokens
+        s[1] += 1
+
+    predict.observe = observe  # type: ignore[attr-defined]
+    return predict
+
+
+OUTPUT_PREDICTORS = ("oracle", "task-mean")
+
+#: HexAgent §7.1 workloads: (workflows, arrival rate in workflows/s).
+PAPER_WORKLOADS: dict[str, tuple[int, float]] = {
+    "sharegpt": (100, 10.0),
+    "bfcl": (400, 40.0),
+    "lats": (100, 40.0),
+    "mixed": (100, 10.0),
+}
+
+
+class PDClusterEnv(gym.Env):
+    """HexAgent's P-D cluster scheduling problem (see the module docstring for the full table).
+
+    :param cluster: preset name or YAML path (``hetero-1``, ``hetero-2``, ``homo-h200-4p4d``,
+        ``homo-a100-4p4d``) or a :class:`ClusterSpec`.
+    :param model: ``llama3.1-70b`` (default) or ``qwen3-235b-a22b`` (HexAgent §7.1).
+    :param workload: generator name (``sharegpt``, ``bfcl``, ``lats``, ``mixed``).
+    :param trace: a servegym JSONL workflow trace, or a list of records, instead of a generator.
+    :param workload_count: number of workflows (None: the paper's, HexAgent §7.1).
+    :param workload_rate: arrival rate in workflows/s (None: the paper's).
+    :param load_scale: multiplies the arrival rate (1.0 = the paper's).
+    :param slots: K, waiting calls re-planned per invocation.
+    :param reward: ``slowdown``, ``lateness`` or ``req99``; ``reward_kwargs`` for its options.
+    :param estimate_error: multiplicative error e on scheduler-visible estimates (HexAgent §7.6).
+    :param output_predictor: ``oracle`` (truth × error) or ``task-mean``.
+    :param invalid_action: ``raise`` (default) or ``penalize`` (−``invalid_penalty`` and the
+        first legal action instead).
+    :param max_steps: truncate after this many steps (None: run to completion).
+    :param workload_seed: fix the workload for every reset (None: derived from the reset seed).
+    :param render_mode: ``ansi`` or ``rgb_array``.
+    """
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        cluster: str | ClusterSpec = "hetero-1",
+        model: str | None = "llama3.1-70b",
+        workload: str = "mixed",
+        trace: str | Sequence[Any] | None = None,
+        workload_count: int | None = None,
+        workload_rate: float | None = None,
+        load_scale: float = 1.0,
+        slots: int = 16,
+        reward: str = "slowdown",
+        reward_kwargs: dict[str, Any] | None = None,
+        estimate_error: float = 0.0,
+        output_predictor: str = "oracle",
+        invalid_action: str = "raise",
+        invalid_penalty: float = 1.0,
+        max_steps: int | None = None,
+        workload_seed: int | None = None,
+        render_mode: str | None = None,
+    ):
+        super().__init__()
+        self.cluster = (
+            cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster, model=model)
+        )
+        if self.cluster.architecture != "pd":
+            raise ValueError(
+                f"PDCluster needs a prefill-decode ('pd') cluster; {self.cluster.name!r} is "
+                f"{self.cluster.architecture!r}"
+            )
+        if reward not in REWARDS:
+            raise ValueError(f"unknown reward {reward!r}; known: {sorted(REWARDS)}")
+        if invalid_action not in ("raise", "penalize"):
+            raise ValueError(
+                f"invalid_action must be 'raise' or 'penalize', got {invalid_action!r}"
+            )
+        if output_predictor not in OUTPUT_PREDICTORS:
+            raise ValueError(
+                f"unknown output_predictor {output_predictor!r}; known: {OUTPUT_PREDICTORS}"
+            )
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1, got {slots}")
+        if not load_scale > 0:
+            raise ValueError(f"load_scale must be > 0, got {load_scale}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode {render_mode!r} not in {self.metadata['render_modes']}")
+        self.model = self.cluster.models[0]
+        self.workload = workload
+        self.trace = trace
+        self.workload_count = workload_count
+        self.workload_rate = workload_rate
+        self.load_scale = load_scale
+        self.K = slots
+        self.reward_name = reward
+        self.reward_kwargs = dict(reward_kwargs or {})
+        self.estimate_error = estimate_error
+        self.output_predictor_name = output_predictor
+        self.invalid_action = invalid_action
+        self.invalid_penalty = invalid_penalty
+        self.max_steps = max_steps
+        self.workload_seed = workload_seed
+        self.render_mode = render_mode
+
+        self.P = len(self.cluster.by_role("prefill"))
+        self.D = len(self.cluster.by_role("decode"))
+        self.action_space = spaces.Discrete(self.K * self.P * self.D)
+        self.observation_space = spaces.Dict(
+            {
+                "slots": spaces.Box(0.0, 10.0, (self.K, SLOT_FEATURES), np.float32),
+                "instances": spaces.Box(
+                    0.0, 10.0, (self.P + self.D, INSTANCE_FEATURES), np.float32
+                ),
+                "ratio": spaces.Box(0.0, RATIO_CLIP, (self.K, self.P, self.D), np.float32),
+                "stage": spaces.Box(0.0, 1.0, (3,), np.float32),
+            }
+        )
+        self._latency_cache = LatencyCache()
+        self._horizon_cache: dict[Any, float] = {}
+        self.sim: Simulation | None = None
+        self._records: list[Any] | None = None
+        self._ctx: DecisionContext | None = None
+        self._mask = np.zeros(self.action_space.n, dtype=bool)
+
+    # -- workload ----------------------------------------------------------------------------
+    def _make_records(self, seed: int) -> list[Any]:
+        if self.trace is not None:
+            if isinstance(self.trace, str):
+                if self._records is None:
+                    from traces.io import read_trace
+
+                    self._records = read_trace(self.trace)
+                return self._records
+            return list(self.trace)
+        from traces.generators import generate
+
+        rate = self.workload_rate
+        if self.load_scale != 1.0:
+            if rate is None:
+                if self.workload not in PAPER_WORKLOADS:
+                    raise ValueError(
+                        f"load_scale needs workload_rate for workload {self.workload!r} (paper "
+                        f"rates are known for {sorted(PAPER_WORKLOADS)})"
+                    )
+                rate = PAPER_WORKLOADS[self.workload][1]
+            rate *= self.load_scale
+        return generate(
+            self.workload, seed=seed, count=self.workload_count, rate=rate, model=self.model
+        )
+
+    # -- gymnasium API -----------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed=seed)
+        if self.workload_seed is not None:
+            wseed = self.workload_seed
+        elif seed is not None:
+            wseed = int(seed)
+        else:
+            wseed = int(self.np_random.integers(0, 2**31 - 1))
+        records = self._make_records(wseed)
+        predictor = None
+        self._predictor = None
+        if self.output_predictor_name == "task-mean":
+            predictor = self._predictor = _task_mean_predictor()
+        self.sim = Simulation(
+            self.cluster,
+            records,
+            seed=wseed,
+            estimate_error=self.estimate_error,
+            output_predictor=predictor,
+            latency_cache=self._latency_cache,
+            horizon_cache=self._horizon_cache,
+        )
+        self._reward = REWARDS[self.reward_name](len(self.sim.runs), **self.reward_kwargs)
+        self._completed_seen = 0
+        self._steps = 0
+        self._workload_seed = wseed
+        inv = self._advance()
+        if inv is None:
+            raise ValueError("the workload is empty: no scheduling decision ever arises")
+        return self._observation(), self._info()
+
+    def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        if self.sim is None or self._ctx is None:
+            raise RuntimeError("call reset() before step()")
+        action = int(action)
+        reward = 0.0
+        if not (0 <= action < self.action_space.n) or not self._mask[action]:
+            if self.invalid_action == "raise":
+                raise ValueError(self._explain_invalid(action))
+            reward -= self.invalid_penalty
+            action = int(np.flatnonzero(self._mask)[0])
+        slot, p, d = self._ctx.unflatten(action)
+        self._pick(slot, p, d)
+        self._steps += 1
+        if not self._slot_pending():
+            self._finish_invocation()
+            inv = self._advance()
+        else:
+            inv = self.sim.pending[0]
+            self._refresh()
+        reward += self._collect_rewards()
+        terminated = inv is None
+        truncated = (
+            (not terminated) and self.max_steps is not None and self._steps >= self.max_steps
+        )
+        if terminated or truncated:
+            reward += self._reward.terminal(self._ratios(include_unfinished=True))
+        obs = self._observation() if not terminated else self._terminal_observation()
+        info = self._info(final=terminated or truncated)
+        return obs, float(reward), terminated, truncated, info
+
+    def action_masks(self) -> np.ndarray:
+        """Legal actions now (sb3-contrib MaskablePPO convention)."""
+        return self._mask.copy()
+
+    # -- invocation machinery ----------------------------------------------------------------
+    def _advance(self) -> Invocation | None:
+        assert self.sim is not None
+        if self._predictor is not None:
+            self._observe_finished()
+        inv = self.sim.advance()
+        if inv is not None:
+            self._begin_invocation(inv)
+        else:
+            self._ctx = None
+            self._mask[:] = False
+        return inv
+
+    def _observe_finished(self) -> None:
+        sim = self.sim
+        assert sim is not None and self._predictor is not None
+        start = getattr(self, "_observed_calls", 0)
+        # Completed calls are those with decode_end set; scan only new ones cheaply by index.
+        done = [c for c in sim.calls[start:] if c.stage == "done"]
+        for c in done:
+            self._predictor.observe(c)  # type: ignore[attr-defined]
+        # Advance the watermark past the prefix of finished calls.
+        i = start
+        while i < len(sim.calls) and sim.calls[i].stage == "done":
+            i += 1
+        self._observed_calls = i
+
+    def _begin_invocation(self, inv: Invocation) -> None:
+        sim = self.sim
+        assert sim is not None
+        now = sim.now
+        waiting = inv.calls
+
+        def urgency(c: Call) -> tuple[float, int]:
+            h = c.workflow.online_horizon
+            return (-(now - c.workflow.arrival) / h if h > 0 else 0.0, c.uid)
+
+        order = sorted(waiting, key=urgency) if len(waiting) > self.K else waiting
+        self._inv = inv
+        self._static_obs: tuple[np.ndarray, np.ndarray] | None = None
+        self._slot_calls: list[Call] = list(order[: self.K])
+        self._rest: list[Call] = list(order[self.K :])
+        self._build_context(inv)
+
+    def _build_context(self, inv: Invocation) -> None:
+        sim = self.sim
+        assert sim is not None
+        K, P, D = self.K, self.P, self.D
+        now = sim.now
+        calls = self._slot_calls
+        n = len(calls)
+        valid = np.zeros(K, dtype=bool)
+        valid[:n] = True
+        f = lambda: np.zeros(K, dtype=np.float64)  # noqa: E731
+        arrival, elapsed, horizon, revealed = f(), f(), f(), f()
+        lin, lout, iso, att, attc = f(), f(), f(), f(), f()
+        time_err = np.ones(K)
+        pp = np.full(K, -1, dtype=np.int64)
+        pd_ = np.full(K, -1, dtype=np.int64)
+        prefill_pos = {inst.index: i for i, inst in enumerate(sim.prefill)}
+        decode_pos = {inst.index: i for i, inst in enumerate(sim.decode)}
+        for k, c in enumerate(calls):
+            run = c.workflow
+            arrival[k] = run.arrival
+            elapsed[k] = now - run.arrival
+            horizon[k] = max(run.online_horizon, 1e-6)
+            revealed[k] = c.revealed_at
+            lin[k] = c.input_tokens
+            lout[k] = c.predicted_output_tokens
+            iso[k] = sim.isolated_call_time(c)
+            att[k] = run.attained_service
+            attc[k] = run.attained_critical
+            time_err[k] = c.time_error
+            if c.prefill_instance is not None:
+                pp[k] = prefill_pos[c.prefill_instance]
+            if c.decode_instance is not None:
+                pd_[k] = decode_pos[c.decode_instance]
+        # Per-call service estimates, by instance class (GPU type, TP): few distinct classes.
+        pre = np.zeros((K, P))
+        pcache: dict[tuple[str, int, int], float] = {}
+        for j, inst in enumerate(sim.prefill):
+            for k, c in enumerate(calls):
+                key = (inst.gpu, inst.spec.tp, c.input_tokens)
+                t = pcache.get(key)
+                if t is None:
+                    t = pcache[key] = inst.latency.prefill_time(c.input_tokens)
+                pre[k, j] = t * c.time_error
+        kvb = sim.prefill[0].latency.kv_bytes_per_token
+        kv = self.cluster.kv_transfer
+        inv_bw = np.array(
+            [[1.0 / kv.bandwidth(p.gpu, d.gpu) for d in sim.decode] for p in sim.prefill]
+        )
+        trans = np.where(
+            lout[:, None, None] > 0,
+            kv.latency_s + (kvb * lin)[:, None, None] * inv_bw[None, :, :],
+            0.0,
+        )
+        trans[~valid] = 0.0
+        # Simulated state Ŝ (HexAgent Algorithm 1 line 10): only work in service is ahead of
+        # the picks; calls beyond K keep their queue places behind this invocation's picks.
+        p_ready = np.array(
+            [
+                max(0.0, inst.busy_until - now) if inst.current is not None else 0.0
+                for inst in sim.prefill
+            ]
+        )
+        rest_work = np.zeros(P)
+        if inv.stage == "prefill":
+            for c in self._rest:
+                if c.prefill_instance is not None:
+                    j = prefill_pos[c.prefill_instance]
+                    rest_work[j] += sim.prefill[j].latency.prefill_time(c.input_tokens)
+        cap = np.array([float(d.capacity) for d in sim.decode])
+        kv_used = np.array([float(d.reserved) for d in sim.decode])
+        batch = np.array([float(len(d.running)) for d in sim.decode])
+        ctx_tokens = np.array(
+            [float(sum(c.input_tokens + c.generated for c in d.running)) for d in sim.decode]
+        )
+        self._state = {
+            "p_ready": p_ready,
+            "kv_used": kv_used,
+            "batch": batch,
+            "ctx": ctx_tokens,
+            "it0": np.empty(D),
+            "slope": np.empty(D),
+        }
+        self._static = {
+            "pre": pre,
+            "trans": trans,
+            "lin": lin,
+            "lout": lout,
+            "time_err": time_err,
+            "cap": cap,
+            "pp": pp,
+            "pd": pd_,
+            "fits": (lin + lout)[:, None] <= cap[None, :],
+            "ctx_call": lin + 0.5 * lout,
+            "lout_err": lout * time_err,
+        }
+        for j in range(D):
+            self._decode_rate(j)
+        self._ctx = DecisionContext(
+            time=now,
+            stage=inv.stage,
+            trigger=inv.trigger,
+            num_slots=K,
+            num_waiting=len(inv.calls),
+            valid=valid,
+            picked=np.zeros(K, dtype=bool),
+            call_ids=[c.id for c in calls] + [""] * (K - n),
+            workflow_ids=[c.workflow.id for c in calls] + [""] * (K - n),
+            workflow_arrival=arrival,
+            elapsed=elapsed,
+            horizon=horizon,
+            revealed_at=revealed,
+            input_tokens=lin,
+            predicted_output_tokens=lout,
+            kv_demand=lin + lout,
+            isolated_time=iso,
+            attained_service=att,
+            attained_critical=attc,
+            planned_prefill=pp,
+            planned_decode=pd_,
+            prefill_time=pre,
+            transfer_time=trans,
+            decode_time=np.zeros((K, D)),
+            prefill_ready=p_ready.copy(),
+            prefill_queued=rest_work,
+            decode_kv_used=kv_used.copy(),
+            decode_kv_capacity=cap,
+            decode_batch=batch.copy(),
+            projected_ratio=np.full((K, P, D), np.inf),
+            feasible=np.zeros((K, P, D), dtype=bool),
+            prefill_gpus=[i.gpu for i in sim.prefill],
+            decode_gpus=[i.gpu for i in sim.decode],
+        )
+        self._refresh()
+
+    def _decode_rate(self, j: int) -> None:
+        """Iteration time of decode instance j at its batch (incl. picks) plus one call, as an
+        affine function of the call's context: it0 + slope · tokens (two latency-model calls)."""
+        sim = self.sim
+        assert sim is not None
+        st = self._state
+        d = sim.decode[j]
+        b = int(st["batch"][j]) + 1
+        c0 = int(st["ctx"][j])
+        a = d.latency.decode_iteration_time(b, c0)
+        st["it0"][j] = a
+        st["slope"][j] = (d.latency.decode_iteration_time(b, c0 + 8192) - a) / 8192.0
+
+    def _decode_estimates(self) -> np.ndarray:
+        """(K, D) decode seconds of each slot's call on each decode instance, at the batch size
+        and context the instance will have with this invocation's picks."""
+        st, sv = self._state, self._static
+        per_iter = st["it0"][None, :] + st["slope"][None, :] * sv["ctx_call"][:, None]
+        return sv["lout_err"][:, None] * per_iter
+
+    def _refresh(self) -> None:
+        """Recompute R, the mask and the context arrays after a pick (Algorithm 1 lines 13–17)."""
+        ctx = self._ctx
+        assert ctx is not None
+        st, sv = self._state, self._static
+        K, P, D = self.K, self.P, self.D
+        dec = self._decode_estimates()
+        open_slots = ctx.valid & ~ctx.picked
+        fits = sv["fits"]
+        # Wait for KV: if the instance's reserved + planned tokens leave no room, the call waits
+        # roughly until a share of the running batch drains (a hint, as in HexAgent §5.3).
+        room = sv["cap"][None, :] - st["kv_used"][None, :] - (sv["lin"] + sv["lout"])[:, None]
+        kv_wait = np.where(room < 0, dec * np.minimum(1.0, -room / sv["cap"][None, :]), 0.0)
+        if ctx.stage == "prefill":
+            delta = (
+                st["p_ready"][None, :, None]
+                + sv["pre"][:, :, None]
+                + sv["trans"]
+                + (dec + kv_wait)[:, None, :]
+            )
+            feasible = open_slots[:, None, None] & fits[:, None, :]
+            feasible = np.broadcast_to(feasible, (K, P, D)).copy()
+        else:
+            delta = np.broadcast_to((dec + kv_wait)[:, None, :], (K, P, D))
+            feasible = np.zeros((K, P, D), dtype=bool)
+            ks = np.flatnonzero(open_slots)
+            feasible[ks, sv["pp"][ks], sv["pd"][ks]] = True
+        h = np.where(ctx.valid, ctx.horizon, 1.0)
+        ratio = np.where(feasible, (ctx.elapsed[:, None, None] + delta) / h[:, None, None], np.inf)
+        ctx.projected_ratio = ratio
+        ctx.feasible = feasible
+        ctx.decode_time = dec
+        ctx.prefill_ready = st["p_ready"].copy()
+        ctx.decode_kv_used = st["kv_used"].copy()
+        ctx.decode_batch = st["batch"].copy()
+        self._mask = feasible.reshape(-1)
+        if not self._mask.any() and open_slots.any():
+            raise RuntimeError(
+                "no legal action although calls are waiting: some call's KV demand exceeds every "
+                f"decode instance's capacity (demands {(sv['lin'] + sv['lout'])[open_slots]}, "
+                f"capacities {sv['cap']})"
+            )
+
+    def _pick(self, slot: int, p: int, d: int) -> None:
+        ctx = self._ctx
+        assert ctx is not None
+        st, sv = self._state, self._static
+        ctx.picked[slot] = True
+        ctx.picks.append((slot, p, d))
+        if ctx.stage == "prefill":
+            st["p_ready"][p] += sv["pre"][slot, p]
+        st["kv_used"][d] += sv["lin"][slot] + sv["lout"][slot]
+        st["batch"][d] += 1
+        st["ctx"][d] += sv["lin"][slot]
+        self._decode_rate(d)
+
+    def _slot_pending(self) -> bool:
+        ctx = self._ctx
+        assert ctx is not None
+        return bool((ctx.valid & ~ctx.picked).any())
+
+    def _finish_invocation(self) -> None:
+        """Turn the picks into a plan: picks get priority 0..k−1; the rest keep placement and
+        relative order behind them, or take the fallback's placement (HexAgent §4.3)."""
+        sim = self.sim
+        ctx = self._ctx
+        assert sim is not None and ctx is not None
+        inv = self._inv
+        plan: list[Assignment] = []
+        decode_stage = inv.stage == "decode"
+        for rank, (slot, p, d) in enumerate(ctx.picks):
+            c = self._slot_calls[slot]
+            if decode_stage:
+                plan.append(Assignment(c, float(rank)))
+            else:
+                plan.append(Assignment(c, float(rank), sim.prefill[p].index, sim.decode[d].index))
+        base = float(self.K)
+        if decode_stage:
+            rest = sorted(self._rest, key=lambda c: (c.decode_priority, c.enqueue_seq))
+            plan += [Assignment(c, base + i) for i, c in enumerate(rest)]
+        else:
+            planned = [c for c in self._rest if c.prefill_instance is not None]
+            planned.sort(key=lambda c: (c.prefill_priority, c.enqueue_seq))
+            fresh = [c for c in self._rest if c.prefill_instance is None]
+            for i, c in enumerate(planned):
+                plan.append(Assignment(c, base + i, c.prefill_instance, c.decode_instance))
+            if fresh:
+                fake = Invocation(inv.stage, inv.time, inv.trigger, fresh, fresh, inv.seq)
+                fb = DefaultScheduler().plan(sim, fake)
+                off = base + len(planned)
+                plan += [
+                    Assignment(a.call, off + i, a.prefill_instance, a.decode_instance)
+                    for i, a in enumerate(fb)
+                ]
+        sim.apply(plan)
+
+    # -- rewards and results -----------------------------------------------------------------
+    def _collect_rewards(self) -> float:
+        sim = self.sim
+        assert sim is not None
+        r = 0.0
+        while self._completed_seen < len(sim.completed):
+            run = sim.completed[self._completed_seen]
+            self._completed_seen += 1
+            h = sim.standalone_horizon(run)
+            r += self._reward.on_complete((run.finish_time - run.arrival) / h)
+        return r
+
+    def _ratios(self, include_unfinished: bool) -> np.ndarray:
+        sim = self.sim
+        assert sim is not None
+        out = []
+        for run in sim.runs:
+            if run.finish_time >= 0:
+                ct = run.finish_time - run.arrival
+            elif include_unfinished:
+                ct = max(sim.now - run.arrival, 0.0) if sim.now >= run.arrival else math.inf
+                if ct == 0.0 or sim.now < run.arrival:
+                    ct = math.inf
+            else:
+                continue
+            out.append(ct / sim.standalone_horizon(run))
+        return np.asarray(out, dtype=float)
+
+    def _info(self, final: bool = False) -> dict[str, Any]:
+        info: dict[str, Any] = {"action_mask": self._mask.copy()}
+        if self._ctx is not None:
+            info["decision_context"] = self._ctx
+        if final:
+            assert self.sim is not None
+            res = self.sim.result()
+            ratios = [w.completion_time / w.horizon for w in res.workflows]
+            alphas, curve = sim_metrics.attainment_curve(ratios)
+            info.update(
+                metrics=res.metrics,
+                attainment_curve={"alpha": alphas.tolist(), "attainment": curve.tolist()},
+                completion_times=[w.completion_time for w in res.workflows],
+                horizons=[w.horizon for w in res.workflows],
+                invocations=res.invocations,
+                utilisation=res.utilisation,
+                simulated_seconds=res.end_time,
+                workload_seed=self._workload_seed,
+                steps=self._steps,
+            )
+        return info
+
+    # -- observation -------------------------------------------------------------------------
+    def _observation(self) -> dict[str, np.ndarray]:
+        """Per-invocation features are built once (``_static_obs``); a step only refreshes what
+        a pick changes: picked flags, best ratios, instance readiness, KV and batch."""
+        ctx = self._ctx
+        assert ctx is not None
+        if self._static_obs is None:
+            self._static_obs = self._invocation_features()
+        slots, inst = self._static_obs
+        slots = slots.copy()
+        inst = inst.copy()
+        P = self.P
+        feasible = ctx.feasible
+        r = np.log1p(np.where(feasible, ctx.projected_ratio, 0.0))
+        np.minimum(r, RATIO_CLIP, out=r)
+        best = np.where(feasible, r, np.inf).min(axis=(1, 2))
+        slots[:, 1] = ctx.picked
+        slots[:, 11] = np.where(np.isfinite(best), best, 0.0) / 5
+        inst[:P, 3] = np.log1p(ctx.prefill_ready) / 5
+        inst[P:, 5] = np.minimum(ctx.decode_kv_used / ctx.decode_kv_capacity, 10.0)
+        inst[P:, 6] = np.minimum(ctx.decode_batch, 640) / 64
+        stage = np.array(
+            [ctx.stage == "prefill", ctx.stage == "decode", len(ctx.picks) / self.K],
+            dtype=np.float32,
+        )
+        return {"slots": slots, "instances": inst, "ratio": r.astype(np.float32), "stage": stage}
+
+    def _invocation_features(self) -> tuple[np.ndarray, np.ndarray]:
+        sim = self.sim
+        ctx = self._ctx
+        assert sim is not None and ctx is not None
+        K, P, D = self.K, self.P, self.D
+        v = ctx.valid
+        slots = np.zeros((K, SLOT_FEATURES), dtype=np.float32)
+        h = np.where(v, ctx.horizon, 1.0)
+        since = np.where(v, ctx.time - ctx.revealed_at, 0.0)
+        progress = np.zeros(K)
+        for k, c in enumerate(self._slot_calls):
+            run = c.workflow
+            progress[k] = len(run.finished) / max(1, len(run.revealed))
+        slots[:, 0] = v
+        slots[:, 2] = np.log1p(ctx.input_tokens) / 10
+        slots[:, 3] = np.log1p(ctx.predicted_output_tokens) / 10
+        slots[:, 4] = np.minimum(ctx.elapsed / h, 10.0) / 10
+        slots[:, 5] = np.log1p(np.where(v, ctx.horizon, 0.0)) / 5
+        slots[:, 6] = np.log1p(ctx.elapsed) / 5
+        slots[:, 7] = np.log1p(since) / 5
+        slots[:, 8] = (ctx.planned_prefill >= 0) & v
+        slots[:, 9] = progress
+        slots[:, 10] = np.log1p(ctx.attained_service) / 5
+        inst = np.zeros((P + D, INSTANCE_FEATURES), dtype=np.float32)
+        inst[:, :3] = self._instance_static()
+        inst[:P, 4] = np.minimum([len(i.queue) for i in sim.prefill], 160) / 16
+        inst[P:, 4] = np.minimum([len(i.waiting) for i in sim.decode], 160) / 16
+        inst[P:, 7] = np.minimum([len(i.running) for i in sim.decode], 640) / 64
+        inst[:, 8] = self._gpu_memory
+        np.clip(slots, 0.0, 10.0, out=slots)
+        np.clip(inst, 0.0, 10.0, out=inst)
+        return slots, inst
+
+    def _instance_static(self) -> np.ndarray:
+        if getattr(self, "_inst_static", None) is None:
+            sim = self.sim
+            assert sim is not None
+            rows = []
+            mem = []
+            for i in sim.prefill + sim.decode:
+                is_p = float(i.role == "prefill")
+                pre = i.latency.prefill_time(1000)
+                dec = i.latency.decode_iteration_time(1, 1000)
+                rows.append([is_p, np.log1p(pre * 1e3) / 5, np.log1p(dec * 1e3) / 5])
+                mem.append(i.latency.usable_memory_bytes / 1e12)
+            self._inst_static = np.asarray(rows, dtype=np.float32)
+            self._gpu_memory = np.asarray(mem, dtype=np.float32)
+        return self._inst_static
+
+    def _terminal_observation(self) -> dict[str, np.ndarray]:
+        return {k: np.zeros(s.shape, dtype=np.float32) for k, s in self.observation_space.items()}
+
+    def _explain_invalid(self, action: int) -> str:
+        if not 0 <= action < self.action_space.n:
+            return f"action {action} is outside Discrete({self.action_space.n})"
+        ctx = self._ctx
+        assert ctx is not None
+        slot, p, d = ctx.unflatten(action)
+        if not ctx.valid[slot]:
+            why = f"slot {slot} is empty (only {int(ctx.valid.sum())} calls are waiting)"
+        elif ctx.picked[slot]:
+            why = f"slot {slot} ({ctx.call_ids[slot]}) was already picked in this invocation"
+        elif ctx.stage == "decode":
+            why = (
+                f"at the decode stage call {ctx.call_ids[slot]} is locked to prefill "
+                f"{ctx.planned_prefill[slot]}, decode {ctx.planned_decode[slot]}"
+            )
+        else:
+            why = (
+                f"call {ctx.call_ids[slot]} needs {ctx.kv_demand[slot]:.0f} KV tokens but decode "
+                f"instance {d} holds {ctx.decode_kv_capacity[d]:.0f}"
+            )
+        return (
+            f"masked action {action} = (slot {slot}, prefill {p}, decode {d}): {why}. Use "
+            "env.action_masks() or make the env with invalid_action='penalize'."
+        )
+
+    # -- rendering ---------------------------------------------------------------------------
+    def render(self) -> str | np.ndarray | None:
+        if self.render_mode is None:
+            return None
+        from envs.render import render_ansi, render_rgb
+
+        if self.render_mode == "ansi":
+            return render_ansi(self)
+        return render_rgb(self)

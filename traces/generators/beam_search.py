@@ -1,0 +1,108 @@
+"""Beam-search workflows with a generator and a process-reward verifier (Scepsy §2, §7.1).
+
+Per request, the total number of generator invocations G is drawn from a lognormal that puts
+Scepsy's reported extremes (24 and 844 over 500 traced requests) at the 1/501 and 500/501
+quantiles, clipped to [24, 844]: median ~142, mean ~172. The search runs D = round(G / W)
+steps (data-dependent depth; at least 3). Each step: W = 8 generator calls (``llama3.2-1b``,
+4 kept beams x 2 continuations each), each candidate scored by one verifier call
+(``llama3.1-8b-prm``, 1 output token: the step score), then a ``select_top_k`` tool node
+(1 ms of non-LLM code) keeps the top 4 beams and gates the next step (fan-in). Generator input
+= problem + the beam's steps so far; verifier input = that + the candidate step.
+
+Target statistics (``traces/stats/beam_search.yaml`` ``targets``, from
+:func:`traces.fit.fit_beam_search`; paper-derived, there is no raw beam-search trace):
+
+* ``mean_generator_invocations``, ``median_generator_invocations`` -- per request.
+* ``mean_depth`` -- search steps per request.
+* ``arrival_rate_per_s`` -- 1 req/s (Scepsy sweeps beam-search rates; ours is a default).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from traces.generators._common import arrivals, check_count, load_stats
+from traces.schema import LLMNode, Node, ToolNode, Workflow
+
+SELECT_LATENCY_S = 0.001
+
+
+def _lognormal_int(rng: np.random.Generator, spec: dict[str, float], size: int) -> np.ndarray:
+    return np.maximum(
+        np.rint(spec["median"] * np.exp(spec["sigma"] * rng.standard_normal(size))), 1
+    ).astype(int)
+
+
+def build_workflow(
+    rng: np.random.Generator, wid: str, arrival: float, model: str, stats: dict[str, Any]
+) -> Workflow:
+    """One beam-search workflow.
+
+    :param rng: random generator.
+    :param wid: workflow id.
+    :param arrival: arrival time in seconds.
+    :param model: catalog model of the generator calls.
+    :param stats: the ``beam_search`` stats mapping.
+    """
+    g = stats["generator_invocations"]
+    total = float(np.exp(g["lognormal_mu"] + g["lognormal_sigma"] * rng.standard_normal()))
+    total = float(np.clip(total, g["min"], g["max"]))
+    width, keep = int(stats["beam_width"]), int(stats["keep_top_k"])
+    depth = max(3, int(round(total / width)))
+    verifier = stats["models"]["verifier"]
+    problem = int(_lognormal_int(rng, stats["problem_tokens"], 1)[0])
+    beams = np.zeros(keep, dtype=int)  # tokens generated so far on each kept beam
+    nodes: list[Node] = []
+    gate: tuple[str, ...] = ()
+    for s in range(depth):
+        steps = _lognormal_int(rng, stats["step_tokens"], width)
+        parent_beam = np.arange(width) % keep
+        scored = []
+        for j in range(width):
+            ctx = problem + int(beams[parent_beam[j]])
+            gid, vid = f"s{s}g{j}", f"s{s}v{j}"
+            nodes.append(LLMNode(gid, model, ctx, int(steps[j]), gate, "generate"))
+            nodes.append(
+                LLMNode(
+                    vid,
+                    verifier,
+                    ctx + int(steps[j]),
+                    int(stats["verifier_output_tokens"]),
+                    (gid,),
+                    "verify",
+                )
+            )
+            scored.append(vid)
+        nodes.append(ToolNode(f"s{s}select", SELECT_LATENCY_S, tuple(scored), "select_top_k"))
+        gate = (f"s{s}select",)
+        kept = rng.choice(width, size=keep, replace=False)
+        beams = beams[parent_beam[kept]] + steps[kept]
+    meta = {"workload": "beam_search", "depth": depth, "generator_invocations": depth * width}
+    return Workflow(wid, arrival, tuple(nodes), meta=meta)
+
+
+def generate_beam_search(
+    seed: int,
+    count: int | None = None,
+    *,
+    rate: float | None = None,
+    model: str | None = None,
+    arrival_process: str = "poisson",
+) -> list[Workflow]:
+    """Beam-search workflows.
+
+    :param seed: RNG seed; same seed gives the same trace.
+    :param count: number of workflows (default 100).
+    :param rate: mean arrival rate in workflows/s (default 1).
+    :param model: generator model (default ``llama3.2-1b``).
+    :param arrival_process: ``"poisson"`` or ``"bursty"``.
+    """
+    stats = load_stats("beam_search")
+    d = stats["defaults"]
+    count = check_count(d["count"] if count is None else count)
+    rng = np.random.default_rng(seed)
+    times = arrivals(rng, count, d["rate_per_s"] if rate is None else rate, arrival_process)
+    model = model or d["model"]
+    return [build_workflow(rng, f"beam-{i}", float(times[i]), model, stats) for i in range(count)]
