@@ -9,10 +9,11 @@ instance pair and orders the calls in the instances' local queues (HexAgent §4�
 Scheduler *invocations* are raised when work enters a stage (HexAgent §4.3, §5.2): workflow
 arrival and child-call reveal (prefill stage), KV-transfer completion (decode stage). An
 invocation re-plans the calls still waiting at that stage, **one call per step**, for at most K of
-them (``slots``). The K are the most urgent by the canonical order *elapsed / online horizon*,
-``(t − a_w) / H_w(t)``, descending (ties: earlier reveal). Calls beyond K keep their plan and their
-relative queue order, behind this invocation's picks; those without a plan take the fallback's
-(least-loaded placement, :class:`envs.sim.scheduler.DefaultScheduler`). The k-th call picked in an
+them (``slots``). The K are the oldest by the canonical order, reveal time (a neutral order: it
+favours no policy's priority rule, and a call cannot starve beyond K because it only gets older).
+Calls beyond K keep their plan and their relative queue order, behind this invocation's picks;
+those without a plan take the fallback's (least-loaded placement,
+:class:`envs.sim.scheduler.DefaultScheduler`). The k-th call picked in an
 invocation gets queue priority k. A call that started service never moves. The simulator
 advances only when the invocation's slots are all picked (Decima's pattern).
 
@@ -130,9 +131,11 @@ class DecisionContext:
     :param prefill_ready: (P,) seconds from now until p is free of in-service and picked work.
     :param prefill_queued: (P,) seconds of prefill work queued behind this invocation's picks
         (calls beyond the K slots).
-    :param decode_kv_used: (D,) reserved + planned KV tokens.
+    :param decode_kv_used: (D,) predicted KV tokens of running calls, of calls planned to d and
+        still on their way (prefill, transfer, decode queue; outside the slots), and of this
+        invocation's picks.
     :param decode_kv_capacity: (D,) KV capacity in tokens.
-    :param decode_batch: (D,) running + planned decode batch size.
+    :param decode_batch: (D,) running + on-their-way + picked calls.
     :param projected_ratio: (K, P, D) R(c, p, d); +inf where infeasible or invalid.
     :param feasible: (K, P, D) the action mask reshaped.
     :param prefill_gpus: (P,) GPU types. ``decode_gpus``: (D,).
@@ -510,14 +513,9 @@ class PDClusterEnv(gym.Env):
     def _begin_invocation(self, inv: Invocation) -> None:
         sim = self.sim
         assert sim is not None
-        now = sim.now
-        waiting = inv.calls
-
-        def urgency(c: Call) -> tuple[float, int]:
-            h = c.workflow.online_horizon
-            return (-(now - c.workflow.arrival) / h if h > 0 else 0.0, c.uid)
-
-        order = sorted(waiting, key=urgency) if len(waiting) > self.K else waiting
+        # Canonical order: reveal order (the simulator lists waiting calls oldest first). The K
+        # oldest are re-planned; newer ones wait behind them, so no call starves beyond K.
+        order = inv.calls
         self._inv = inv
         self._static_obs: tuple[np.ndarray, np.ndarray] | None = None
         self._slot_calls: list[Call] = list(order[: self.K])
@@ -593,11 +591,22 @@ class PDClusterEnv(gym.Env):
                     j = prefill_pos[c.prefill_instance]
                     rest_work[j] += sim.prefill[j].latency.prefill_time(c.input_tokens)
         cap = np.array([float(d.capacity) for d in sim.decode])
-        kv_used = np.array([float(d.reserved) for d in sim.decode])
-        batch = np.array([float(len(d.running)) for d in sim.decode])
-        ctx_tokens = np.array(
-            [float(sum(c.input_tokens + c.generated for c in d.running)) for d in sim.decode]
-        )
+        # Decode load from estimates only: running calls' predicted footprint, plus the calls
+        # planned to the instance that are on their way (not re-planned in this invocation).
+        slotted = {c.uid for c in calls}
+        kv_used = np.zeros(D)
+        batch = np.zeros(D)
+        ctx_tokens = np.zeros(D)
+        for j, d in enumerate(sim.decode):
+            for c in d.running:
+                kv_used[j] += c.predicted_kv_tokens
+                ctx_tokens[j] += c.input_tokens + c.generated
+            batch[j] = len(d.running)
+            for uid, c in sim.decode_inbound[d.index].items():
+                if uid not in slotted:
+                    kv_used[j] += c.predicted_kv_tokens
+                    ctx_tokens[j] += c.input_tokens
+                    batch[j] += 1
         self._state = {
             "p_ready": p_ready,
             "kv_used": kv_used,

@@ -274,6 +274,10 @@ class Simulation:
         self.pending: list[Invocation] = []
         self.waiting_prefill: dict[int, Call] = {}  # revealed, prefill/route not started
         self.waiting_decode: dict[int, Call] = {}  # transferred, decode not started
+        # Calls planned to each decode instance and not yet admitted there (P-D clusters): queued
+        # or running prefill, transferring, or waiting for decode. Lets schedulers see the decode
+        # load that is on its way.
+        self.decode_inbound: dict[int, dict[int, Call]] = {d.index: {} for d in self.decode}
         self.calls: list[Call] = []
         self.completed: list[WorkflowRun] = []  # in completion order
         self.finished_runs = 0
@@ -351,7 +355,10 @@ class Simulation:
                 old = c.prefill_instance
                 c.prefill_priority = float(a.priority)
                 if self.pd:
+                    if c.decode_instance is not None:
+                        del self.decode_inbound[c.decode_instance][c.uid]
                     c.decode_instance = a.decode_instance
+                    self.decode_inbound[c.decode_instance][c.uid] = c
                     c.decode_priority = float(
                         a.priority if a.decode_priority is None else a.decode_priority
                     )
@@ -529,6 +536,7 @@ class Simulation:
 
     def on_prefill_done(self, call: Call, inst: PrefillInstance) -> None:
         if call.output_tokens == 0:
+            del self.decode_inbound[call.decode_instance][call.uid]
             call.transfer_end = call.decode_start = call.decode_end = self.env.now
             call.stage = DONE
             self._call_done(call)
@@ -552,6 +560,7 @@ class Simulation:
         """An engine started serving ``call`` at this stage: it can no longer be re-planned."""
         if call.stage == WAIT_DECODE:
             del self.waiting_decode[call.uid]
+            del self.decode_inbound[call.decode_instance][call.uid]
         else:
             del self.waiting_prefill[call.uid]
 

@@ -1,0 +1,217 @@
+"""Which envs can be trained, and how to build them for training and evaluation.
+
+A new env family (Routing, Allocation) is one :data:`TRAIN_ENVS` entry: its Gymnasium id, which
+training options it takes, its features extractor and policy, its expert and baselines. Nothing
+in ``train.py`` names an env.
+
+Seeds: training workloads come from reset seeds in ``[0, EVAL_SEED_BASE)``, drawn by
+:class:`TrainingSeeds`; held-out evaluation uses seeds ``EVAL_SEED_BASE + i``, so a policy is
+never evaluated on a workload it trained on.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+
+from agents.extractors import PDClusterScorer, SetPoolingExtractor
+
+#: First held-out evaluation seed; training resets draw seeds below it.
+EVAL_SEED_BASE = 1_000_000
+
+
+@dataclass(frozen=True)
+class TrainEnvSpec:
+    """How to train on one env family.
+
+    :param gym_id: the Gymnasium id.
+    :param options: training-config option -> env keyword argument (e.g. ``count`` ->
+        ``workload_count``). Options not listed are not passed.
+    :param extractor: features extractor class.
+    :param extractor_kwargs: its keyword arguments.
+    :param action_scores: the extractor outputs per-action scores (use
+        :class:`agents.policies.ActionScoresPolicy`); else SB3's default MLP head.
+    :param expert: the published algorithm, a ``heuristics`` name (the BC teacher by default).
+    :param baselines: the paper's baselines, ``heuristics`` names.
+    :param metrics: episode-end ``info["metrics"]`` keys logged during training; the first two
+        are the headline (lower is better) shown in tables.
+    :param eval_options: training option -> ``evaluate.EvalConfig`` field, for the final table.
+    """
+
+    gym_id: str
+    options: Mapping[str, str]
+    extractor: type[BaseFeaturesExtractor]
+    extractor_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    action_scores: bool = True
+    expert: str = "hexagent"
+    baselines: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ("req95", "req99")
+    eval_options: Mapping[str, str] = field(default_factory=dict)
+
+
+TRAIN_ENVS: dict[str, TrainEnvSpec] = {
+    "pd-cluster": TrainEnvSpec(
+        gym_id="servegym/PDCluster-v0",
+        options={
+            "cluster": "cluster",
+            "model": "model",
+            "workload": "workload",
+            "count": "workload_count",
+            "load_scale": "load_scale",
+            "slots": "slots",
+            "reward": "reward",
+        },
+        extractor=PDClusterScorer,
+        extractor_kwargs={"hidden": 32},
+        expert="hexagent",
+        baselines=("per-call-fcfs", "workflow-fcfs", "workflow-llf", "atlas"),
+        metrics=("req95", "req99"),
+        eval_options={
+            "cluster": "cluster",
+            "model": "model",
+            "count": "count",
+            "load_scale": "load_scale",
+            "slots": "slots",
+        },
+    ),
+}
+
+#: Generic fallback when an env has no specialised extractor (documented for new envs).
+GENERIC_EXTRACTOR = SetPoolingExtractor
+
+
+def train_env_spec(name: str) -> TrainEnvSpec:
+    """The :data:`TRAIN_ENVS` entry for ``name``.
+
+    :raises ValueError: for an unknown name, listing the known ones.
+    """
+    if name not in TRAIN_ENVS:
+        raise ValueError(f"unknown env {name!r}; trainable envs: {', '.join(sorted(TRAIN_ENVS))}")
+    return TRAIN_ENVS[name]
+
+
+def env_kwargs(spec: TrainEnvSpec, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Env keyword arguments from training options (None values are left to the env default).
+
+    :param spec: the env family.
+    :param options: training options by name (a superset of ``spec.options`` is fine).
+    """
+    return {
+        kw: options[name]
+        for name, kw in spec.options.items()
+        if name in options and options[name] is not None
+    }
+
+
+class TrainingSeeds(gym.Wrapper):
+    """Resets without a seed draw the workload seed from ``[0, EVAL_SEED_BASE)``.
+
+    The env itself would draw from ``[0, 2³¹)``, which could (rarely) hit a held-out seed.
+
+    :param env: the env.
+    :param seed: seeds this wrapper's generator.
+    """
+
+    def __init__(self, env: gym.Env, seed: int):
+        super().__init__(env)
+        self._seeds = np.random.default_rng(seed)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        if seed is None:
+            seed = int(self._seeds.integers(0, EVAL_SEED_BASE))
+        return self.env.reset(seed=seed, options=options)
+
+
+class LeanInfo(gym.Wrapper):
+    """Drops the per-step ``decision_context`` and ``action_mask`` from ``info`` (learned
+    policies read the observation and ``action_masks()``), so vectorised workers do not pickle
+    them every step. Episode-end entries (``metrics``, ...) pass through."""
+
+    DROP = ("decision_context", "action_mask", "completion_times", "horizons")
+
+    def _lean(self, info: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in info.items() if k not in self.DROP}
+
+    def reset(self, **kwargs: Any) -> Any:
+        obs, info = self.env.reset(**kwargs)
+        return obs, self._lean(info)
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, self._lean(info)
+
+    def action_masks(self) -> np.ndarray:
+        return self.env.unwrapped.action_masks()  # type: ignore[attr-defined]
+
+
+def make_env(
+    spec: TrainEnvSpec, kwargs: Mapping[str, Any], seed: int | None = None, lean: bool = False
+) -> gym.Env:
+    """One env of the family, optionally wrapped for training.
+
+    :param spec: the env family.
+    :param kwargs: env keyword arguments (see :func:`env_kwargs`).
+    :param seed: if given, wrap in :class:`TrainingSeeds` seeded with it.
+    :param lean: wrap in :class:`LeanInfo` and SB3's ``Monitor`` (for vectorised training).
+    """
+    import envs  # noqa: F401  (registers the servegym ids)
+
+    env = gym.make(spec.gym_id, **kwargs)
+    if seed is not None:
+        env = TrainingSeeds(env, seed)
+    if lean:
+        from stable_baselines3.common.monitor import Monitor
+
+        env = Monitor(LeanInfo(env))
+    return env
+
+
+def _worker_env(spec_name: str, kwargs: dict[str, Any], seed: int, threads: int | None) -> gym.Env:
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    return make_env(train_env_spec(spec_name), kwargs, seed=seed, lean=True)
+
+
+def make_vec_env(
+    spec_name: str,
+    kwargs: Mapping[str, Any],
+    n_envs: int,
+    seed: int,
+    vec: str = "subproc",
+) -> Any:
+    """``n_envs`` training envs, env i seeded with ``seed + i`` (workloads differ per env).
+
+    :param spec_name: a key of :data:`TRAIN_ENVS`.
+    :param kwargs: env keyword arguments.
+    :param n_envs: number of envs.
+    :param seed: base seed.
+    :param vec: ``subproc`` (one process per env, ``torch`` limited to 1 thread there) or
+        ``dummy`` (all in this process).
+    :raises ValueError: for an unknown ``vec``.
+    """
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    train_env_spec(spec_name)
+    threads = 1 if vec == "subproc" else None
+    fns: list[Callable[[], gym.Env]] = [
+        functools.partial(_worker_env, spec_name, dict(kwargs), seed + i, threads)
+        for i in range(n_envs)
+    ]
+    if vec == "subproc":
+        return SubprocVecEnv(fns)
+    if vec == "dummy":
+        return DummyVecEnv(fns)
+    raise ValueError(f"vec must be 'subproc' or 'dummy', got {vec!r}")
+
+
+def eval_seeds(n: int) -> tuple[int, ...]:
+    """The first ``n`` held-out evaluation seeds."""
+    return tuple(EVAL_SEED_BASE + i for i in range(n))

@@ -1,0 +1,220 @@
+"""Features extractors for servegym's padded-set observations (SB3 ``BaseFeaturesExtractor``).
+
+Two shapes of extractor:
+
+* :class:`PDClusterScorer` produces **one score per action** (slot k, prefill p, decode d) with
+  shared weights, plus a pooled feature vector for the critic. The policy
+  :class:`agents.policies.ActionScoresPolicy` uses the scores as logits directly. Slots are
+  unordered, so the slot encoder is permutation-equivariant (Deep Sets: each slot sees itself
+  and a masked mean/max pool of all valid slots), and so is the per-action scorer; the same
+  holds for instances within a pool. The projected ratio R(c, p, d) enters every action's score
+  both through a small shared MLP and linearly, so HexAgent's rule (the slot with the largest
+  best-case ratio, then its argmin pair, HexAgent §5.3 Algorithm 1) is a linear function of the
+  inputs and easy to imitate.
+* :class:`SetPoolingExtractor` is the generic fallback for any ``Dict`` of padded sets: a shared
+  row encoder per set, masked mean + max pooling, concatenated into a flat vector for SB3's
+  ordinary MLP head. A new env works with it without new code.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch as th
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from torch import nn
+
+
+def masked_pool(x: th.Tensor, valid: th.Tensor) -> th.Tensor:
+    """Mean and max over the set axis of ``x`` counting only valid rows.
+
+    :param x: (B, N, H) row embeddings.
+    :param valid: (B, N) 1.0 for real rows, 0.0 for padding.
+    :return: (B, 2H): masked mean, then masked max (0 where a set has no valid row).
+    """
+    w = valid.unsqueeze(-1)
+    count = w.sum(dim=1).clamp(min=1.0)
+    mean = (x * w).sum(dim=1) / count
+    neg = th.finfo(x.dtype).min
+    mx = th.where(w > 0, x, th.full_like(x, neg)).max(dim=1).values
+    mx = th.where(valid.sum(dim=1, keepdim=True) > 0, mx, th.zeros_like(mx))
+    return th.cat([mean, mx], dim=-1)
+
+
+def _mlp(n_in: int, hidden: int, n_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, n_out), nn.ReLU())
+
+
+class PDClusterScorer(BaseFeaturesExtractor):
+    """Per-action scores for ``servegym/PDCluster-v0`` plus pooled critic features.
+
+    Output = ``[scores (K·P·D), value features (value_dim)]`` in the env's flat action order
+    ``a = k·P·D + p·D + d``. :attr:`action_scores_dim` tells the policy where to split.
+
+    Score (logit) of action (k, p, d) = slot score + log-probability of the pair given the slot::
+
+        h           = relu(W_s s_k + W_p e_p + W_d e_d + u·r_kpd + v·g_kpd + b)   (hidden units)
+        pair(k,p,d) = w·h + a·r_kpd + c·g_kpd
+        slot(k)     = w'·s_k + lin(slot features of k, best_k)
+        score       = slot(k) + log_softmax over legal (p, d) of pair(k, ·, ·)
+
+    so the policy factorises exactly into "which call" × "which pair for it" (HexAgent's two
+    decisions), and a slot's probability does not depend on how many pairs it may use. Legal
+    pairs are read off the observation (r > 0 exactly where legal); the policy's mask still
+    applies on top.
+
+    with s_k the slot embedding (own features + pooled slot context + stage), e_p / e_d the
+    instance embeddings (own features + pooled pool context), r_kpd = ``ratio[k, p, d]`` and
+    g_kpd = r_kpd − best_k the gap to the slot's best legal ratio (``slots[:, 11]``).
+
+    :param observation_space: the env's ``Dict`` space (keys ``slots``, ``instances``,
+        ``ratio``, ``stage``).
+    :param hidden: embedding and per-action hidden width.
+    :param ratio_scale: multiplies r, g and best_k where they enter the scores. Telling two
+        placements apart takes logit gaps of a few units from ratio gaps of ~0.01–0.1, i.e.
+        weights of ~50; Adam moves a weight by about the learning rate per step, so unscaled
+        inputs would need tens of thousands of steps to get there.
+    """
+
+    def __init__(
+        self, observation_space: gym.spaces.Dict, hidden: int = 32, ratio_scale: float = 100.0
+    ):
+        keys = {"slots", "instances", "ratio", "stage"}
+        if not isinstance(observation_space, gym.spaces.Dict) or set(observation_space) != keys:
+            raise ValueError(
+                f"PDClusterScorer needs a Dict observation with keys {sorted(keys)}, got "
+                f"{observation_space}"
+            )
+        k, p, d = observation_space["ratio"].shape
+        n_slot = observation_space["slots"].shape[1]
+        n_inst = observation_space["instances"].shape[1]
+        n_stage = observation_space["stage"].shape[0]
+        if observation_space["instances"].shape[0] != p + d:
+            raise ValueError(
+                f"instances has {observation_space['instances'].shape[0]} rows, expected P + D = "
+                f"{p + d} from ratio shape {(k, p, d)}"
+            )
+        value_dim = 4 * hidden + 2 * hidden + n_stage
+        super().__init__(observation_space, features_dim=k * p * d + value_dim)
+        self.K, self.P, self.D = k, p, d
+        self.ratio_scale = float(ratio_scale)
+        self.action_scores_dim = k * p * d
+        self.value_dim = value_dim
+        h = hidden
+        self.slot_in = _mlp(n_slot + n_stage, h, h)
+        self.slot_ctx = _mlp(3 * h, h, h)
+        self.inst_in = _mlp(n_inst, h, h)
+        self.inst_ctx = _mlp(3 * h, h, h)
+        self.to_hidden_slot = nn.Linear(h, h)
+        self.to_hidden_p = nn.Linear(h, h, bias=False)
+        self.to_hidden_d = nn.Linear(h, h, bias=False)
+        self.to_hidden_r = nn.Linear(2, h, bias=False)
+        self.score_out = nn.Linear(h, 1)
+        # Start from the linear skip terms alone: random MLP scores would swamp the ratio signal.
+        nn.init.zeros_(self.score_out.weight)
+        nn.init.zeros_(self.score_out.bias)
+        self.score_linear = nn.Linear(2, 1, bias=False)
+        self.slot_linear = nn.Linear(n_slot + 1, 1)
+        nn.init.zeros_(self.slot_linear.weight)
+        self.slot_out = nn.Linear(h, 1)
+        nn.init.zeros_(self.slot_out.weight)
+
+    def forward(self, observations: dict[str, th.Tensor]) -> th.Tensor:
+        slots, inst = observations["slots"], observations["instances"]
+        ratio, stage = observations["ratio"], observations["stage"]
+        b = slots.shape[0]
+        valid = slots[..., 0]
+        stage_k = stage.unsqueeze(1).expand(b, self.K, stage.shape[-1])
+        s = self.slot_in(th.cat([slots, stage_k], dim=-1))
+        s_pool = masked_pool(s, valid).unsqueeze(1).expand(b, self.K, -1)
+        s = self.slot_ctx(th.cat([s, s_pool], dim=-1))
+
+        e = self.inst_in(inst)
+        pre, dec = e[:, : self.P], e[:, self.P :]
+        ones_p, ones_d = inst.new_ones(b, self.P), inst.new_ones(b, self.D)
+        pre_pool = masked_pool(pre, ones_p).unsqueeze(1).expand(b, self.P, -1)
+        dec_pool = masked_pool(dec, ones_d).unsqueeze(1).expand(b, self.D, -1)
+        e_p = self.inst_ctx(th.cat([pre, pre_pool], dim=-1))
+        e_d = self.inst_ctx(th.cat([dec, dec_pool], dim=-1))
+
+        best = slots[..., 11] * 5.0  # log1p(min legal R), see the env docstring
+        gap = ratio - best[:, :, None, None]
+        rg = th.stack([ratio, gap], dim=-1)  # (B, K, P, D, 2)
+        slot_skip = th.cat([slots, best.unsqueeze(-1) * self.ratio_scale], dim=-1)
+        hid = (
+            self.to_hidden_slot(s)[:, :, None, None, :]
+            + self.to_hidden_p(e_p)[:, None, :, None, :]
+            + self.to_hidden_d(e_d)[:, None, None, :, :]
+            + self.to_hidden_r(rg)
+        )
+        pair = self.score_out(th.relu(hid)).squeeze(-1) + self.score_linear(
+            rg * self.ratio_scale
+        ).squeeze(-1)
+        # Legal entries are exactly those with r > 0 (the env writes log1p(R) > 0 there, 0
+        # elsewhere). Normalise the pair scores within each slot over them.
+        legal = ratio > 0
+        pair = pair.masked_fill(~legal, -1e8)
+        pair = th.log_softmax(pair.reshape(b, self.K, -1), dim=-1).reshape_as(ratio)
+        pair = th.where(legal, pair, th.zeros_like(pair))
+        slot_logit = self.slot_out(s).squeeze(-1) + self.slot_linear(slot_skip).squeeze(-1)
+        score = slot_logit[:, :, None, None] + pair
+        value = th.cat([masked_pool(s, valid), masked_pool(e_p, ones_p), stage], dim=-1)
+        value = th.cat([value, masked_pool(e_d, ones_d)], dim=-1)
+        return th.cat([score.reshape(b, -1), value], dim=-1)
+
+
+class SetPoolingExtractor(BaseFeaturesExtractor):
+    """Generic extractor for a ``Dict`` of padded sets and flat vectors.
+
+    Every 2-D ``Box`` (N, F) is a set: a shared MLP embeds each row, then a masked mean + max
+    pool (in a set named in ``valid_columns``, rows whose flag column is 0 are padding; other
+    sets count every row) makes it permutation-invariant. Every other ``Box`` is flattened. The
+    results are concatenated.
+
+    :param observation_space: a ``Dict`` of ``Box`` spaces.
+    :param hidden: row embedding width.
+    :param valid_columns: set key -> feature index of its validity flag (e.g. ``{"slots": 0}``).
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.spaces.Dict,
+        hidden: int = 64,
+        valid_columns: dict[str, int] | None = None,
+    ):
+        if not isinstance(observation_space, gym.spaces.Dict):
+            raise ValueError(
+                f"SetPoolingExtractor needs a Dict observation, got {observation_space}"
+            )
+        sets, flats, dim = [], [], 0
+        for key, space in observation_space.items():
+            if not isinstance(space, gym.spaces.Box):
+                raise ValueError(f"observation {key!r} is {space}; only Box entries are supported")
+            if len(space.shape) == 2:
+                sets.append(key)
+                dim += 2 * hidden
+            else:
+                flats.append(key)
+                dim += int(np.prod(space.shape))
+        super().__init__(observation_space, features_dim=dim)
+        self.sets, self.flats = sets, flats
+        self.valid_columns = dict(valid_columns or {})
+        unknown = set(self.valid_columns) - set(sets)
+        if unknown:
+            raise ValueError(f"valid_columns names {sorted(unknown)}, which are not sets: {sets}")
+        self.encoders = nn.ModuleDict(
+            {k: _mlp(observation_space[k].shape[1], hidden, hidden) for k in sets}
+        )
+
+    def forward(self, observations: dict[str, th.Tensor]) -> th.Tensor:
+        parts = []
+        for key in self.sets:
+            x = observations[key]
+            if key in self.valid_columns:
+                valid = (x[..., self.valid_columns[key]] > 0).to(x.dtype)
+            else:
+                valid = x.new_ones(x.shape[:2])
+            parts.append(masked_pool(self.encoders[key](x), valid))
+        for key in self.flats:
+            parts.append(observations[key].reshape(observations[key].shape[0], -1))
+        return th.cat(parts, dim=-1)

@@ -1,0 +1,166 @@
+"""Specifications of agents/: per-action policy, permutation equivariance, BC, save/load, the
+``ckpt:`` policy in evaluate.py."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+os.environ.setdefault("WANDB_MODE", "disabled")
+
+import numpy as np
+import pytest
+import torch as th
+
+import evaluate
+from agents import (
+    TRAIN_ENVS,
+    bc_train,
+    build_model,
+    collect,
+    env_kwargs,
+    load_policy,
+    make_env,
+)
+from agents.bc import discounted_returns
+from agents.extractors import SetPoolingExtractor
+from heuristics import make_policy
+
+SPEC = TRAIN_ENVS["pd-cluster"]
+KWARGS = env_kwargs(SPEC, {"cluster": "hetero-1", "workload": "mixed", "count": 4, "slots": 4})
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = make_env(SPEC, KWARGS)
+    yield e
+    e.close()
+
+
+@pytest.fixture(scope="module")
+def demos(env):
+    return collect(env, functools.partial(make_policy, "hexagent"), seeds=[0], gamma=0.99)
+
+
+def fresh_model(env, seed: int = 0):
+    th.set_num_threads(1)
+    return build_model("maskable-ppo", env, SPEC, seed=seed, hyperparams={"n_steps": 64})
+
+
+def test_policy_logits_are_one_score_per_action_and_respect_the_mask(env):
+    model = fresh_model(env)
+    obs, info = env.reset(seed=3)
+    obs_t, _ = model.policy.obs_to_tensor(obs)
+    dist = model.policy.get_distribution(obs_t, action_masks=info["action_mask"])
+    probs = dist.distribution.probs[0].detach().numpy()
+    assert probs.shape == (env.action_space.n,)
+    assert np.all(probs[~info["action_mask"]] < 1e-6)
+    assert probs[info["action_mask"]].sum() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_scores_are_equivariant_to_permuting_slots(env):
+    model = fresh_model(env)
+    obs, info = env.reset(seed=5)
+    expert = make_policy("hexagent")
+    while obs["slots"][:, 0].sum() - obs["slots"][:, 1].sum() < 2:  # two open slots
+        obs, _, terminated, truncated, info = env.step(expert.act(obs, info))
+        assert not (terminated or truncated), "no state with two open slots"
+    k, p, d = obs["ratio"].shape
+    perm = np.argsort(-obs["slots"][:, 0] + obs["slots"][:, 1], kind="stable")
+    perm[[0, 1]] = perm[[1, 0]]
+    permuted = {**obs, "slots": obs["slots"][perm], "ratio": obs["ratio"][perm]}
+    fe = model.policy.features_extractor
+    with th.no_grad():
+        a = fe(model.policy.obs_to_tensor(obs)[0])[0, : k * p * d].reshape(k, p, d)
+        b = fe(model.policy.obs_to_tensor(permuted)[0])[0, : k * p * d].reshape(k, p, d)
+    np.testing.assert_allclose(a.numpy()[perm], b.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_collect_labels_every_step_with_the_expert_action(env, demos):
+    assert len(demos) == demos.episodes[0]["steps"] > 0
+    assert demos.masks[np.arange(len(demos)), demos.actions].all()
+    assert demos.obs["ratio"].shape == (len(demos), *env.observation_space["ratio"].shape)
+
+
+def test_discounted_returns_sum_rewards_backwards():
+    np.testing.assert_allclose(discounted_returns([1.0, 0.0, 2.0], 0.5), [1.5, 1.0, 2.0])
+
+
+def test_bc_on_a_tiny_dataset_lowers_its_loss(env, demos):
+    model = fresh_model(env)
+    history = bc_train(model.policy, demos, epochs=4, batch_size=32, learning_rate=3e-3)
+    assert history[-1].loss < history[0].loss
+    assert history[-1].accuracy > 0.5
+
+
+def test_save_load_gives_identical_actions_on_a_fixed_observation(env, tmp_path):
+    model = fresh_model(env, seed=1)
+    obs, info = env.reset(seed=7)
+    mask = info["action_mask"]
+    path = tmp_path / "model.zip"
+    model.save(path)
+    loaded = load_policy(path, env)
+    before, _ = model.predict(obs, deterministic=True, action_masks=mask)
+    assert loaded.act(obs, info) == int(before)
+    obs_t, _ = model.policy.obs_to_tensor(obs)
+    obs_l, _ = loaded.model.policy.obs_to_tensor(obs)
+    with th.no_grad():
+        p0 = model.policy.get_distribution(obs_t, action_masks=mask).distribution.probs
+        p1 = loaded.model.policy.get_distribution(obs_l, action_masks=mask).distribution.probs
+    assert th.equal(p0, p1)
+
+
+def test_load_policy_rejects_a_model_for_another_action_space(env, tmp_path):
+    model = fresh_model(env)
+    model.save(tmp_path / "m.zip")
+    other = make_env(SPEC, {**KWARGS, "slots": 5})
+    with pytest.raises(ValueError, match="action space"):
+        load_policy(tmp_path / "m.zip", other)
+
+
+def test_eval_table_has_the_expert_row_and_the_checkpoint_row(env, tmp_path):
+    model = fresh_model(env)
+    path = tmp_path / "model.zip"
+    model.save(path)
+    config = evaluate.EvalConfig(
+        workloads=("mixed",), policies=("hexagent", f"ckpt:{path}"), seeds=(0,), count=4,
+        slots=4, quiet=True,
+    )  # fmt: skip
+    rows = evaluate.evaluate(config)
+    table = evaluate.format_table(rows)
+    lines = [line.split()[0] for line in table.splitlines() if line.strip()]
+    assert "hexagent" in lines and f"ckpt:{path}" in lines
+
+
+def test_checkpoint_results_do_not_depend_on_other_policies(env, tmp_path):
+    model = fresh_model(env, seed=2)
+    path = tmp_path / "model.zip"
+    model.save(path)
+    base = dict(workloads=("mixed",), seeds=(0,), count=4, slots=4, quiet=True)
+    alone = evaluate.evaluate(evaluate.EvalConfig(policies=(f"ckpt:{path}",), **base))
+    mixed = evaluate.evaluate(evaluate.EvalConfig(policies=("hexagent", f"ckpt:{path}"), **base))
+    assert alone[0]["metrics"] == [r for r in mixed if r["policy"] == f"ckpt:{path}"][0]["metrics"]
+
+
+def test_unknown_checkpoint_is_a_clear_evaluation_error(env, tmp_path):
+    with pytest.raises(evaluate.EvaluationError, match="no saved model"):
+        evaluate.resolve_policy(f"ckpt:{tmp_path / 'missing.zip'}", env)
+
+
+def test_generic_set_pooling_extractor_is_permutation_invariant(env):
+    fe = SetPoolingExtractor(env.observation_space, hidden=8, valid_columns={"slots": 0})
+    obs, _ = env.reset(seed=5)
+    perm = np.array([1, 0, *range(2, obs["slots"].shape[0])])
+    batch = {k: th.as_tensor(v)[None] for k, v in obs.items()}
+    swapped = {**batch, "slots": batch["slots"][:, perm]}
+    with th.no_grad():
+        assert th.allclose(fe(batch), fe(swapped))
+    assert fe(batch).shape == (1, fe.features_dim)
+
+
+def test_bc_is_reproducible_with_the_same_seed(env, demos):
+    runs = []
+    for _ in range(2):
+        model = fresh_model(env, seed=4)
+        runs.append([r.loss for r in bc_train(model.policy, demos, 2, 32, 1e-3, seed=9)])
+    assert runs[0] == runs[1]

@@ -1,0 +1,67 @@
+"""Specifications of train.py: a smoke run writes a loadable model, its config, the evaluation
+report and an offline W&B run directory; options are validated before any work."""
+
+from __future__ import annotations
+
+import json
+import os
+
+os.environ.setdefault("WANDB_MODE", "disabled")
+
+import pytest
+
+import train
+from agents import env_kwargs, load_policy, make_env, train_env_spec
+
+SMOKE = [
+    "--env", "pd-cluster", "--count", "4", "--slots", "4", "--bc-episodes", "1",
+    "--bc-epochs", "1", "--timesteps", "256", "--n-envs", "2", "--vec", "dummy",
+    "--eval-episodes", "1", "--eval-every", "128", "--ckpt-every", "128",
+    "--baselines", "workflow-fcfs", "--hyperparams", '{"n_steps": 64, "batch_size": 64}',
+    "--quiet",
+]  # fmt: skip
+
+
+def test_smoke_run_writes_loadable_model_and_offline_wandb_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    out = tmp_path / "run"
+    assert train.main([*SMOKE, "--out", str(out), "--wandb", "offline"]) == 0
+    for name in ("model.zip", "bc_model.zip", "config.json", "eval.json", "table.txt"):
+        assert (out / name).is_file(), name
+    assert list((out / "checkpoints").glob("*_steps.zip"))
+    assert list((out / "wandb").glob("offline-run-*")), "no offline W&B run directory"
+    report = json.loads((out / "eval.json").read_text())
+    assert {"hexagent", "workflow-fcfs", f"ckpt:{out / 'model.zip'}"} <= set(report["final"])
+    assert report["timing"]["env_steps"] >= 256
+    spec = train_env_spec("pd-cluster")
+    env = make_env(spec, env_kwargs(spec, {"count": 4, "slots": 4}))
+    policy = load_policy(out / "model.zip", env)
+    obs, info = env.reset(seed=0)
+    assert info["action_mask"][policy.act(obs, info)]
+
+
+def test_config_file_sets_defaults_and_flags_override_it(tmp_path):
+    cfg_file = tmp_path / "c.json"
+    cfg_file.write_text(json.dumps({"timesteps": 123, "bc-epochs": 3, "seed": 5}))
+    cfg = train.parse_args(["--config", str(cfg_file), "--seed", "7"])
+    assert (cfg.timesteps, cfg.bc_epochs, cfg.seed) == (123, 3, 7)
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["--env", "nope"], "not trainable"),
+        (["--algo", "dqn"], "unknown"),
+        (["--bc-expert", "oracle"], "unknown heuristic"),
+        (["--n-envs", "0"], ">= 1"),
+    ],
+)
+def test_bad_options_are_rejected_before_any_work(argv, match):
+    with pytest.raises(train.TrainError, match=match):
+        train.parse_args(argv)
+
+
+def test_existing_run_directory_needs_resume(tmp_path, capsys):
+    (tmp_path / "config.json").write_text("{}")
+    assert train.main(["--out", str(tmp_path), "--wandb", "disabled"]) == 2
+    assert "--resume" in capsys.readouterr().err

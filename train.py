@@ -1,0 +1,544 @@
+"""Train a scheduling policy on a servegym env: behaviour cloning from an expert, then RL.
+
+    python train.py --env pd-cluster                       # sensible defaults, ~10 min on 2 cores
+    python train.py --env pd-cluster --cluster hetero-1 --model llama3.1-70b --workload mixed \\
+        --algo maskable-ppo --bc-expert hexagent --timesteps 200000 --n-envs 2 --seed 0 \\
+        --out runs/hexbc --wandb offline
+
+Reads top to bottom (CleanRL style):
+
+1. options (:class:`TrainConfig`; ``--config FILE`` (JSON/YAML) sets defaults, flags override);
+2. reference numbers: the expert and the baselines on the held-out evaluation seeds;
+3. behaviour cloning from ``--bc-expert`` (expert-labelled states, optional DAgger rounds);
+4. RL fine-tuning with SB3 on ``--n-envs`` vectorised envs, periodic evaluation, checkpoints;
+5. the final comparison through ``evaluate.py``'s own code on the same seeds.
+
+Writes ``<out>/config.json``, ``model.zip`` (final), ``bc_model.zip`` (after BC),
+``best_model.zip`` (lowest evaluation Req99), ``checkpoints/``, ``eval.json`` (references,
+BC-only, evaluation history, final table, timing), ``table.txt``, attainment plots, and the
+W&B run under ``<out>/wandb/`` (offline by default; ``wandb sync`` uploads it).
+
+Reproducibility: the same config and seed on the same machine give the same curve: every
+random source is seeded (SB3 ``seed``, BC shuffling, training-workload seeds), and torch runs
+with ``--torch-threads`` threads (default 1). Float reductions depend on the thread count, so a
+different ``--torch-threads`` (or another CPU / torch build) may change the curve slightly.
+Subprocess envs are deterministic per seed and do not share state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# --------------------------------------------------------------------------------------------
+# Options, declared once.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run depends on.
+
+    :param env: env family, a key of ``agents.TRAIN_ENVS``.
+    :param cluster: cluster preset or YAML path.
+    :param model: LLM name.
+    :param workload: workload generator.
+    :param count: workflows per episode (training and evaluation; smaller = shorter episodes).
+    :param load_scale: arrival-rate multiplier.
+    :param slots: K, calls re-planned per invocation.
+    :param reward: env reward name.
+    :param algo: a key of ``agents.ALGOS``.
+    :param bc_expert: ``heuristics`` name to clone first ("none": RL from scratch).
+    :param bc_episodes: expert episodes collected for BC.
+    :param bc_epochs: BC passes over the data.
+    :param bc_batch_size: BC minibatch size.
+    :param bc_lr: BC learning rate.
+    :param dagger_rounds: DAgger rounds after BC (0 = plain BC).
+    :param dagger_episodes: episodes per DAgger round.
+    :param dagger_beta: probability the expert acts in a DAgger episode step.
+    :param timesteps: RL env steps after BC (0 = BC only).
+    :param n_envs: vectorised training envs.
+    :param vec: ``subproc`` or ``dummy``.
+    :param seed: master seed.
+    :param eval_episodes: held-out evaluation seeds (``agents.eval_seeds``).
+    :param eval_every: env steps between evaluations during RL.
+    :param ckpt_every: env steps between checkpoints.
+    :param baselines: heuristics compared against (empty: the env family's paper baselines).
+    :param hyperparams: overrides of the algorithm's defaults (e.g. ``{"learning_rate": 3e-4}``).
+    :param hidden: extractor width.
+    :param torch_threads: torch intra-op threads in this process (workers use 1).
+    :param out: run directory.
+    :param wandb: ``offline``, ``online`` or ``disabled``.
+    :param wandb_project: W&B project.
+    :param resume: continue from the latest checkpoint in ``out``.
+    :param quiet: no progress bars.
+    """
+
+    env: str = "pd-cluster"
+    cluster: str = "hetero-1"
+    model: str = "llama3.1-70b"
+    workload: str = "mixed"
+    count: int | None = 30
+    load_scale: float = 1.0
+    slots: int = 16
+    reward: str = "slowdown"
+    algo: str = "maskable-ppo"
+    bc_expert: str = "hexagent"
+    bc_episodes: int = 16
+    bc_epochs: int = 8
+    bc_batch_size: int = 128
+    bc_lr: float = 3e-3
+    dagger_rounds: int = 0
+    dagger_episodes: int = 4
+    dagger_beta: float = 0.5
+    timesteps: int = 20_000
+    n_envs: int = 2
+    vec: str = "subproc"
+    seed: int = 0
+    eval_episodes: int = 3
+    eval_every: int = 10_000
+    ckpt_every: int = 10_000
+    baselines: tuple[str, ...] = ()
+    hyperparams: dict[str, Any] = field(default_factory=dict)
+    hidden: int = 32
+    torch_threads: int = 1
+    out: str = "runs/default"
+    wandb: str = "offline"
+    wandb_project: str = "servegym"
+    resume: bool = False
+    quiet: bool = False
+
+
+class TrainError(ValueError):
+    """A bad option: reported without a traceback."""
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    """Options from a JSON or YAML file (keys are :class:`TrainConfig` fields, ``-`` or ``_``).
+
+    :raises TrainError: for a missing file or an unknown key.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise TrainError(f"--config {path!r}: no such file")
+    text = p.read_text()
+    if p.suffix in (".yaml", ".yml"):
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+    else:
+        data = json.loads(text)
+    data = {k.replace("-", "_"): v for k, v in data.items()}
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise TrainError(f"--config {path!r}: unknown option(s) {unknown}; known: {sorted(known)}")
+    if "baselines" in data and isinstance(data["baselines"], list):
+        data["baselines"] = tuple(data["baselines"])
+    return data
+
+
+def parse_args(argv: list[str]) -> TrainConfig:
+    """Command line -> :class:`TrainConfig`. Precedence: flags > ``--config`` file > defaults."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config")
+    known, _ = pre.parse_known_args(argv)
+    base = TrainConfig()
+    if known.config:
+        base = TrainConfig(**{**asdict(base), **load_config_file(known.config)})
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", help="JSON/YAML file of options (flags override it)")
+    types = {"hyperparams": json.loads, "baselines": lambda s: tuple(filter(None, s.split(",")))}
+    for f in fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        default = getattr(base, f.name)
+        if isinstance(default, bool):
+            p.add_argument(flag, action="store_true", default=default)
+            continue
+        kind = types.get(f.name)
+        if kind is None:
+            kind = type(default) if default is not None else int
+        help_text = f"default: {default!r}"
+        p.add_argument(flag, dest=f.name, type=kind, default=default, help=help_text)
+    args = p.parse_args(argv)
+    cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    check_config(cfg)
+    return cfg
+
+
+def check_config(cfg: TrainConfig) -> None:
+    """Reject bad options before any work starts.
+
+    :raises TrainError: naming the option and the expected values.
+    """
+    from agents import ALGOS, TRAIN_ENVS
+    from agents.wandb_utils import MODES
+
+    if cfg.env not in TRAIN_ENVS:
+        raise TrainError(f"--env {cfg.env!r} is not trainable; known: {sorted(TRAIN_ENVS)}")
+    if cfg.algo not in ALGOS:
+        raise TrainError(f"--algo {cfg.algo!r} unknown; known: {sorted(ALGOS)}")
+    if cfg.wandb not in MODES:
+        raise TrainError(f"--wandb must be one of {MODES}, got {cfg.wandb!r}")
+    for name in ("n_envs", "eval_episodes", "eval_every", "ckpt_every", "bc_batch_size"):
+        if getattr(cfg, name) < 1:
+            raise TrainError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
+    for name in ("timesteps", "bc_episodes", "bc_epochs", "dagger_rounds"):
+        if getattr(cfg, name) < 0:
+            raise TrainError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(cfg, name)}")
+    if cfg.count is not None and cfg.count < 1:
+        raise TrainError(f"--count must be >= 1, got {cfg.count}")
+    from heuristics import POLICIES
+
+    for name in (*cfg.baselines, *([cfg.bc_expert] if cfg.bc_expert != "none" else [])):
+        if name not in POLICIES:
+            raise TrainError(f"unknown heuristic {name!r}; known: {sorted(POLICIES)}")
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation on held-out seeds (through evaluate.py's code, so numbers match it exactly).
+# --------------------------------------------------------------------------------------------
+
+
+def eval_config(cfg: TrainConfig, policies: tuple[str, ...]) -> Any:
+    """The ``evaluate.EvalConfig`` for ``policies`` on this run's env and held-out seeds."""
+    import evaluate
+    from agents import eval_seeds, train_env_spec
+
+    spec = train_env_spec(cfg.env)
+    opts = {field_: getattr(cfg, name) for name, field_ in spec.eval_options.items()}
+    return evaluate.EvalConfig(
+        env=cfg.env,
+        workloads=(cfg.workload,),
+        policies=policies,
+        seeds=eval_seeds(cfg.eval_episodes),
+        reference=spec.expert,
+        quiet=True,
+        **opts,
+    )
+
+
+def mean_metrics(rows: list[dict[str, Any]], policy: str, keys: tuple[str, ...]) -> dict:
+    """Mean over seeds of each metric of ``policy`` (inf if any run did not finish)."""
+    out = {}
+    for k in keys:
+        vals = [r["metrics"].get(k) for r in rows if r["policy"] == policy]
+        out[k] = float(np.mean([math.inf if v is None else v for v in vals]))
+    return out
+
+
+def evaluate_model(model: Any, env: Any, seeds: tuple[int, ...], keys: tuple[str, ...]) -> dict:
+    """Mean metrics of ``model`` (argmax actions) over ``seeds`` on ``env``."""
+    import evaluate
+    from agents import SB3Policy
+
+    policy = SB3Policy(model, "current")
+    rows = [{"policy": "current", **evaluate.run_episode(env, policy, s)} for s in seeds]
+    return mean_metrics(rows, "current", keys)
+
+
+def latest_checkpoint(out: Path) -> Path | None:
+    """The checkpoint with the most steps in ``out/checkpoints`` (SB3 ``*_<N>_steps.zip``)."""
+    ckpts = sorted(
+        (out / "checkpoints").glob("*_steps.zip"), key=lambda p: int(p.stem.split("_")[-2])
+    )
+    return ckpts[-1] if ckpts else None
+
+
+# --------------------------------------------------------------------------------------------
+# Main path
+# --------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:  # noqa: C901  (the script reads top to bottom)
+    """Command-line entry point; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        cfg = parse_args(argv)
+    except TrainError as exc:
+        print(f"train.py: error: {exc}", file=sys.stderr)
+        return 2
+    import torch
+    from stable_baselines3.common.callbacks import CheckpointCallback
+    from stable_baselines3.common.utils import set_random_seed
+
+    import evaluate
+    from agents import (
+        algo_spec,
+        bc_train,
+        build_model,
+        collect,
+        env_kwargs,
+        eval_seeds,
+        load_model,
+        make_env,
+        make_vec_env,
+        train_env_spec,
+    )
+    from agents.callbacks import (
+        EpisodeMetricsCallback,
+        PeriodicEvalCallback,
+        TimedVecEnv,
+        TimingCallback,
+        TqdmCallback,
+        WandbWriter,
+    )
+    from agents.envs import EVAL_SEED_BASE
+    from agents.wandb_utils import init_run, log_comparison, log_model_artifact
+    from heuristics import make_policy
+
+    start = time.perf_counter()
+    torch.set_num_threads(cfg.torch_threads)
+    set_random_seed(cfg.seed)
+    spec = train_env_spec(cfg.env)
+    algo = algo_spec(cfg.algo)
+    out = Path(cfg.out)
+    if (out / "config.json").exists() and not cfg.resume:
+        print(
+            f"train.py: error: {out} already holds a run; pass --resume to continue it or "
+            "choose another --out",
+            file=sys.stderr,
+        )
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    command = "python train.py " + " ".join(argv)
+    (out / "config.json").write_text(json.dumps({**asdict(cfg), "command": command}, indent=1))
+    baselines = cfg.baselines or spec.baselines
+    keys = spec.metrics
+    kwargs = env_kwargs(spec, asdict(cfg))
+    if not algo.masked:
+        kwargs["invalid_action"] = "penalize"
+    seeds = eval_seeds(cfg.eval_episodes)
+    run = init_run(
+        cfg.wandb,
+        out,
+        {**asdict(cfg), "command": command},
+        name=out.name,
+        project=cfg.wandb_project,
+    )
+    report: dict[str, Any] = {"config": asdict(cfg), "eval_seeds": list(seeds), "command": command}
+
+    # 2. Reference numbers: expert and baselines on the held-out seeds.
+    print(f"[1/4] reference: {spec.expert} and {', '.join(baselines)} on seeds {list(seeds)}")
+    ref_rows = evaluate.evaluate(eval_config(cfg, (*baselines, spec.expert)))
+    references = {p: mean_metrics(ref_rows, p, keys) for p in (*baselines, spec.expert)}
+    best = evaluate.best_baseline(ref_rows, cfg.workload, spec.expert)
+    report["references"] = references
+    report["best_baseline"] = best
+    for name, vals in references.items():
+        print(f"      {name:>16}: " + "  ".join(f"{k} {v:.3f}" for k, v in vals.items()))
+        for k, v in vals.items():
+            run.summary[f"reference/{name}/{k}"] = v
+    ref_lines = {spec.expert: references[spec.expert], "best_baseline": references[best]}
+
+    eval_env = make_env(spec, kwargs)
+    vec_env = TimedVecEnv(make_vec_env(cfg.env, kwargs, cfg.n_envs, cfg.seed, cfg.vec))
+    ckpt = latest_checkpoint(out) if cfg.resume else None
+    hp = {**cfg.hyperparams}
+    if cfg.resume and ckpt is None and (out / "bc_model.zip").exists():
+        ckpt = out / "bc_model.zip"
+    if ckpt is not None:
+        print(f"      resuming from {ckpt}")
+        model = load_model(str(ckpt))
+        model.set_env(vec_env)
+    else:
+        model = build_model(
+            cfg.algo,
+            vec_env,
+            spec,
+            seed=cfg.seed,
+            hyperparams=hp,
+            extractor_kwargs={"hidden": cfg.hidden},
+        )
+
+    # 3. Behaviour cloning (+ DAgger) from the expert.
+    if cfg.bc_expert != "none" and ckpt is None and cfg.bc_episodes > 0:
+        from tqdm import tqdm
+
+        print(f"[2/4] behaviour cloning from {cfg.bc_expert}: {cfg.bc_episodes} episodes")
+        bc_env = make_env(spec, kwargs)
+        seed_rng = np.random.default_rng(cfg.seed + 12345)
+        train_seeds = [int(s) for s in seed_rng.integers(0, EVAL_SEED_BASE, cfg.bc_episodes)]
+        expert = functools.partial(make_policy, cfg.bc_expert)
+        gamma = float(getattr(model, "gamma", 0.99))
+        t0 = time.perf_counter()
+        with tqdm(desc="collect", unit="step", disable=cfg.quiet, file=sys.stderr) as bar:
+            demos = collect(bc_env, expert, train_seeds, gamma, progress=bar.update)
+        collect_s = time.perf_counter() - t0
+        epoch_offset = 0
+
+        def log_epoch(rec: Any) -> None:
+            run.log(
+                {
+                    "bc/epoch": epoch_offset + rec.epoch,
+                    "bc/loss": rec.loss,
+                    "bc/policy_loss": rec.policy_loss,
+                    "bc/value_loss": rec.value_loss,
+                    "bc/accuracy": rec.accuracy,
+                    "bc/samples": len(demos),
+                }
+            )
+            if not cfg.quiet:
+                print(
+                    f"      epoch {epoch_offset + rec.epoch:3d}  loss {rec.loss:.4f}  "
+                    f"CE {rec.policy_loss:.4f}  value MSE {rec.value_loss:.4f}  "
+                    f"acc {rec.accuracy:.3f}"
+                )
+
+        t0 = time.perf_counter()
+        history = [
+            asdict(r)
+            for r in bc_train(
+                model.policy,
+                demos,
+                cfg.bc_epochs,
+                cfg.bc_batch_size,
+                cfg.bc_lr,
+                seed=cfg.seed,
+                on_epoch=log_epoch,
+            )
+        ]
+        dagger_rng = np.random.default_rng(cfg.seed + 777)
+        for rnd in range(cfg.dagger_rounds):
+            epoch_offset += cfg.bc_epochs
+            rseeds = [int(s) for s in seed_rng.integers(0, EVAL_SEED_BASE, cfg.dagger_episodes)]
+            print(
+                f"      DAgger round {rnd + 1}: {cfg.dagger_episodes} episodes, "
+                f"beta {cfg.dagger_beta}"
+            )
+            demos = demos + collect(
+                bc_env,
+                expert,
+                rseeds,
+                gamma,
+                learner=model.policy,
+                beta=cfg.dagger_beta,
+                rng=dagger_rng,
+            )
+            history += [
+                asdict(r)
+                for r in bc_train(
+                    model.policy,
+                    demos,
+                    cfg.bc_epochs,
+                    cfg.bc_batch_size,
+                    cfg.bc_lr,
+                    seed=cfg.seed + rnd + 1,
+                    on_epoch=log_epoch,
+                )
+            ]
+        bc_s = time.perf_counter() - t0
+        model.save(out / "bc_model.zip")
+        bc_metrics = evaluate_model(model, eval_env, seeds, keys)
+        print("      BC-only: " + "  ".join(f"{k} {v:.3f}" for k, v in bc_metrics.items()))
+        report["bc"] = {
+            "samples": len(demos),
+            "train_seeds": train_seeds,
+            "collect_seconds": collect_s,
+            "train_seconds": bc_s,
+            "history": history,
+            "eval": bc_metrics,
+            "expert_episodes": demos.episodes[: cfg.bc_episodes],
+        }
+        for k, v in bc_metrics.items():
+            run.summary[f"bc/eval_{k}"] = v
+        bc_env.close()
+
+    # 4. RL fine-tuning.
+    from stable_baselines3.common.logger import HumanOutputFormat, Logger
+
+    writers: list[Any] = [WandbWriter(run)]
+    if not cfg.quiet:
+        writers.append(HumanOutputFormat(str(out / "progress.txt")))
+    model.set_logger(Logger(folder=str(out), output_formats=writers))
+    remaining = max(0, cfg.timesteps - (model.num_timesteps if ckpt is not None else 0))
+    timing = TimingCallback(vec_env)
+    evaluator = PeriodicEvalCallback(
+        lambda m: evaluate_model(m, eval_env, seeds, keys),
+        every=cfg.eval_every,
+        references=ref_lines,
+        best_path=out / "best_model.zip",
+        history_path=out / "eval_history.json",
+    )
+    if remaining > 0:
+        print(f"[3/4] {cfg.algo}: {remaining} env steps on {cfg.n_envs} {cfg.vec} envs")
+        callbacks = [
+            TqdmCallback(remaining, disable=cfg.quiet),
+            EpisodeMetricsCallback(keys),
+            timing,
+            evaluator,
+            CheckpointCallback(max(1, cfg.ckpt_every // cfg.n_envs), str(out / "checkpoints")),
+        ]
+        model.learn(
+            remaining, callback=callbacks, reset_num_timesteps=ckpt is None, progress_bar=False
+        )
+        t = timing.summary()
+        # Interval evaluations run inside rollouts; split them out of the rollout time.
+        t["eval_s"] = sum(h["eval_seconds"] for h in evaluator.history)
+        in_rollout = sum(h["eval_seconds"] for h in evaluator.history if h["trigger"] == "interval")
+        t["inference_s"] = t["rollout_s"] - in_rollout - t["env_s"]
+        t["train_wall_s"] = t["wall_s"] - t["eval_s"]
+        t["env_share"] = t["env_s"] / t["train_wall_s"]
+        t["learner_share"] = (t["inference_s"] + t["update_s"]) / t["train_wall_s"]
+        t["env_steps_per_s"] = t["env_steps"] / t["train_wall_s"]
+        report["timing"] = t
+        report["history"] = evaluator.history
+    model.save(out / "model.zip")
+    vec_env.close()
+    eval_env.close()
+
+    # 5. Final comparison, through evaluate.py (identical numbers to `evaluate.py --policies`).
+    print(f"[4/4] final comparison on held-out seeds {list(seeds)}")
+    learned = [f"ckpt:{out / 'model.zip'}"]
+    if (out / "bc_model.zip").exists() and remaining > 0:
+        learned.insert(0, f"ckpt:{out / 'bc_model.zip'}")
+    policies = (*learned,)
+    rows = ref_rows + evaluate.evaluate(eval_config(cfg, policies))
+    ecfg = eval_config(cfg, (*baselines, spec.expert, *policies))
+    regen = evaluate.command_for(ecfg)
+    table = evaluate.format_table(rows, reference=spec.expert, command=regen)
+    pngs = evaluate.plot_attainment(rows, out)
+    (out / "table.txt").write_text(table + "\n")
+    report["final"] = {p: mean_metrics(rows, p, keys) for p in _unique(r["policy"] for r in rows)}
+    report["table"] = table
+    report["rows"] = [
+        {k: v for k, v in r.items() if k not in ("completion_times", "horizons")} for r in rows
+    ]
+    report["wall_seconds"] = time.perf_counter() - start
+    (out / "eval.json").write_text(json.dumps(evaluate.json_safe(report), indent=1))
+    log_comparison(run, rows, table, pngs, metrics=keys)
+    final = report["final"][learned[-1]]
+    log_model_artifact(run, out / "model.zip", f"{out.name}-model", final)
+    run.finish()
+    print(table)
+    if "timing" in report:
+        t = report["timing"]
+        print(
+            f"RL: {t['env_steps']} steps in {t['train_wall_s']:.0f} s without evaluation "
+            f"({t['env_steps_per_s']:.0f} steps/s): env {t['env_share']:.0%}, learner "
+            f"{t['learner_share']:.0%} (inference {t['inference_s']:.0f} s, updates "
+            f"{t['update_s']:.0f} s); evaluation {t['eval_s']:.0f} s"
+        )
+    print(
+        f"wrote {out}/{{model.zip, config.json, eval.json, table.txt}} in "
+        f"{report['wall_seconds']:.0f} s"
+    )
+    return 0
+
+
+def _unique(values: Any) -> list[Any]:
+    return list(dict.fromkeys(values))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
