@@ -5,7 +5,7 @@ per workload, ``env.reset(seed=seed)`` makes the workload a deterministic functi
 and every run gets a freshly built policy, so a policy's numbers do not depend on which other
 policies ran beside it.
 
-    python evaluate.py                      # quick suite (about 40 s on 2 cores)
+    python evaluate.py                      # quick suite (about 1.5 min on 2 cores)
     python evaluate.py --env pd-cluster --cluster hetero-1 --model llama3.1-70b \\
         --workload sharegpt,bfcl,lats,mixed \\
         --policies per-call-fcfs,workflow-fcfs,workflow-llf,atlas,hexagent --seeds 0,1,2
@@ -81,7 +81,7 @@ class EvalConfig:
     count: int | None = None
     load_scale: float = 1.0
     estimate_error: float = 0.0
-    slots: int = 16
+    slots: int = 256
     reference: str = "hexagent"
     out: str | None = None
     json_path: str | None = None
@@ -91,10 +91,10 @@ class EvalConfig:
 
 #: What ``python evaluate.py`` with no arguments runs: two workloads at the paper's counts (a
 #: reduced count would leave the cluster nearly idle), the strongest baselines and HexAgent, one
-#: seed. About 40 s on 2 cores.
+#: seed. About 1.5 minutes on 2 cores (bfcl, the slowest workload, is left to the full suite).
 QUICK_SUITE_ARGS: tuple[str, ...] = (
-    "--workload", "mixed,bfcl",
-    "--policies", "workflow-fcfs,workflow-llf,atlas,hexagent",
+    "--workload", "mixed,sharegpt",
+    "--policies", "per-call-fcfs,workflow-llf,atlas,hexagent",
     "--seeds", "0",
 )  # fmt: skip
 
@@ -271,16 +271,18 @@ def run_episode(env: Any, policy: Policy, seed: int) -> dict[str, Any]:
 
     :return: ``metrics``, ``utilisation``, ``attainment_curve``, ``completion_times``,
         ``horizons``, ``steps``, ``invocations``, ``simulated_seconds``, ``wall_seconds``,
-        ``truncated``.
+        ``truncated``, ``episode_return`` (the env's training reward summed over the episode).
     :raises RuntimeError: if the episode ends without the env's end-of-episode ``info``.
     """
     start = time.perf_counter()
     policy.reset()
     obs, info = env.reset(seed=seed)
     terminated = truncated = False
+    episode_return = 0.0
     while not (terminated or truncated):
         action = policy.act(obs, info)
-        obs, _, terminated, truncated, info = env.step(action)
+        obs, reward, terminated, truncated, info = env.step(action)
+        episode_return += float(reward)
     wall = time.perf_counter() - start
     if "metrics" not in info:
         raise RuntimeError(f"episode of {policy.name!r} ended without 'metrics' in info")
@@ -295,6 +297,7 @@ def run_episode(env: Any, policy: Policy, seed: int) -> dict[str, Any]:
         "simulated_seconds": float(info.get("simulated_seconds", math.nan)),
         "wall_seconds": wall,
         "truncated": bool(truncated),
+        "episode_return": episode_return,
     }
 
 

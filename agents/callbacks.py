@@ -275,8 +275,15 @@ class TqdmCallback(BaseCallback):
         from tqdm import tqdm
 
         self._last = self.num_timesteps
+        # Redraw every 0.1 s on a terminal, but only every 30 s into a log file.
+        interval = 0.1 if sys.stderr.isatty() else 30.0
         self.bar = tqdm(
-            total=self.total, desc="train", unit="step", disable=self.disable, file=sys.stderr
+            total=self.total,
+            desc="train",
+            unit="step",
+            disable=self.disable,
+            file=sys.stderr,
+            mininterval=interval,
         )
 
     def _on_step(self) -> bool:

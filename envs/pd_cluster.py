@@ -294,7 +294,10 @@ class PDClusterEnv(gym.Env):
     :param workload_count: number of workflows (None: the paper's, HexAgent §7.1).
     :param workload_rate: arrival rate in workflows/s (None: the paper's).
     :param load_scale: multiplies the arrival rate (1.0 = the paper's).
-    :param slots: K, waiting calls re-planned per invocation.
+    :param slots: K, waiting calls re-planned per invocation. The default, 256, covers the
+        queues of the paper presets, so an invocation re-plans every waiting call as HexAgent's
+        does (§5.2); with a small K the calls beyond it keep stale plans and every policy
+        degrades toward FCFS (measured: at K=16 HexAgent no longer beats ATLAS on bfcl).
     :param reward: ``slowdown``, ``lateness`` or ``req99``; ``reward_kwargs`` for its options.
     :param estimate_error: multiplicative error e on scheduler-visible estimates (HexAgent §7.6).
     :param output_predictor: ``oracle`` (truth × error) or ``task-mean``.
@@ -316,7 +319,7 @@ class PDClusterEnv(gym.Env):
         workload_count: int | None = None,
         workload_rate: float | None = None,
         load_scale: float = 1.0,
-        slots: int = 16,
+        slots: int = 256,
         reward: str = "slowdown",
         reward_kwargs: dict[str, Any] | None = None,
         estimate_error: float = 0.0,

@@ -152,6 +152,26 @@ def test_every_call_completes_exactly_once():
     assert all(c.prefill_end > c.prefill_start >= c.revealed_at for c in res.calls)
     assert all(w.finish < math.inf for w in res.workflows)
     assert not sim.waiting_prefill and not sim.waiting_decode
+    assert not any(sim.decode_inbound.values())
+
+
+class InboundAuditor(DefaultScheduler):
+    """Checks that ``decode_inbound`` holds exactly the planned, not yet admitted calls."""
+
+    def plan(self, sim, inv):
+        for d in sim.decode:
+            expected = {
+                c.uid
+                for c in sim.calls
+                if c.decode_instance == d.index and c.stage not in ("decode", "done")
+            }
+            assert set(sim.decode_inbound[d.index]) == expected
+        return super().plan(sim, inv)
+
+
+def test_decode_inbound_tracks_planned_calls_until_admission():
+    wfs = build([(0.01, (3000, 1200, 90, 3000, 40))] * 12)
+    Simulation(small_pd(), wfs, compute_horizons=False).run(InboundAuditor())
 
 
 class RevealAuditor(DefaultScheduler):
