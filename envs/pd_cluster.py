@@ -531,7 +531,7 @@ class PDClusterEnv(gym.Env):
         K, P, D = self.K, self.P, self.D
         now = sim.now
         calls = self._slot_calls
-        n = len(calls)
+        n = self._n = len(calls)
         valid = np.zeros(K, dtype=bool)
         valid[:n] = True
         f = lambda: np.zeros(K, dtype=np.float64)  # noqa: E731
@@ -684,44 +684,51 @@ class PDClusterEnv(gym.Env):
         st["slope"][j] = (d.latency.decode_iteration_time(b, c0 + 8192) - a) / 8192.0
 
     def _decode_estimates(self) -> np.ndarray:
-        """(K, D) decode seconds of each slot's call on each decode instance, at the batch size
-        and context the instance will have with this invocation's picks."""
+        """(n, D) decode seconds of each valid slot's call on each decode instance, at the batch
+        size and context the instance will have with this invocation's picks."""
         st, sv = self._state, self._static
-        per_iter = st["it0"][None, :] + st["slope"][None, :] * sv["ctx_call"][:, None]
-        return sv["lout_err"][:, None] * per_iter
+        n = self._n
+        per_iter = st["it0"][None, :] + st["slope"][None, :] * sv["ctx_call"][:n, None]
+        return sv["lout_err"][:n, None] * per_iter
 
     def _refresh(self) -> None:
-        """Recompute R, the mask and the context arrays after a pick (Algorithm 1 lines 13–17)."""
+        """Recompute R, the mask and the context arrays after a pick (Algorithm 1 lines 13–17).
+
+        Only the n valid slots (the first n) are computed; the padding stays inf / illegal."""
         ctx = self._ctx
         assert ctx is not None
         st, sv = self._state, self._static
         K, P, D = self.K, self.P, self.D
+        n = self._n
         dec = self._decode_estimates()
         open_slots = ctx.valid & ~ctx.picked
-        fits = sv["fits"]
+        op = open_slots[:n]
         # Wait for KV: if the instance's reserved + planned tokens leave no room, the call waits
         # roughly until a share of the running batch drains (a hint, as in HexAgent §5.3).
-        room = sv["cap"][None, :] - st["kv_used"][None, :] - (sv["lin"] + sv["lout"])[:, None]
+        demand = sv["lin"][:n] + sv["lout"][:n]
+        room = sv["cap"][None, :] - st["kv_used"][None, :] - demand[:, None]
         kv_wait = np.where(room < 0, dec * np.minimum(1.0, -room / sv["cap"][None, :]), 0.0)
+        feasible = np.zeros((K, P, D), dtype=bool)
         if ctx.stage == "prefill":
             delta = (
                 st["p_ready"][None, :, None]
-                + sv["pre"][:, :, None]
-                + sv["trans"]
+                + sv["pre"][:n, :, None]
+                + sv["trans"][:n]
                 + (dec + kv_wait)[:, None, :]
             )
-            feasible = open_slots[:, None, None] & fits[:, None, :]
-            feasible = np.broadcast_to(feasible, (K, P, D)).copy()
+            feasible[:n] = (op[:, None] & sv["fits"][:n])[:, None, :]
         else:
-            delta = np.broadcast_to((dec + kv_wait)[:, None, :], (K, P, D))
-            feasible = np.zeros((K, P, D), dtype=bool)
-            ks = np.flatnonzero(open_slots)
+            delta = np.broadcast_to((dec + kv_wait)[:, None, :], (n, P, D))
+            ks = np.flatnonzero(op)
             feasible[ks, sv["pp"][ks], sv["pd"][ks]] = True
-        h = np.where(ctx.valid, ctx.horizon, 1.0)
-        ratio = np.where(feasible, (ctx.elapsed[:, None, None] + delta) / h[:, None, None], np.inf)
+        ratio = np.full((K, P, D), np.inf)
+        h = ctx.horizon[:n, None, None]
+        ratio[:n] = np.where(feasible[:n], (ctx.elapsed[:n, None, None] + delta) / h, np.inf)
+        dec_full = np.zeros((K, D))
+        dec_full[:n] = dec
         ctx.projected_ratio = ratio
         ctx.feasible = feasible
-        ctx.decode_time = dec
+        ctx.decode_time = dec_full
         ctx.prefill_ready = st["p_ready"].copy()
         ctx.decode_kv_used = st["kv_used"].copy()
         ctx.decode_batch = st["batch"].copy()
@@ -729,8 +736,7 @@ class PDClusterEnv(gym.Env):
         if not self._mask.any() and open_slots.any():
             raise RuntimeError(
                 "no legal action although calls are waiting: some call's KV demand exceeds every "
-                f"decode instance's capacity (demands {(sv['lin'] + sv['lout'])[open_slots]}, "
-                f"capacities {sv['cap']})"
+                f"decode instance's capacity (demands {demand[op]}, capacities {sv['cap']})"
             )
 
     def _pick(self, slot: int, p: int, d: int) -> None:
@@ -847,13 +853,15 @@ class PDClusterEnv(gym.Env):
         slots, inst = self._static_obs
         slots = slots.copy()
         inst = inst.copy()
-        P = self.P
-        feasible = ctx.feasible
-        r = np.log1p(np.where(feasible, ctx.projected_ratio, 0.0))
-        np.minimum(r, RATIO_CLIP, out=r)
-        best = np.where(feasible, r, np.inf).min(axis=(1, 2))
+        P, n = self.P, self._n
+        feasible = ctx.feasible[:n]
+        rn = np.log1p(np.where(feasible, ctx.projected_ratio[:n], 0.0))
+        np.minimum(rn, RATIO_CLIP, out=rn)
+        best = np.where(feasible, rn, np.inf).min(axis=(1, 2))
+        r = np.zeros(ctx.projected_ratio.shape, dtype=np.float32)
+        r[:n] = rn
         slots[:, 1] = ctx.picked
-        slots[:, 11] = np.where(np.isfinite(best), best, 0.0) / 5
+        slots[:n, 11] = np.where(np.isfinite(best), best, 0.0) / 5
         inst[:P, 3] = np.log1p(ctx.prefill_ready) / 5
         inst[P:, 5] = np.minimum(ctx.decode_kv_used / ctx.decode_kv_capacity, 10.0)
         inst[P:, 6] = np.minimum(ctx.decode_batch, 640) / 64
@@ -861,7 +869,7 @@ class PDClusterEnv(gym.Env):
             [ctx.stage == "prefill", ctx.stage == "decode", len(ctx.picks) / self.K],
             dtype=np.float32,
         )
-        return {"slots": slots, "instances": inst, "ratio": r.astype(np.float32), "stage": stage}
+        return {"slots": slots, "instances": inst, "ratio": r, "stage": stage}
 
     def _invocation_features(self) -> tuple[np.ndarray, np.ndarray]:
         sim = self.sim
