@@ -42,6 +42,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from envs import CLI_ENVS
+
 # --------------------------------------------------------------------------------------------
 # Options: everything a run depends on, declared once.
 # --------------------------------------------------------------------------------------------
@@ -133,18 +135,7 @@ class EnvEntry:
 
 
 ENVS: dict[str, EnvEntry] = {
-    "pd-cluster": EnvEntry(
-        gym_id="servegym/PDCluster-v0",
-        options={
-            "cluster": "cluster",
-            "model": "model",
-            "workload": "workload",
-            "count": "workload_count",
-            "load_scale": "load_scale",
-            "estimate_error": "estimate_error",
-            "slots": "slots",
-        },
-    ),
+    name: EnvEntry(gym_id=gym_id, options=options) for name, (gym_id, options) in CLI_ENVS.items()
 }
 
 #: EvalConfig fields that configure the env (the rest configure the evaluation itself).
@@ -176,7 +167,7 @@ def make_env(config: EvalConfig, workload: str) -> Any:
         if name not in entry.options and values[name] != getattr(defaults, name):
             flag = "--" + name.replace("_", "-")
             raise EvaluationError(f"env {config.env!r} does not take {flag} (got {values[name]!r})")
-    kwargs = {kw: values[name] for name, kw in entry.options.items()}
+    kwargs = {kw: values[name] for name, kw in entry.options.items() if name in values}
     try:
         return gym.make(entry.gym_id, **entry.fixed, **kwargs)
     except (ValueError, KeyError, FileNotFoundError) as exc:

@@ -21,6 +21,7 @@ import numpy as np
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 from agents.extractors import PDClusterScorer, SetPoolingExtractor
+from envs import CLI_ENVS
 
 #: First held-out evaluation seed; training resets draw seeds below it.
 EVAL_SEED_BASE = 1_000_000
@@ -57,16 +58,8 @@ class TrainEnvSpec:
 
 TRAIN_ENVS: dict[str, TrainEnvSpec] = {
     "pd-cluster": TrainEnvSpec(
-        gym_id="servegym/PDCluster-v0",
-        options={
-            "cluster": "cluster",
-            "model": "model",
-            "workload": "workload",
-            "count": "workload_count",
-            "load_scale": "load_scale",
-            "slots": "slots",
-            "reward": "reward",
-        },
+        gym_id=CLI_ENVS["pd-cluster"][0],
+        options=CLI_ENVS["pd-cluster"][1],
         extractor=PDClusterScorer,
         extractor_kwargs={"hidden": 32},
         expert="hexagent",

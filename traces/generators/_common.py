@@ -7,6 +7,7 @@ touches a global RNG.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,27 @@ def check_count(count: int) -> int:
     if not isinstance(count, (int, np.integer)) or count < 1:
         raise ValueError(f"count must be a positive integer, got {count!r}")
     return int(count)
+
+
+def generate_family(
+    stats_name: str,
+    id_prefix: str,
+    build_workflow: Callable[..., Any],
+    seed: int,
+    count: int | None,
+    rate: float | None,
+    model: str | None,
+    arrival_process: str,
+) -> list[Any]:
+    """The shared body of the single-family generators: draw ``count`` arrivals at ``rate``
+    (defaults from the family's stats YAML), then build one workflow per arrival with
+    ``build_workflow(rng, id, arrival, model, stats)``, all from one seeded RNG."""
+    stats = load_stats(stats_name)
+    d = stats["defaults"]
+    count = check_count(d["count"] if count is None else count)
+    rng = np.random.default_rng(seed)
+    times = arrivals(rng, count, d["rate_per_s"] if rate is None else rate, arrival_process)
+    model = model or d["model"]
+    return [
+        build_workflow(rng, f"{id_prefix}-{i}", float(times[i]), model, stats) for i in range(count)
+    ]

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from traces.generators._common import arrivals, check_count, load_stats
+from traces.generators._common import generate_family
 from traces.schema import LLMNode, Node, ToolNode, Workflow
 
 SELECT_LATENCY_S = 0.001
@@ -99,10 +99,6 @@ def generate_beam_search(
     :param model: generator model (default ``llama3.2-1b``).
     :param arrival_process: ``"poisson"`` or ``"bursty"``.
     """
-    stats = load_stats("beam_search")
-    d = stats["defaults"]
-    count = check_count(d["count"] if count is None else count)
-    rng = np.random.default_rng(seed)
-    times = arrivals(rng, count, d["rate_per_s"] if rate is None else rate, arrival_process)
-    model = model or d["model"]
-    return [build_workflow(rng, f"beam-{i}", float(times[i]), model, stats) for i in range(count)]
+    return generate_family(
+        "beam_search", "beam", build_workflow, seed, count, rate, model, arrival_process
+    )

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from traces.generators._common import arrivals, check_count, load_stats, sample_hist, sample_tokens
+from traces.generators._common import generate_family, sample_hist, sample_tokens
 from traces.schema import LLMNode, Workflow
 
 
@@ -77,12 +77,6 @@ def generate_sharegpt(
     :param model: catalog model (default ``llama3.1-70b``).
     :param arrival_process: ``"poisson"`` or ``"bursty"``.
     """
-    stats = load_stats("sharegpt")
-    d = stats["defaults"]
-    count = check_count(d["count"] if count is None else count)
-    rng = np.random.default_rng(seed)
-    times = arrivals(rng, count, d["rate_per_s"] if rate is None else rate, arrival_process)
-    model = model or d["model"]
-    return [
-        build_workflow(rng, f"sharegpt-{i}", float(times[i]), model, stats) for i in range(count)
-    ]
+    return generate_family(
+        "sharegpt", "sharegpt", build_workflow, seed, count, rate, model, arrival_process
+    )
