@@ -77,7 +77,7 @@ See the README table "PDCluster-v0 options"; each is a keyword of :class:`PDClus
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -254,22 +254,27 @@ REWARDS: dict[str, type[_Reward]] = {
 }
 
 
-def _task_mean_predictor() -> Callable[[Call], int]:
-    """Predict L̂_out as the mean output length of finished calls of the same task so far in the
-    episode (a cheap online proxy predictor); the catalog-free prior before any finish is 256."""
-    sums: dict[str, list[float]] = {}
+class TaskMeanPredictor:
+    """Predict L̂_out as the mean output length of the finished calls of the same task so far in
+    the episode (a cheap online proxy predictor); before any call of the task finished: 256.
 
-    def predict(call: Call) -> int:
-        s = sums.get(call.node.task)
-        return int(round(s[0] / s[1])) if s and s[1] else 256
+    :ivar observed: number of finished calls fed to :meth:`observe`.
+    """
 
-    def observe(call: Call) -> None:
-        s = sums.setdefault(call.node.task, [0.0, 0.0])
+    def __init__(self, prior_tokens: int = 256):
+        self.prior_tokens = prior_tokens
+        self.sums: dict[str, list[float]] = {}
+        self.observed = 0
+
+    def __call__(self, call: Call) -> int:
+        s = self.sums.get(call.node.task)
+        return int(round(s[0] / s[1])) if s else self.prior_tokens
+
+    def observe(self, call: Call) -> None:
+        s = self.sums.setdefault(call.node.task, [0.0, 0.0])
         s[0] += call.output_tokens
         s[1] += 1
-
-    predict.observe = observe  # type: ignore[attr-defined]
-    return predict
+        self.observed += 1
 
 
 OUTPUT_PREDICTORS = ("oracle", "task-mean")
@@ -433,7 +438,7 @@ class PDClusterEnv(gym.Env):
         predictor = None
         self._predictor = None
         if self.output_predictor_name == "task-mean":
-            predictor = self._predictor = _task_mean_predictor()
+            predictor = self._predictor = TaskMeanPredictor()
         self.sim = Simulation(
             self.cluster,
             records,
@@ -445,6 +450,8 @@ class PDClusterEnv(gym.Env):
         )
         self._reward = REWARDS[self.reward_name](len(self.sim.runs), **self.reward_kwargs)
         self._completed_seen = 0
+        self._observed_calls = 0
+        self._observed_uids: set[int] = set()
         self._steps = 0
         self._workload_seed = wseed
         inv = self._advance()
@@ -500,16 +507,20 @@ class PDClusterEnv(gym.Env):
         return inv
 
     def _observe_finished(self) -> None:
+        """Feed every call that finished since the last decision to the online predictor, once.
+
+        ``_observed_calls`` is a watermark below which every call has been observed; calls above
+        it that finished out of order are remembered in ``_observed_uids``."""
         sim = self.sim
         assert sim is not None and self._predictor is not None
-        start = getattr(self, "_observed_calls", 0)
-        # Completed calls are those with decode_end set; scan only new ones cheaply by index.
-        done = [c for c in sim.calls[start:] if c.stage == "done"]
-        for c in done:
-            self._predictor.observe(c)  # type: ignore[attr-defined]
-        # Advance the watermark past the prefix of finished calls.
-        i = start
-        while i < len(sim.calls) and sim.calls[i].stage == "done":
+        calls = sim.calls
+        for c in calls[self._observed_calls :]:
+            if c.stage == "done" and c.uid not in self._observed_uids:
+                self._predictor.observe(c)
+                self._observed_uids.add(c.uid)
+        i = self._observed_calls
+        while i < len(calls) and calls[i].uid in self._observed_uids:
+            self._observed_uids.discard(calls[i].uid)
             i += 1
         self._observed_calls = i
 

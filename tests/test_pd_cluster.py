@@ -238,3 +238,11 @@ def test_bad_options_get_clear_errors():
         PDClusterEnv(cluster="goodserve-4", model="llama3.1-8b")
     with pytest.raises(ValueError, match="invalid_action"):
         PDClusterEnv(invalid_action="ignore")
+
+
+def test_task_mean_predictor_sees_each_finished_call_once_per_episode():
+    env = PDClusterEnv(output_predictor="task-mean", **SMALL)
+    for seed in (0, 1):
+        random_masked_rollout(env, seed=seed)
+        env._observe_finished()  # the calls that finished after the last decision
+        assert env._predictor.observed == len(env.sim.calls)
