@@ -484,7 +484,7 @@ class PDClusterEnv(gym.Env):
             (not terminated) and self.max_steps is not None and self._steps >= self.max_steps
         )
         if terminated or truncated:
-            reward += self._reward.terminal(self._ratios(include_unfinished=True))
+            reward += self._reward.terminal(self._ratios())
         obs = self._observation() if not terminated else self._terminal_observation()
         info = self._info(final=terminated or truncated)
         return obs, float(reward), terminated, truncated, info
@@ -815,19 +815,17 @@ class PDClusterEnv(gym.Env):
             r += self._reward.on_complete((run.finish_time - run.arrival) / h)
         return r
 
-    def _ratios(self, include_unfinished: bool) -> np.ndarray:
+    def _ratios(self) -> np.ndarray:
+        """C_w / H_w of every workflow; an unfinished one is charged its elapsed time (inf if it
+        has not arrived or arrived just now)."""
         sim = self.sim
         assert sim is not None
         out = []
         for run in sim.runs:
             if run.finish_time >= 0:
                 ct = run.finish_time - run.arrival
-            elif include_unfinished:
-                ct = max(sim.now - run.arrival, 0.0) if sim.now >= run.arrival else math.inf
-                if ct == 0.0 or sim.now < run.arrival:
-                    ct = math.inf
             else:
-                continue
+                ct = sim.now - run.arrival if sim.now > run.arrival else math.inf
             out.append(ct / sim.standalone_horizon(run))
         return np.asarray(out, dtype=float)
 

@@ -26,7 +26,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from envs.sim.cluster import InstanceSpec
-from envs.sim.workload import DECODE, PREFILL, WAIT_DECODE, WAIT_PREFILL, Call
+from envs.sim.workload import DECODE, PREFILL, Call
 
 if TYPE_CHECKING:
     from envs.sim.simulation import Simulation
@@ -368,6 +368,4 @@ __all__ = [
     "DecodeInstance",
     "MonolithicInstance",
     "PrefillInstance",
-    "WAIT_DECODE",
-    "WAIT_PREFILL",
 ]
