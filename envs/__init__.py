@@ -2,6 +2,7 @@
 
 import envs, gymnasium
 env = gymnasium.make("servegym/PDCluster-v0", cluster="hetero-1", workload="mixed")
+env = gymnasium.make("servegym/Routing-v0", cluster="goodserve-4", model="llama3.1-8b")
 # or, without the import: gymnasium.make("envs:servegym/PDCluster-v0")
 """
 
@@ -9,6 +10,8 @@ from gymnasium.envs.registration import register, registry
 
 if "servegym/PDCluster-v0" not in registry:
     register(id="servegym/PDCluster-v0", entry_point="envs.pd_cluster:PDClusterEnv")
+if "servegym/Routing-v0" not in registry:
+    register(id="servegym/Routing-v0", entry_point="envs.routing:RoutingEnv")
 
 #: Short env names used by ``train.py`` and ``evaluate.py``: the gym id, and how their
 #: command-line options map to the env's keyword arguments (one table for both scripts).
@@ -23,6 +26,25 @@ CLI_ENVS: dict[str, tuple[str, dict[str, str]]] = {
             "load_scale": "load_scale",
             "estimate_error": "estimate_error",
             "slots": "slots",
+            "reward": "reward",
+        },
+    ),
+    "routing": (
+        "servegym/Routing-v0",
+        {
+            "cluster": "cluster",
+            "model": "model",
+            "workload": "workload",
+            "count": "workload_count",
+            "load_scale": "load_scale",
+            "slo_scale": "slo_scale",
+            "instances": "instances",
+            "output_predictor": "output_predictor",
+            "predictor_error": "predictor_error",
+            "prefill_mode": "prefill_mode",
+            "token_budget": "token_budget",
+            "check_interval": "check_interval",
+            "migration": "migration",
             "reward": "reward",
         },
     ),

@@ -85,11 +85,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.predictors.feed import PredictorFeed
+from envs.rewards import make_reward
 from envs.sim import metrics as sim_metrics
 from envs.sim.cluster import ClusterSpec, load_cluster
 from envs.sim.scheduler import DefaultScheduler
 from envs.sim.simulation import Assignment, Invocation, LatencyCache, Simulation
 from envs.sim.workload import Call
+from envs.workloads import TraceSource, episode_seed
 
 SLOT_FEATURES = 12
 INSTANCE_FEATURES = 9
@@ -204,80 +207,7 @@ class DecisionContext:
         return slot, p, d
 
 
-# -- rewards ----------------------------------------------------------------------------------
-class _Reward:
-    """Reward on workflow completion (dense) and/or at the episode end (terminal)."""
 
-    def __init__(self, num_workflows: int, **kwargs: Any):
-        self.n = max(1, num_workflows)
-
-    def on_complete(self, ratio: float) -> float:
-        return 0.0
-
-    def terminal(self, ratios: np.ndarray) -> float:
-        return 0.0
-
-
-class SlowdownReward(_Reward):
-    """−(C_w/H_w)^p / N at each completion; the return is −Σ (C_w/H_w)^p / N."""
-
-    def __init__(self, num_workflows: int, p: float = 4.0):
-        super().__init__(num_workflows)
-        self.p = float(p)
-
-    def on_complete(self, ratio: float) -> float:
-        return -(ratio**self.p) / self.n
-
-
-class LatenessReward(_Reward):
-    """−max(0, C_w/H_w − α) / N at each completion."""
-
-    def __init__(self, num_workflows: int, alpha: float = 2.0):
-        super().__init__(num_workflows)
-        self.alpha = float(alpha)
-
-    def on_complete(self, ratio: float) -> float:
-        return -max(0.0, ratio - self.alpha) / self.n
-
-
-class Req99Reward(_Reward):
-    """−Req99 at the episode end (HexAgent's headline metric as a terminal reward)."""
-
-    def terminal(self, ratios: np.ndarray) -> float:
-        return -sim_metrics.req_tau(ratios, 0.99)
-
-
-REWARDS: dict[str, type[_Reward]] = {
-    "slowdown": SlowdownReward,
-    "lateness": LatenessReward,
-    "req99": Req99Reward,
-}
-
-
-class TaskMeanPredictor:
-    """Predict L̂_out as the mean output length of the finished calls of the same task so far in
-    the episode (a cheap online proxy predictor); before any call of the task finished: 256.
-
-    :ivar observed: number of finished calls fed to :meth:`observe`.
-    """
-
-    def __init__(self, prior_tokens: int = 256):
-        self.prior_tokens = prior_tokens
-        self.sums: dict[str, list[float]] = {}
-        self.observed = 0
-
-    def __call__(self, call: Call) -> int:
-        s = self.sums.get(call.node.task)
-        return int(round(s[0] / s[1])) if s else self.prior_tokens
-
-    def observe(self, call: Call) -> None:
-        s = self.sums.setdefault(call.node.task, [0.0, 0.0])
-        s[0] += call.output_tokens
-        s[1] += 1
-        self.observed += 1
-
-
-OUTPUT_PREDICTORS = ("oracle", "task-mean")
 
 #: HexAgent §7.1 workloads: (workflows, arrival rate in workflows/s).
 PAPER_WORKLOADS: dict[str, tuple[int, float]] = {
@@ -305,7 +235,10 @@ class PDClusterEnv(gym.Env):
         degrades toward FCFS (measured: at K=16 HexAgent no longer beats ATLAS on bfcl).
     :param reward: ``slowdown``, ``lateness`` or ``req99``; ``reward_kwargs`` for its options.
     :param estimate_error: multiplicative error e on scheduler-visible estimates (HexAgent §7.6).
-    :param output_predictor: ``oracle`` (truth × error) or ``task-mean``.
+    :param output_predictor: ``oracle`` (truth × ``estimate_error``, the default) or any name in
+        :data:`envs.predictors.PREDICTORS` (``task-mean``, ``history``, ``mlp``, ``moe``,
+        ``oracle-error``). The learned ones are trained on the GoodServe request mix's synthetic
+        prompts; HexAgent's workloads carry no prompt text, so they predict from length and task.
     :param invalid_action: ``raise`` (default) or ``penalize`` (−``invalid_penalty`` and the
         first legal action instead).
     :param max_steps: truncate after this many steps (None: run to completion).
@@ -344,20 +277,19 @@ class PDClusterEnv(gym.Env):
                 f"PDCluster needs a prefill-decode ('pd') cluster; {self.cluster.name!r} is "
                 f"{self.cluster.architecture!r}"
             )
-        if reward not in REWARDS:
-            raise ValueError(f"unknown reward {reward!r}; known: {sorted(REWARDS)}")
+        make_reward(reward, 1, **(reward_kwargs or {}))  # fail fast on a bad name or option
         if invalid_action not in ("raise", "penalize"):
             raise ValueError(
                 f"invalid_action must be 'raise' or 'penalize', got {invalid_action!r}"
             )
-        if output_predictor not in OUTPUT_PREDICTORS:
+        from envs.predictors import PREDICTORS
+
+        if output_predictor not in PREDICTORS:
             raise ValueError(
-                f"unknown output_predictor {output_predictor!r}; known: {OUTPUT_PREDICTORS}"
+                f"unknown output_predictor {output_predictor!r}; known: {sorted(PREDICTORS)}"
             )
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
-        if not load_scale > 0:
-            raise ValueError(f"load_scale must be > 0, got {load_scale}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} not in {self.metadata['render_modes']}")
         self.model = self.cluster.models[0]
@@ -366,6 +298,15 @@ class PDClusterEnv(gym.Env):
         self.workload_count = workload_count
         self.workload_rate = workload_rate
         self.load_scale = load_scale
+        self._source = TraceSource(
+            workload,
+            trace,
+            count=workload_count,
+            rate=workload_rate,
+            load_scale=load_scale,
+            model=self.model,
+            paper_rates={k: v[1] for k, v in PAPER_WORKLOADS.items()},
+        )
         self.K = slots
         self.reward_name = reward
         self.reward_kwargs = dict(reward_kwargs or {})
@@ -393,52 +334,24 @@ class PDClusterEnv(gym.Env):
         self._latency_cache = LatencyCache()
         self._horizon_cache: dict[Any, float] = {}
         self.sim: Simulation | None = None
-        self._records: list[Any] | None = None
         self._ctx: DecisionContext | None = None
         self._mask = np.zeros(self.action_space.n, dtype=bool)
-
-    # -- workload ----------------------------------------------------------------------------
-    def _make_records(self, seed: int) -> list[Any]:
-        if self.trace is not None:
-            if isinstance(self.trace, str):
-                if self._records is None:
-                    from traces.io import read_trace
-
-                    self._records = read_trace(self.trace)
-                return self._records
-            return list(self.trace)
-        from traces.generators import generate
-
-        rate = self.workload_rate
-        if self.load_scale != 1.0:
-            if rate is None:
-                if self.workload not in PAPER_WORKLOADS:
-                    raise ValueError(
-                        f"load_scale needs workload_rate for workload {self.workload!r} (paper "
-                        f"rates are known for {sorted(PAPER_WORKLOADS)})"
-                    )
-                rate = PAPER_WORKLOADS[self.workload][1]
-            rate *= self.load_scale
-        return generate(
-            self.workload, seed=seed, count=self.workload_count, rate=rate, model=self.model
-        )
 
     # -- gymnasium API -----------------------------------------------------------------------
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)
-        if self.workload_seed is not None:
-            wseed = self.workload_seed
-        elif seed is not None:
-            wseed = int(seed)
-        else:
-            wseed = int(self.np_random.integers(0, 2**31 - 1))
-        records = self._make_records(wseed)
+        wseed = episode_seed(self, seed, self.workload_seed)
+        records = self._source.records(wseed)
+        # "oracle" keeps the simulator's own estimate: the truth with HexAgent §7.6's error.
         predictor = None
-        self._predictor = None
-        if self.output_predictor_name == "task-mean":
-            predictor = self._predictor = TaskMeanPredictor()
+        if self.output_predictor_name != "oracle":
+            from envs.predictors import make_predictor
+
+            predictor = make_predictor(self.output_predictor_name, error=self.estimate_error)
+            predictor.reset(seed=wseed)
+        self._predictor = predictor
         self.sim = Simulation(
             self.cluster,
             records,
@@ -448,10 +361,10 @@ class PDClusterEnv(gym.Env):
             latency_cache=self._latency_cache,
             horizon_cache=self._horizon_cache,
         )
-        self._reward = REWARDS[self.reward_name](len(self.sim.runs), **self.reward_kwargs)
+        if predictor is not None:
+            self.sim.add_listener(PredictorFeed(predictor))
+        self._reward = make_reward(self.reward_name, len(self.sim.runs), **self.reward_kwargs)
         self._completed_seen = 0
-        self._observed_calls = 0
-        self._observed_uids: set[int] = set()
         self._steps = 0
         self._workload_seed = wseed
         inv = self._advance()
@@ -496,8 +409,6 @@ class PDClusterEnv(gym.Env):
     # -- invocation machinery ----------------------------------------------------------------
     def _advance(self) -> Invocation | None:
         assert self.sim is not None
-        if self._predictor is not None:
-            self._observe_finished()
         inv = self.sim.advance()
         if inv is not None:
             self._begin_invocation(inv)
@@ -505,24 +416,6 @@ class PDClusterEnv(gym.Env):
             self._ctx = None
             self._mask[:] = False
         return inv
-
-    def _observe_finished(self) -> None:
-        """Feed every call that finished since the last decision to the online predictor, once.
-
-        ``_observed_calls`` is a watermark below which every call has been observed; calls above
-        it that finished out of order are remembered in ``_observed_uids``."""
-        sim = self.sim
-        assert sim is not None and self._predictor is not None
-        calls = sim.calls
-        for c in calls[self._observed_calls :]:
-            if c.stage == "done" and c.uid not in self._observed_uids:
-                self._predictor.observe(c)
-                self._observed_uids.add(c.uid)
-        i = self._observed_calls
-        while i < len(calls) and calls[i].uid in self._observed_uids:
-            self._observed_uids.discard(calls[i].uid)
-            i += 1
-        self._observed_calls = i
 
     def _begin_invocation(self, inv: Invocation) -> None:
         sim = self.sim

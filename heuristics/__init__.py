@@ -7,24 +7,38 @@
 
 Registry names: ``hexagent``, ``per-call-fcfs``, ``workflow-fcfs``, ``workflow-llf``,
 ``atlas``, ``plas``, ``workflow-fcfs+hetero-placement``, ``hexagent-order+load-balanced``,
-``random``. Each factory's docstring states its rule and source.
+``random`` (``servegym/PDCluster-v0``); ``goodserve``, ``goodserve-no-migration``,
+``random-route``, ``power-of-two``, ``round-robin``, ``least-request``, ``lowest-tpm``,
+``preble``, ``llumnix``, ``earliest-finish`` (``servegym/Routing-v0``; ``policies_for(env)``
+lists a family's). Each factory's docstring states its rule and source.
 """
 
-from heuristics import autellix, fcfs, hexagent, llf, random_policy  # noqa: F401  (register)
+from heuristics import (  # noqa: F401  (register)
+    autellix,
+    fcfs,
+    goodserve,
+    hexagent,
+    llf,
+    random_policy,
+    routers,
+)
 from heuristics.base import (
     POLICIES,
+    POLICY_ENVS,
     ComposedPolicy,
     KeyOrdering,
     OrderingRule,
     PlacementRule,
     Policy,
     make_policy,
+    policies_for,
     register,
 )
 from heuristics.placement import PLACEMENTS, heterogeneity_aware, load_balanced
 
 __all__ = [
     "POLICIES",
+    "POLICY_ENVS",
     "PLACEMENTS",
     "ComposedPolicy",
     "KeyOrdering",
@@ -34,5 +48,6 @@ __all__ = [
     "heterogeneity_aware",
     "load_balanced",
     "make_policy",
+    "policies_for",
     "register",
 ]

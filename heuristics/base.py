@@ -55,13 +55,18 @@ class OrderingRule(Protocol):
 PlacementRule = Callable[[DecisionContext, int], tuple[int, int]]
 
 POLICIES: dict[str, Callable[..., Policy]] = {}
+#: Policy name -> the env family it acts in (``envs.CLI_ENVS`` keys: ``pd-cluster``, ``routing``).
+POLICY_ENVS: dict[str, str] = {}
 
 
-def register(name: str) -> Callable[[Callable[..., Policy]], Callable[..., Policy]]:
+def register(
+    name: str, env: str = "pd-cluster"
+) -> Callable[[Callable[..., Policy]], Callable[..., Policy]]:
     """Decorator: register a policy factory (a class or a function returning a :class:`Policy`)
-    under ``name``.
+    under ``name``, for the env family ``env``.
 
     :param name: registry name, e.g. ``"hexagent"``.
+    :param env: the env family whose action space the policy acts in.
     :raises ValueError: if ``name`` is already registered.
     """
 
@@ -69,9 +74,15 @@ def register(name: str) -> Callable[[Callable[..., Policy]], Callable[..., Polic
         if name in POLICIES:
             raise ValueError(f"policy name {name!r} is already registered ({POLICIES[name]!r})")
         POLICIES[name] = factory
+        POLICY_ENVS[name] = env
         return factory
 
     return deco
+
+
+def policies_for(env: str) -> tuple[str, ...]:
+    """Names of the registered policies that act in the env family ``env``."""
+    return tuple(n for n in POLICIES if POLICY_ENVS[n] == env)
 
 
 def make_policy(name: str, **kwargs: Any) -> Policy:

@@ -302,3 +302,30 @@ def test_fit_on_the_real_data_dir_reproduces_the_committed_stats():
         committed = yaml.safe_load((STATS_DIR / f"{name}.yaml").read_text(encoding="utf-8"))
         # Round-trip through YAML so int keys and floats compare as they are stored.
         assert yaml.safe_load(yaml.safe_dump(stats)) == committed, name
+
+
+@pytest.mark.parametrize("model", ["llama3.1-8b", "qwen2.5-14b"])
+def test_goodserve_requests_fit_their_models_context_window(model):
+    from traces.generators.goodserve import MODEL_CONTEXT
+
+    recs = generate("goodserve", seed=0, count=600, model=model)
+    assert max(r.input_tokens + r.output_tokens for r in recs) <= MODEL_CONTEXT[model]
+
+
+def test_goodserve_swe_steps_share_their_sessions_prefix_blocks():
+    recs = generate("goodserve", seed=1, count=1000)
+    steps: dict[str, list] = {}
+    for r in recs:
+        if r.task == "swe":
+            steps.setdefault(r.meta["session"], []).append(r)
+        else:
+            assert r.prefix_hashes is None
+    sessions = [sorted(rs, key=lambda r: r.meta["step"]) for rs in steps.values()]
+    assert any(len(rs) > 1 for rs in sessions)
+    seen: set[int] = set()
+    for rs in sessions:
+        for a, b in zip(rs, rs[1:]):
+            assert b.prefix_hashes[: len(a.prefix_hashes)] == a.prefix_hashes
+        assert len(rs[0].prefix_hashes) == rs[0].input_tokens // 512
+        assert not seen & set(rs[0].prefix_hashes)  # no block is shared across sessions
+        seen |= {h for r in rs for h in r.prefix_hashes}

@@ -15,11 +15,19 @@ import envs  # noqa: F401  (registers servegym/PDCluster-v0)
 from envs.pd_cluster import DecisionContext, PDClusterEnv
 from envs.sim.cluster import cluster_from_dict
 from envs.sim.latency import LatencyModel
-from heuristics import POLICIES, Policy, heterogeneity_aware, load_balanced, make_policy, register
+from heuristics import (
+    POLICIES,
+    Policy,
+    heterogeneity_aware,
+    load_balanced,
+    make_policy,
+    policies_for,
+    register,
+)
 from heuristics.hexagent import HexAgentOrdering
 from traces.schema import LLMNode, ToolNode, Workflow
 
-ALL_POLICIES = sorted(POLICIES)
+ALL_POLICIES = sorted(policies_for("pd-cluster"))
 MODEL = "llama3.1-70b"
 
 

@@ -244,5 +244,4 @@ def test_task_mean_predictor_sees_each_finished_call_once_per_episode():
     env = PDClusterEnv(output_predictor="task-mean", **SMALL)
     for seed in (0, 1):
         random_masked_rollout(env, seed=seed)
-        env._observe_finished()  # the calls that finished after the last decision
         assert env._predictor.observed == len(env.sim.calls)

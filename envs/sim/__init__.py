@@ -7,7 +7,12 @@ Main entry points: :func:`load_cluster`, :class:`Simulation`, :class:`DefaultSch
 from envs.sim.cluster import ClusterSpec, InstanceSpec, cluster_names, load_cluster
 from envs.sim.scheduler import DefaultScheduler, EarliestFinishScheduler, Scheduler
 from envs.sim.simulation import (
+    LISTENER_METHODS,
+    MIGRATION_MODES,
+    PREFILL_MODES,
+    STAGES,
     Assignment,
+    CallRecord,
     Invocation,
     LatencyCache,
     SchedulingError,
@@ -17,8 +22,13 @@ from envs.sim.simulation import (
 from envs.sim.workload import Call, WorkflowRun, WorkloadError
 
 __all__ = [
+    "LISTENER_METHODS",
+    "MIGRATION_MODES",
+    "PREFILL_MODES",
+    "STAGES",
     "Assignment",
     "Call",
+    "CallRecord",
     "ClusterSpec",
     "DefaultScheduler",
     "EarliestFinishScheduler",

@@ -438,6 +438,53 @@ class LatencyModel:
         b = self._dec_a2 * x + self._dec_b2 * batch_size
         return self._decode_fixed(batch_size) + (a if a > b else b)
 
+    def mixed_iteration_time(
+        self,
+        decode_batch: int,
+        decode_context_tokens: int,
+        prefill_tokens: int,
+        prefill_seqs: int,
+        prefill_context_tokens: int,
+    ) -> float:
+        """Seconds for one chunked-prefill iteration (vLLM's default scheduling): ``decode_batch``
+        sequences decode one token each while ``prefill_tokens`` prompt tokens of
+        ``prefill_seqs`` sequences are computed in the same forward pass.
+
+        The linear layers run once over all ``decode_batch + prefill_tokens`` tokens (one weight
+        read, logits for every sequence); attention is priced per part (prefill attention as in
+        :meth:`prefill_time`, decode attention as in :meth:`decode_iteration_time`); the
+        all-reduce moves every token's activations; the fixed overhead is paid once. So it is
+        ``prefill_time + decode_iteration_time`` minus one fixed overhead, with the two separate
+        GEMM passes replaced by the joint one. It equals ``decode_iteration_time(decode_batch,
+        decode_context_tokens)`` when ``prefill_tokens`` is 0 and ``prefill_time(prefill_tokens,
+        prefill_seqs, prefill_context_tokens)`` when ``decode_batch`` is 0.
+
+        :param decode_batch: sequences decoding one token each (>= 0).
+        :param decode_context_tokens: KV tokens the decoding sequences attend to, all together.
+        :param prefill_tokens: new prompt tokens in the iteration, all chunks together (>= 0).
+        :param prefill_seqs: sequences the chunks belong to (>= 1 when ``prefill_tokens`` > 0).
+        :param prefill_context_tokens: tokens of those sequences already in the KV cache (prefix
+            hits and earlier chunks), all together.
+        :return: seconds; 0.0 for an empty iteration.
+        """
+        if decode_batch < 0 or prefill_tokens < 0:
+            raise ValueError(
+                f"decode_batch={decode_batch}, prefill_tokens={prefill_tokens}; expected >= 0"
+            )
+        if prefill_tokens == 0:
+            if decode_batch == 0:
+                return 0.0
+            return self.decode_iteration_time(decode_batch, decode_context_tokens)
+        prefill = self.prefill_time(prefill_tokens, prefill_seqs, prefill_context_tokens)
+        if decode_batch == 0:
+            return prefill
+        decode = self.decode_iteration_time(decode_batch, decode_context_tokens)
+        separate_gemms = self._gemm_time(prefill_tokens, prefill_seqs) + self._gemm_time(
+            decode_batch, decode_batch
+        )
+        joint_gemm = self._gemm_time(decode_batch + prefill_tokens, decode_batch + prefill_seqs)
+        return prefill + decode - self._fixed_s - separate_gemms + joint_gemm
+
     def decode_steps_time(
         self, batch_size: int, total_context_tokens: int, num_steps: int
     ) -> float:

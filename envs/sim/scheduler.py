@@ -44,8 +44,8 @@ class DefaultScheduler:
     """
 
     def plan(self, sim: Simulation, inv: Invocation) -> list[Assignment]:
-        if inv.stage == "decode":
-            return []
+        if inv.stage in ("decode", "migrate"):
+            return []  # decode: keep the prefill-time priorities; migrate: never move
         out: list[Assignment] = []
         if inv.stage == "prefill":
             planned_work = {p.index: p.queued_work_seconds() for p in sim.prefill}
@@ -99,7 +99,7 @@ class EarliestFinishScheduler:
     """
 
     def plan(self, sim: Simulation, inv: Invocation) -> list[Assignment]:
-        if inv.stage == "decode":
+        if inv.stage in ("decode", "migrate"):
             return []
         now = sim.now
         out: list[Assignment] = []

@@ -22,9 +22,27 @@ Scheduler invocations (HexAgent §4.3, §5.2) are raised when new work enters a 
   calls are locked to their planned decode instance, the plan sets their queue priority.
 * ``route`` (monolithic clusters): when requests or workflow calls are revealed. Lists every call
   waiting in (or for) a monolithic queue that has not started.
+* ``migrate`` (monolithic clusters, when ``check_interval`` τ is set; GoodServe §3.4): every τ
+  decode iterations of an instance, at that iteration boundary. Lists the instance's running
+  calls that are past prefill (``Invocation.instance`` names it). A plan moves some of them to
+  other instances (``Assignment.prefill_instance`` = target); calls left out stay.
 
 Nothing is processed while an invocation is pending, so the plan is applied at the instant the
 invocation was raised; instances start service through zero-delay events queued behind it.
+An instance that raised a ``migrate`` invocation stays paused at its boundary until the plan is
+applied; it then resumes through a zero-delay event, i.e. after every invocation pending at that
+instant (e.g. a ``route`` raised by a call that finished at the same boundary) was answered, so
+calls routed to it meanwhile compete for admission at that boundary.
+
+Migration (GoodServe §3.4, §4.3): ``migration="token"`` frees the call's KV on the source at
+once, ships its token IDs (4 bytes per prompt or generated token) and re-prefills them on the
+target; ``migration="kv"`` stops decoding at once but keeps the KV reserved on the source until
+its bytes have crossed the pair's link, then the call joins the target's queue KV-resident and
+decodes at admission without prefill. In transit a call is in no instance's lists (stage
+``migrating``); on landing it enters the target's queue with the plan's priority.
+
+Listeners (:meth:`Simulation.add_listener`) receive black-box measurements, e.g. for routers
+that estimate instance speed online (GoodServe §3.3); see ``LISTENER_METHODS``.
 """
 
 from __future__ import annotations
@@ -43,7 +61,9 @@ from envs.sim.cluster import ClusterSpec, InstanceSpec
 from envs.sim.instances import DecodeInstance, MonolithicInstance, PrefillInstance
 from envs.sim.latency import LatencyModel
 from envs.sim.workload import (
+    DECODE,
     DONE,
+    MIGRATING,
     TRANSFER,
     WAIT_DECODE,
     WAIT_PREFILL,
@@ -54,7 +74,28 @@ from envs.sim.workload import (
 )
 from traces.schema import LLMNode, Request, ToolNode, Workflow
 
-STAGES = ("prefill", "decode", "route")
+STAGES = ("prefill", "decode", "route", "migrate")
+PREFILL_MODES = ("prefill-first", "chunked")
+MIGRATION_MODES = ("token", "kv")
+TOKEN_ID_BYTES = 4  # bytes per token ID shipped by token-ID migration (int32)
+# Methods a listener may define (all optional), with their arguments:
+#   on_admit(call, inst, now)                      a batch engine admitted ``call``
+#   on_prefill_done(call, inst, now, tokens, seconds)
+#       a monolithic prefill finished: ``tokens`` prompt tokens computed (uncached, including a
+#       re-prefill after migration) in ``seconds`` since its first chunk started
+#   on_decode_progress(inst, iterations, seconds, batch)
+#       a batch engine ran ``iterations`` decode iterations of ``batch`` sequences in ``seconds``
+#       (a chunked mixed iteration with decodes counts as one)
+#   on_call_done(call, inst, now)                  ``call`` finished on ``inst``
+#   on_migrated(call, src, dst, now, seconds)      a migration landed in ``dst``'s queue after
+#       ``seconds`` in transit
+LISTENER_METHODS = (
+    "on_admit",
+    "on_prefill_done",
+    "on_decode_progress",
+    "on_call_done",
+    "on_migrated",
+)
 
 
 class SchedulingError(ValueError):
@@ -65,12 +106,15 @@ class SchedulingError(ValueError):
 class Invocation:
     """A pending scheduling decision.
 
-    :param stage: ``prefill``, ``decode`` or ``route``.
+    :param stage: ``prefill``, ``decode``, ``route`` or ``migrate``.
     :param time: simulated time in seconds.
-    :param trigger: ``arrival``, ``reveal`` or ``transfer``.
-    :param calls: every call waiting at this stage, in reveal order (the plan may cover all).
-    :param new_calls: the calls whose arrival at the stage raised the invocation.
+    :param trigger: ``arrival``, ``reveal``, ``transfer`` or ``check`` (migrate).
+    :param calls: every call waiting at this stage, in reveal order (the plan may cover all);
+        for ``migrate``, the instance's running calls past prefill, in admission order.
+    :param new_calls: the calls whose arrival at the stage raised the invocation (``migrate``:
+        the same calls as ``calls``).
     :param seq: invocation counter, from 0.
+    :param instance: the instance whose check raised a ``migrate`` invocation (else None).
     """
 
     stage: str
@@ -79,6 +123,7 @@ class Invocation:
     calls: list[Call]
     new_calls: list[Call]
     seq: int
+    instance: int | None = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +133,8 @@ class Assignment:
     :param call: the call (from ``Invocation.calls``).
     :param priority: queue priority at the stage's instance (lower is served first).
     :param prefill_instance: prefill (``prefill`` stage) or monolithic (``route`` stage) instance
-        index; ignored at the ``decode`` stage.
+        index; the migration target (``migrate`` stage; the current instance = stay); ignored at
+        the ``decode`` stage.
     :param decode_instance: planned decode instance index (``prefill`` stage only).
     :param decode_priority: priority the call will carry into the decode queue (default: the
         prefill priority).
@@ -103,7 +149,11 @@ class Assignment:
 
 @dataclass
 class CallRecord:
-    """What happened to one LLM call (times in seconds; -1 where a stage did not apply)."""
+    """What happened to one LLM call (times in seconds; -1 where a stage did not apply).
+
+    A migrated call keeps the prefill times of its first prefill (``prefill_end`` is its first
+    token); ``prefill_instance`` is the instance that finished it.
+    """
 
     workflow_id: str
     node_id: str
@@ -121,6 +171,8 @@ class CallRecord:
     decode_start: float
     decode_end: float
     cached_tokens: int
+    migrations: int = 0
+    migration_seconds: float = 0.0
 
 
 @dataclass
@@ -190,6 +242,13 @@ class Simulation:
     :param horizon_cache: share standalone horizons (keyed by workflow content) across runs.
     :param prefix_cache_blocks: LRU prefix-cache blocks per monolithic instance (0 = off).
     :param time_limit: stop the simulation at this simulated time in seconds (None = run out).
+    :param prefill_mode: monolithic scheduling, ``prefill-first`` (a prefill pass stalls the
+        decodes) or ``chunked`` (vLLM's default: per-iteration token budget, decodes first).
+    :param token_budget: tokens per chunked iteration (decodes + prefill chunks), >= 1.
+    :param check_interval: τ, decode iterations of a monolithic instance between ``migrate``
+        invocations (GoodServe §3.4: 50); None = no checks, no migration.
+    :param migration: ``token`` (ship token IDs, re-prefill on the target; GoodServe §3.4) or
+        ``kv`` (ship the KV cache at the pair's bandwidth; §4.3).
     """
 
     def __init__(
@@ -207,6 +266,10 @@ class Simulation:
         horizon_cache: dict[Any, float] | None = None,
         prefix_cache_blocks: int = 0,
         time_limit: float | None = None,
+        prefill_mode: str = "prefill-first",
+        token_budget: int = 2048,
+        check_interval: int | None = None,
+        migration: str = "token",
     ):
         if cluster.architecture == "pool":
             raise WorkloadError(
@@ -215,6 +278,26 @@ class Simulation:
             )
         if not 0.0 <= estimate_error < 1.0:
             raise ValueError(f"estimate_error must be in [0, 1), got {estimate_error}")
+        if prefill_mode not in PREFILL_MODES:
+            raise ValueError(f"prefill_mode must be one of {PREFILL_MODES}, got {prefill_mode!r}")
+        if isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1:
+            raise ValueError(f"token_budget must be an integer >= 1 token, got {token_budget!r}")
+        if check_interval is not None and (
+            isinstance(check_interval, bool)
+            or not isinstance(check_interval, int)
+            or check_interval < 1
+        ):
+            raise ValueError(
+                f"check_interval must be None or an integer >= 1 decode iterations, got "
+                f"{check_interval!r}"
+            )
+        if migration not in MIGRATION_MODES:
+            raise ValueError(f"migration must be one of {MIGRATION_MODES}, got {migration!r}")
+        self.prefill_mode = prefill_mode
+        self.token_budget = token_budget
+        self.check_interval = check_interval
+        self.migration = migration
+        self.listeners: dict[str, list[Callable[..., None]]] = {m: [] for m in LISTENER_METHODS}
         self.cluster = cluster
         self.env = simpy.Environment()
         self.rng = np.random.default_rng(seed)
@@ -242,7 +325,14 @@ class Simulation:
                 self.decode.append(inst)
             else:
                 inst = MonolithicInstance(
-                    self, spec, lat, token_by_token, prefix_cache_blocks=prefix_cache_blocks
+                    self,
+                    spec,
+                    lat,
+                    token_by_token,
+                    prefix_cache_blocks=prefix_cache_blocks,
+                    prefill_mode=prefill_mode,
+                    token_budget=token_budget,
+                    check_interval=check_interval,
                 )
                 self.monolithic.append(inst)
             self.instances.append(inst)
@@ -298,6 +388,20 @@ class Simulation:
         self._seq += 1
         return self._seq
 
+    def add_listener(self, listener: Any) -> None:
+        """Register ``listener``; its methods named in ``LISTENER_METHODS`` (any subset) are
+        called as the events happen. Listeners observe; they must not change the simulation."""
+        found = False
+        for name in LISTENER_METHODS:
+            fn = getattr(listener, name, None)
+            if callable(fn):
+                self.listeners[name].append(fn)
+                found = True
+        if not found:
+            raise TypeError(
+                f"listener {listener!r} defines none of the listener methods {LISTENER_METHODS}"
+            )
+
     def schedule(self, delay: float, fn: Callable[[Any], None]) -> None:
         """Run ``fn(event)`` after ``delay`` seconds of simulated time."""
         ev = self.env.timeout(delay)
@@ -336,12 +440,23 @@ class Simulation:
         """Apply ``plan`` to the pending invocation and resume.
 
         Calls already assigned may be left out (they keep their plan); every call without an
-        assignment must be covered. Validation happens before any change, so an illegal plan
-        raises :class:`SchedulingError` and leaves the state untouched.
+        assignment must be covered. At the ``migrate`` stage calls left out, or assigned their
+        current instance, stay; the others start migrating and the checked instance resumes.
+        Validation happens before any change, so an illegal plan raises
+        :class:`SchedulingError` and leaves the state untouched.
         """
         if not self.pending:
             raise SchedulingError("apply() called with no pending invocation")
         inv = self.pending[0]
+        if inv.stage == "migrate":
+            self._validate_migration(inv, plan)
+            self.pending.pop(0)
+            src = self.instances[inv.instance]
+            for a in plan:
+                if a.prefill_instance != src.index:
+                    self._migrate(a.call, src, self.instances[a.prefill_instance], a.priority)
+            src.resume()
+            return
         self._validate(inv, plan)
         self.pending.pop(0)
         touched: dict[int, Any] = {}
@@ -432,6 +547,97 @@ class Simulation:
                         f"plan leaves call {c.id} without an instance; every call that has no "
                         "plan yet must be assigned"
                     )
+
+    def _validate_migration(self, inv: Invocation, plan: Sequence[Assignment]) -> None:
+        src = inv.instance
+        listed = {c.uid for c in inv.calls}
+        seen: set[int] = set()
+        valid = [m.index for m in self.monolithic]
+        for a in plan:
+            c = a.call
+            if c.uid in seen:
+                raise SchedulingError(f"plan assigns call {c.id} twice")
+            seen.add(c.uid)
+            if not math.isfinite(a.priority):
+                raise SchedulingError(f"call {c.id}: priority must be finite, got {a.priority}")
+            if c.uid not in listed:
+                raise SchedulingError(
+                    f"call {c.id} is not one of this migrate invocation's calls (the running "
+                    f"calls of instance {src} at the check)"
+                )
+            if c.stage != DECODE or c.prefill_instance != src:
+                raise SchedulingError(
+                    f"call {c.id} is no longer running on instance {src} (stage {c.stage!r}, "
+                    f"instance {c.prefill_instance}); expected a decoding call of instance {src}"
+                )
+            p = a.prefill_instance
+            if p is None or not 0 <= p < len(self.instances) or p not in valid:
+                raise SchedulingError(
+                    f"call {c.id}: migration target {p!r} is not a monolithic instance of cluster "
+                    f"{self.cluster.name!r} (valid: {valid})"
+                )
+            if self.instances[p].spec.model != c.model:
+                raise SchedulingError(
+                    f"call {c.id} needs model {c.model!r} but migration target {p} serves "
+                    f"{self.instances[p].spec.model!r}"
+                )
+            cap = self.instances[p].capacity
+            if c.kv_tokens > cap:
+                raise SchedulingError(
+                    f"call {c.id} needs {c.kv_tokens} KV tokens (input {c.input_tokens} + output "
+                    f"{c.output_tokens}) but migration target {p} holds at most {cap}"
+                )
+
+    # -- migration ---------------------------------------------------------------------------
+    def raise_check(self, inst: MonolithicInstance, calls: list[Call]) -> None:
+        """Raise a ``migrate`` invocation for ``inst``'s decoding ``calls`` (the instance pauses
+        until the plan is applied)."""
+        self.pending.append(
+            Invocation(
+                "migrate",
+                self.env.now,
+                "check",
+                calls,
+                list(calls),
+                self.invocation_count,
+                instance=inst.index,
+            )
+        )
+        self.invocation_count += 1
+
+    def _migrate(
+        self, call: Call, src: MonolithicInstance, dst: MonolithicInstance, priority: float
+    ) -> None:
+        tokens = call.input_tokens + call.generated
+        src.running.remove(call)
+        if self.migration == "token":
+            src.reserved -= call.kv_tokens
+            num_bytes = TOKEN_ID_BYTES * tokens
+        else:
+            num_bytes = src.latency.kv_bytes_per_token * tokens
+        dt = self.cluster.kv_transfer.transfer_time(num_bytes, src.gpu, dst.gpu)
+        call.stage = MIGRATING
+        call.migrations += 1
+        call.prefill_priority = call.decode_priority = float(priority)
+        self.schedule(dt, lambda _e: self._on_migration_landed(call, src, dst, dt))
+
+    def _on_migration_landed(
+        self, call: Call, src: MonolithicInstance, dst: MonolithicInstance, seconds: float
+    ) -> None:
+        call.migration_seconds += seconds
+        if self.migration == "kv":
+            src.reserved -= call.kv_tokens
+            call.resident = True
+            call.stage = WAIT_DECODE
+        else:
+            call.resident = False
+            call.stage = WAIT_PREFILL
+        now = self.env.now
+        for f in self.listeners["on_migrated"]:
+            f(call, src, dst, now, seconds)
+        dst.enqueue(call)
+        if self.migration == "kv":
+            src.on_queue_changed()  # the freed KV may admit a waiting call
 
     # -- estimates (what schedulers may use) ---------------------------------------------------
     def isolated_call_time(self, call: Call, use_truth: bool = False) -> float:
@@ -539,6 +745,8 @@ class Simulation:
             del self.decode_inbound[call.decode_instance][call.uid]
             call.transfer_end = call.decode_start = call.decode_end = self.env.now
             call.stage = DONE
+            for f in self.listeners["on_call_done"]:
+                f(call, inst, self.env.now)
             self._call_done(call)
             return
         call.stage = TRANSFER
@@ -554,15 +762,18 @@ class Simulation:
         self._raise("decode", "transfer", [call])
 
     def on_decode_done(self, call: Call, inst: Any) -> None:
+        for f in self.listeners["on_call_done"]:
+            f(call, inst, self.env.now)
         self._call_done(call)
 
     def on_started(self, call: Call) -> None:
-        """An engine started serving ``call`` at this stage: it can no longer be re-planned."""
+        """An engine started serving ``call`` at this stage: it can no longer be re-planned.
+        (A migrated call is in neither waiting dict: it was never re-plannable.)"""
         if call.stage == WAIT_DECODE:
-            del self.waiting_decode[call.uid]
-            del self.decode_inbound[call.decode_instance][call.uid]
+            if self.waiting_decode.pop(call.uid, None) is not None:
+                del self.decode_inbound[call.decode_instance][call.uid]
         else:
-            del self.waiting_prefill[call.uid]
+            self.waiting_prefill.pop(call.uid, None)
 
     def _call_done(self, call: Call) -> None:
         run = call.workflow
@@ -593,7 +804,7 @@ class Simulation:
         """H_w: the completion time of ``run``'s workflow alone on this cluster (HexAgent §7.3),
         simulated with the horizon scheduler on true lengths."""
         wf = run.workflow
-        key = (self.cluster, _workflow_key(wf))
+        key = (self.cluster, self.prefill_mode, self.token_budget, _workflow_key(wf))
         h = self.horizon_cache.get(key)
         if h is None:
             from envs.sim.scheduler import EarliestFinishScheduler
@@ -604,6 +815,8 @@ class Simulation:
                 [alone],
                 compute_horizons=False,
                 latency_cache=self.latency_cache,
+                prefill_mode=self.prefill_mode,
+                token_budget=self.token_budget,
             )
             res = sim.run(self.horizon_scheduler or EarliestFinishScheduler())
             h = res.workflows[0].completion_time
@@ -630,6 +843,8 @@ class Simulation:
                 decode_start=c.decode_start,
                 decode_end=c.decode_end,
                 cached_tokens=c.cached_tokens,
+                migrations=c.migrations,
+                migration_seconds=c.migration_seconds,
             )
             for c in self.calls
         ]

@@ -20,6 +20,9 @@ TRANSFER = "transfer"
 WAIT_DECODE = "wait_decode"
 DECODE = "decode"
 DONE = "done"
+# A running monolithic request moving to another instance (GoodServe §3.4); in neither
+# instance's lists until it lands in the target's waiting queue.
+MIGRATING = "migrating"
 
 
 class WorkloadError(ValueError):
@@ -32,6 +35,13 @@ class Call:
     ``output_tokens`` is the truth the simulator runs on; schedulers must use
     ``predicted_output_tokens`` (the estimate, possibly with injected error).
     Priorities: lower values are served first; ties go to the earlier enqueued call.
+
+    Migration (monolithic clusters): ``migrations`` counts the moves, ``migration_seconds`` is
+    the total time in transit, ``resident`` flags a call that waits in a queue with its KV
+    already on the instance (KV migration: it needs no prefill at admission). ``enqueued_at`` is
+    the time (seconds) the call last entered an instance's queue. ``prefill_left`` and
+    ``prefill_began`` are engine bookkeeping: uncached prompt tokens still to compute on the
+    current instance, and when that prefill started (seconds).
     """
 
     __slots__ = (
@@ -57,6 +67,12 @@ class Call:
         "generated",
         "cached_tokens",
         "isolated_duration",
+        "migrations",
+        "migration_seconds",
+        "enqueued_at",
+        "resident",
+        "prefill_left",
+        "prefill_began",
     )
 
     def __init__(self, uid: int, workflow: WorkflowRun, node: LLMNode, revealed_at: float):
@@ -82,6 +98,12 @@ class Call:
         self.generated = 0
         self.cached_tokens = 0
         self.isolated_duration = 0.0
+        self.migrations = 0
+        self.migration_seconds = 0.0
+        self.enqueued_at = -1.0
+        self.resident = False
+        self.prefill_left = 0
+        self.prefill_began = -1.0
 
     @property
     def id(self) -> str:

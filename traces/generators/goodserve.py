@@ -16,6 +16,15 @@ length statistics (``traces/stats/goodserve.yaml``, fitted by :func:`traces.fit.
   capped at 120,000 tokens; steps per session ~ 1 + Poisson(mean - 1) with the TraceLab mean;
   a step arrives one TraceLab round gap after the previous one.
 
+Prompts longer than the model's context window minus the request's output are cut to fit it
+(Qwen2.5-14B: 32,768 tokens, so long ``swe`` contexts are truncated for it).
+
+Prefix caching: the steps of a ``swe`` session extend one growing context, so each step carries
+``prefix_hashes`` (one id per full 512-token block of its prompt, unique to the session): a step
+routed where the previous one ran finds its earlier context cached. ``sql`` and ``code`` prompts
+carry none (BIRD schemas shared across questions are not modelled: no data on which questions
+share a database).
+
 Each arrival picks a task uniformly (GoodServe gives no proportions). Prompt text: a per-task
 template, a difficulty phrase and a number of requirement clauses that both grow with a
 difficulty level; the level is the output length's quartile inside its task, replaced by a
@@ -50,8 +59,13 @@ from traces.generators._common import (
 from traces.schema import Request
 
 TASKS = ("sql", "code", "swe")
-MODELS = ("llama3.1-8b", "qwen2.5-14b")
+#: Context windows in tokens (``envs/configs/models.yaml``, from the models' config.json): a
+#: request's prompt + output never exceeds its model's window, so prompts are capped to fit.
+MODEL_CONTEXT = {"llama3.1-8b": 131_072, "qwen2.5-14b": 32_768}
+MODELS = tuple(MODEL_CONTEXT)
 SWE_INPUT_CAP = 120_000  # tokens: leaves room for the output in a 128k context window
+#: Prefix-cache block size, tokens (Mooncake hashes 512-token blocks).
+BLOCK_TOKENS = 512
 LEVEL_NOISE = 0.25
 
 _LEVEL_WORDS = {
@@ -161,6 +175,7 @@ def generate_goodserve(
     model = model or d["model"]
     if model not in MODELS:
         raise ValueError(f"goodserve model {model!r} not one of {MODELS}")
+    context = MODEL_CONTEXT[model]
     rng = np.random.default_rng(seed)
     ts = stats["tasks"]
     mean_steps = ts["swe"]["mean_steps_per_session"]
@@ -191,6 +206,7 @@ def generate_goodserve(
         if task != "swe":
             inp = int(sample_tokens(rng, t["input_tokens"]["quantiles"], 1)[0])
             out_tok = int(sample_tokens(rng, o_table, 1)[0])
+            inp = max(1, min(inp, context - out_tok - 1))
             prompt = _prompt(rng, task, _level(out_tok, o_table))
             out.append(
                 Request(
@@ -206,15 +222,17 @@ def generate_goodserve(
         arrival = float(starts[u])
         for k in range(steps):
             prompt = _prompt(rng, task, _level(int(outs[k]), o_table), step=k)
+            step_in = max(1, min(inp, SWE_INPUT_CAP, context - int(outs[k]) - 1))
             out.append(
                 Request(
                     f"gs-{u}-s{k}",
                     round(arrival, 6),
                     model,
-                    min(inp, SWE_INPUT_CAP),
+                    step_in,
                     int(outs[k]),
                     task,
                     prompt,
+                    prefix_hashes=tuple((u << 24) | b for b in range(step_in // BLOCK_TOKENS)),
                     meta={"unit": u, "session": f"swe-{u}", "step": k},
                 )
             )

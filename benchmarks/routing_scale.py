@@ -1,0 +1,128 @@
+"""GoodServe's routing overhead at scale (GoodServe §4.3, "Overhead analysis with large-scale
+simulation": 8 to 512 instances, 1,000 to 10,000 requests/s, 5.0 ms per request at the largest).
+
+    python -m benchmarks.routing_scale [--instances 8,32,128,512] [--rps 1000,10000]
+                                       [--requests 5000] [--policy goodserve]
+
+For each (instances, RPS) it runs ``servegym/Routing-v0`` on ``goodserve-4`` cycled to N
+instances (Llama-3.1-8B, the GoodServe request mix at that rate, chunked prefill, τ = 50) with
+the policy acting through ``env.step``, and prints:
+
+* **routing latency** per decision, median and p99, in ms: what the proxy computes for one
+  request — the black-box estimates T(r, g) for every instance (the env's decision context) plus
+  the policy's choice. The output-length prediction is timed separately (``predict ms``), as the
+  paper's figure includes it; the predictor runs once per request at arrival.
+* **simulated requests per wall second**: requests / wall seconds of the whole episode
+  (simulation + decisions), and the ratio to real time at that RPS (≥ 1: faster than real time;
+  the issue's target is ≥ 0.5 at 512 instances and 10,000 RPS, i.e. ≥ 5,000 requests/s).
+
+At 1,000–10,000 RPS every cluster here is overloaded (one instance serves a few of these
+requests per second), as in the paper's simulation the point is the router's cost; queues grow,
+so the episode is cut at ``--requests`` arrivals and then drained.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import numpy as np
+
+
+def measure(
+    instances: int, rps: float, requests: int, policy_name: str, predictor: str, seed: int = 0
+) -> dict[str, Any]:
+    """One (instances, RPS) point; see the module docstring for the figures."""
+    from envs.routing import RoutingEnv
+    from heuristics import make_policy
+
+    env = RoutingEnv(
+        instances=instances,
+        workload_count=requests,
+        workload_rate=rps,
+        output_predictor=predictor,
+    )
+    policy = make_policy(policy_name)
+    decide: list[float] = []
+    build = env._build_context
+
+    def timed_build(call: Any) -> None:
+        t = time.perf_counter()
+        build(call)
+        decide.append(time.perf_counter() - t)
+
+    env._build_context = timed_build  # type: ignore[method-assign]
+    predict_times: list[float] = []
+    start = time.perf_counter()
+    policy.reset()
+    obs, info = env.reset(seed=seed)
+    predictor_obj = env._predictor
+    predict = predictor_obj.predict
+
+    def timed_predict(call: Any) -> int:
+        t = time.perf_counter()
+        out = predict(call)
+        predict_times.append(time.perf_counter() - t)
+        return out
+
+    env.sim.output_predictor = timed_predict
+    done = False
+    steps = 0
+    while not done:
+        t = time.perf_counter()
+        a = policy.act(obs, info)
+        decide[-1] += time.perf_counter() - t
+        obs, _, term, trunc, info = env.step(a)
+        steps += 1
+        done = term or trunc
+    wall = time.perf_counter() - start
+    ms = np.asarray(decide) * 1e3
+    return {
+        "instances": instances,
+        "rps": rps,
+        "requests": requests,
+        "steps": steps,
+        "route_ms_p50": float(np.median(ms)),
+        "route_ms_p99": float(np.percentile(ms, 99)),
+        "predict_ms_p50": float(np.median(predict_times) * 1e3) if predict_times else 0.0,
+        "wall_s": wall,
+        "requests_per_wall_s": requests / wall,
+        "x_real_time": (requests / wall) / rps,
+        "migrations": info["metrics"]["migrations"],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--instances", default="8,32,128,512", help="comma-separated cluster sizes")
+    p.add_argument("--rps", default="1000,10000", help="comma-separated request rates (req/s)")
+    p.add_argument("--requests", type=int, default=5000, help="arrivals per point")
+    p.add_argument("--policy", default="goodserve", help="routing policy")
+    p.add_argument(
+        "--predictor", default="moe", help="output-length predictor (timed separately)"
+    )
+    args = p.parse_args(argv)
+    sizes = [int(x) for x in args.instances.split(",")]
+    rates = [float(x) for x in args.rps.split(",")]
+    print(
+        f"{'instances':>9} {'rps':>7} {'route ms p50':>12} {'p99':>7} {'predict ms':>10} "
+        f"{'req/wall s':>10} {'x real time':>11} {'wall s':>7}"
+    )
+    for n in sizes:
+        for rps in rates:
+            r = measure(n, rps, args.requests, args.policy, args.predictor)
+            print(
+                f"{n:>9} {rps:>7.0f} {r['route_ms_p50']:>12.3f} {r['route_ms_p99']:>7.3f} "
+                f"{r['predict_ms_p50']:>10.3f} {r['requests_per_wall_s']:>10.0f} "
+                f"{r['x_real_time']:>11.2f} {r['wall_s']:>7.1f}",
+                flush=True,
+            )
+    print(
+        "reference: GoodServe §4.3, 5.0 ms per request at 512 instances and 10,000 RPS; "
+        "targets here: <= 0.5 ms routing, >= 5,000 simulated requests per wall second at 512"
+    )
+
+
+if __name__ == "__main__":
+    main()

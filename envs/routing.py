@@ -1,0 +1,679 @@
+"""``servegym/Routing-v0``: GoodServe's problem as a Gymnasium MDP.
+
+Agentic LLM requests arrive at a proxy in front of heterogeneous serving instances (vLLM-style
+monolithic engines, chunked prefill by default). The policy routes each request to one instance
+and, every τ decode iterations, may migrate a running request that is likely to miss its
+end-to-end SLO (GoodServe §3.4). The objective is **goodput**: requests finishing within their
+E2E-SLO per second (GoodServe §3.1 Eq. 1, §4 "Baselines and Metrics").
+
+## Decisions
+
+* **route** — a request arrived (one step per request; requests arriving at the same instant are
+  routed one by one, in arrival order, each seeing the earlier ones' picks in ``outstanding``).
+* **migrate** — every ``check_interval`` (τ, default 50) decode iterations of an instance, each
+  of its running requests whose re-estimated finish ``t + L̂_rem · d_g`` misses its deadline is one
+  step: stay (the action = its current instance) or move. A check that finds no request at risk
+  costs no step. Migration is by token IDs (re-prefill prompt + generated tokens on the target,
+  §3.4) or, with ``migration="kv"``, by KV transfer at the pair's bandwidth (§4.3).
+
+## Action space
+
+``Discrete(M)``: the instance index (cluster order). ``action_masks()`` (also
+``info["action_mask"]``) marks instances that serve the request's model and can hold it: prompt
+shorter than the model's context window, and the largest footprint the request can ever reach
+(the model's context window) within the instance's KV capacity — a bound that needs no output
+length. At a migrate decision the current instance (stay) is always legal.
+
+## Observation (``Dict`` of ``float32`` boxes)
+
+==============  =======  ===================================================================
+key             shape    meaning
+==============  =======  ===================================================================
+``request``     (10,)    log1p(L_in)/12, log1p(L̂_out)/10, log1p(generated)/10, slack/SLO
+                         clipped to [−1, 4] plus 1, log1p(SLO)/5, is migrate decision, task
+                         one-hot (sql, code, swe, other)
+``instances``   (M, 14)  per instance: log1p(capability s), log1p(q_g s), log1p(p_g ms per
+                         token), log1p(d_g ms), running/64, waiting/16, outstanding/16, free KV
+                         fraction, H_rg / L_in, estimate / SLO (≤ 10), meets deadline, feasible,
+                         is current, log1p(tokens per minute)/15
+==============  =======  ===================================================================
+
+All values are in [0, 10]. ``info["decision_context"]`` is the structured state
+(:class:`envs.routing_context.RoutingContext`) that experts act on; neither carries a request's
+true output length.
+
+## SLO
+
+``slo_scale`` × a run-alone latency on a mid-tier GPU (``slo_reference_gpu``, A800 as in
+GoodServe §4), computed with the same engine (chunked prefill iterations, then decode at batch 1).
+Scales 1, 1.5, 2, 2.5, 3 in the paper. GoodServe §4 "measure[s] the median request execution time
+by running each request alone"; ``slo_basis`` picks the reading:
+
+* ``"request"`` (default): each request's own run-alone latency. **The deadline then encodes the
+  true output length** (run-alone latency is a known function of L_in and L_out), so a policy that
+  reads ``slo``/``deadline``/``slack`` can recover it: an oracle channel every policy shares.
+* ``"task"``: the median run-alone latency of the episode's requests of the same task type. The
+  deadline carries only a per-task statistic, so nothing about a request's true length leaks.
+
+## Rewards (``reward=``, :mod:`envs.rewards`; the ratio is latency / SLO)
+
+* ``"goodput"`` (default): +1 when a request finishes within its SLO. The return is the number of
+  SLO-met requests = goodput × trace duration.
+* ``"slowdown"``, ``"lateness"``: −(latency/SLO)^p / N, −max(0, latency/SLO − α) / N (dense
+  shaping toward short latencies); ``"req99"``: −p99 of latency/SLO at the end.
+Requests unfinished at truncation count as violations.
+
+## Episode
+
+``reset`` draws a workload (generator ``workload`` seeded from the reset seed, or ``trace``) and
+runs the simulator to the first decision. It terminates when every request has finished, and is
+truncated after ``max_steps``. At the end ``info["metrics"]`` carries goodput (req/s over the
+trace's arrival span), SLO-violation ratio, latency percentiles, throughput
+(:func:`envs.sim.metrics.summarize_requests`), ``migrations``; ``info`` also has
+``utilisation`` (per instance and mean) and ``attainment_curve`` (fraction of requests within
+α × their run-alone latency, over α: goodput vs SLO scale in one curve).
+
+## Arguments
+
+See the README table "Routing-v0 options"; each is a keyword of :class:`RoutingEnv`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from envs.predictors.feed import PredictorFeed
+from envs.rewards import make_reward
+from envs.routing_context import InstanceMonitor, RoutingContext
+from envs.sim import metrics as sim_metrics
+from envs.sim.cluster import ClusterSpec, InstanceSpec, load_cluster
+from envs.sim.latency import LatencyModel
+from envs.sim.simulation import Assignment, Invocation, LatencyCache, Simulation
+from envs.sim.workload import Call
+from envs.workloads import TraceSource, episode_seed
+
+REQUEST_FEATURES = 10
+INSTANCE_FEATURES = 14
+TASKS = ("sql", "code", "swe")
+#: GoodServe §4: the mid-tier GPU whose run-alone latency defines the SLO.
+SLO_REFERENCE_GPU = "a800"
+SLO_BASES = ("request", "task")
+#: Requests per episode when neither ``workload_count`` nor a trace is given.
+DEFAULT_COUNT = 500
+#: GoodServe workload arrival rate at ``load_scale`` 1 (the generator's default, Mooncake's).
+PAPER_RATES = {"goodserve": 2.89}
+
+
+def scaled_cluster(base: ClusterSpec, instances: int) -> ClusterSpec:
+    """``base`` grown (or cut) to ``instances`` instances, cycling through its GPU types in order
+    (the scale experiments of GoodServe §4.3: 8 to 512 instances mixing the preset's GPUs).
+
+    :raises ValueError: if ``instances`` < 1.
+    """
+    if instances < 1:
+        raise ValueError(f"instances must be >= 1, got {instances}")
+    specs = []
+    for i in range(instances):
+        s = base.instances[i % len(base.instances)]
+        specs.append(
+            InstanceSpec(
+                index=i,
+                name=f"monolithic-{i}-{s.gpu}",
+                role=s.role,
+                gpu=s.gpu,
+                model=s.model,
+                tp=s.tp,
+                fraction=s.fraction,
+                max_batch_size=s.max_batch_size,
+            )
+        )
+    return ClusterSpec(
+        name=f"{base.name}x{instances}",
+        architecture=base.architecture,
+        instances=tuple(specs),
+        kv_transfer=base.kv_transfer,
+        source=base.source,
+        description=f"{base.description}; cycled to {instances} instances",
+    )
+
+
+class RunAloneLatency:
+    """Seconds a request takes alone on one instance of ``latency``'s kind (the SLO base).
+
+    Chunked prefill: ``ceil(L_in / budget)`` iterations over growing context; prefill-first: one
+    pass. Then ``L_out`` decode steps at batch 1. Cached by (L_in, L_out).
+    """
+
+    def __init__(self, latency: LatencyModel, prefill_mode: str, token_budget: int):
+        self.latency = latency
+        self.chunked = prefill_mode == "chunked"
+        self.budget = token_budget
+        self._cache: dict[tuple[int, int], float] = {}
+
+    def __call__(self, input_tokens: int, output_tokens: int) -> float:
+        key = (input_tokens, output_tokens)
+        t = self._cache.get(key)
+        if t is None:
+            lat = self.latency
+            if self.chunked:
+                t, done = 0.0, 0
+                while done < input_tokens:
+                    n = min(self.budget, input_tokens - done)
+                    t += lat.prefill_time(n, 1, done)
+                    done += n
+            else:
+                t = lat.prefill_time(input_tokens)
+            if output_tokens:
+                t += lat.decode_steps_time(1, input_tokens, output_tokens)
+            self._cache[key] = t
+        return t
+
+
+class RoutingEnv(gym.Env):
+    """GoodServe's request routing problem (see the module docstring for the full table).
+
+    :param cluster: preset name or YAML path (``goodserve-4``) or a :class:`ClusterSpec`.
+    :param model: ``llama3.1-8b`` (default) or ``qwen2.5-14b`` (GoodServe §4).
+    :param instances: grow the cluster to this many instances, cycling its GPU types (None: as
+        is). For the scale experiments (8 to 512).
+    :param workload: generator name (``goodserve``).
+    :param trace: a servegym JSONL request trace, or a list of records, instead of a generator.
+    :param workload_count: requests per episode (None: 500).
+    :param workload_rate: arrival rate, requests/s (None: the generator's, 2.89).
+    :param load_scale: multiplies the arrival rate.
+    :param slo_scale: SLO = scale × run-alone latency on ``slo_reference_gpu`` (GoodServe §4).
+    :param slo_reference_gpu: the mid-tier GPU of the SLO (A800).
+    :param slo_basis: ``request`` (each request's run-alone latency; leaks its length through the
+        deadline) or ``task`` (the task's median run-alone latency; no leak).
+    :param output_predictor: a name from :data:`envs.predictors.PREDICTORS` (``moe`` default;
+        ``oracle``, ``oracle-error``, ``mlp``, ``history``, ``task-mean``).
+    :param predictor_error: e for ``oracle-error`` (truth × U[1 − e, 1 + e]).
+    :param prefill_mode: ``chunked`` (vLLM's default, default) or ``prefill-first``.
+    :param token_budget: chunked-prefill tokens per iteration (vLLM: 2,048 / 8,192).
+    :param check_interval: τ, decode iterations between migration checks (GoodServe §3.4: 50);
+        None or 0 disables checks (no migrate decisions).
+    :param migration: ``token`` (re-prefill token IDs, §3.4) or ``kv`` (transfer the KV, §4.3).
+    :param prefix_cache: LRU prefix cache on every instance (512-token blocks, as many as the KV
+        capacity holds).
+    :param ema_alpha: weight of a new sample in the black-box EMAs (GoodServe §3.3).
+    :param reward: ``goodput`` (default), ``slowdown``, ``lateness`` or ``req99``;
+        ``reward_kwargs`` for its options.
+    :param invalid_action: ``raise`` (default) or ``penalize`` (−``invalid_penalty`` and the first
+        legal action instead).
+    :param max_steps: truncate after this many steps.
+    :param workload_seed: fix the workload for every reset (None: the reset seed picks it).
+    :param render_mode: ``ansi``.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self,
+        cluster: str | ClusterSpec = "goodserve-4",
+        model: str | None = "llama3.1-8b",
+        instances: int | None = None,
+        workload: str = "goodserve",
+        trace: str | Sequence[Any] | None = None,
+        workload_count: int | None = None,
+        workload_rate: float | None = None,
+        load_scale: float = 1.0,
+        slo_scale: float = 2.0,
+        slo_reference_gpu: str = SLO_REFERENCE_GPU,
+        slo_basis: str = "request",
+        output_predictor: str = "moe",
+        predictor_error: float = 0.0,
+        prefill_mode: str = "chunked",
+        token_budget: int = 2048,
+        check_interval: int | None = 50,
+        migration: str = "token",
+        prefix_cache: bool = True,
+        ema_alpha: float = 0.2,
+        reward: str = "goodput",
+        reward_kwargs: dict[str, Any] | None = None,
+        invalid_action: str = "raise",
+        invalid_penalty: float = 1.0,
+        max_steps: int | None = None,
+        workload_seed: int | None = None,
+        render_mode: str | None = None,
+    ):
+        super().__init__()
+        base = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster, model=model)
+        if base.architecture != "monolithic":
+            raise ValueError(
+                f"Routing needs a cluster of monolithic instances; {base.name!r} is "
+                f"{base.architecture!r}"
+            )
+        self.cluster = scaled_cluster(base, instances) if instances else base
+        if not slo_scale > 0:
+            raise ValueError(f"slo_scale must be > 0, got {slo_scale}")
+        if slo_basis not in SLO_BASES:
+            raise ValueError(f"slo_basis must be one of {SLO_BASES}, got {slo_basis!r}")
+        if invalid_action not in ("raise", "penalize"):
+            raise ValueError(
+                f"invalid_action must be 'raise' or 'penalize', got {invalid_action!r}"
+            )
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode {render_mode!r} not in {self.metadata['render_modes']}")
+        from envs.predictors import PREDICTORS
+
+        if output_predictor not in PREDICTORS:
+            raise ValueError(
+                f"unknown output_predictor {output_predictor!r}; known: {sorted(PREDICTORS)}"
+            )
+        make_reward(reward, 1, **(reward_kwargs or {}))  # fail fast on a bad name or option
+        self.model = self.cluster.models[0]
+        self.slo_scale = float(slo_scale)
+        self.slo_basis = slo_basis
+        self.output_predictor_name = output_predictor
+        self.predictor_error = predictor_error
+        self.prefill_mode = prefill_mode
+        self.token_budget = token_budget
+        self.check_interval = check_interval or None
+        self.migration = migration
+        self.prefix_cache = prefix_cache
+        self.ema_alpha = ema_alpha
+        self.reward_name = reward
+        self.reward_kwargs = dict(reward_kwargs or {})
+        self.invalid_action = invalid_action
+        self.invalid_penalty = invalid_penalty
+        self.max_steps = max_steps
+        self.workload_seed = workload_seed
+        self.render_mode = render_mode
+        self._source = TraceSource(
+            workload,
+            trace,
+            count=DEFAULT_COUNT if workload_count is None and trace is None else workload_count,
+            rate=workload_rate,
+            load_scale=load_scale,
+            model=self.model,
+            paper_rates=PAPER_RATES,
+        )
+
+        self.M = len(self.cluster.instances)
+        self.action_space = spaces.Discrete(self.M)
+        self.observation_space = spaces.Dict(
+            {
+                "request": spaces.Box(0.0, 10.0, (REQUEST_FEATURES,), np.float32),
+                "instances": spaces.Box(0.0, 10.0, (self.M, INSTANCE_FEATURES), np.float32),
+            }
+        )
+        self._latency_cache = LatencyCache()
+        lat = [self._latency_cache.get(s) for s in self.cluster.instances]
+        ref_tp = _reference_tp(self.cluster, slo_reference_gpu)
+        self._run_alone = RunAloneLatency(
+            LatencyModel.from_names(gpu=slo_reference_gpu, model=self.model, tp=ref_tp),
+            prefill_mode,
+            token_budget,
+        )
+        self._capability = np.array(
+            [m.prefill_time(1024) + m.decode_steps_time(1, 1024, 256) for m in lat]
+        )
+        self._max_context = np.array([m.model.max_context_tokens for m in lat], dtype=np.int64)
+        self._kv_capacity = np.array([m.kv_capacity_tokens for m in lat], dtype=np.float64)
+        self._footprint_ok = self._max_context <= self._kv_capacity
+        self._served = np.array([s.model for s in self.cluster.instances])
+        self._kvb = np.array([m.kv_bytes_per_token for m in lat], dtype=np.float64)
+        self.sim: Simulation | None = None
+        self._ctx: RoutingContext | None = None
+        self._mask = np.zeros(self.M, dtype=bool)
+        self._predictor: Any = None
+
+    # -- gymnasium API -----------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed=seed)
+        from envs.predictors import make_predictor
+
+        wseed = episode_seed(self, seed, self.workload_seed)
+        records = self._source.records(wseed)
+        if self._predictor is None:
+            self._predictor = make_predictor(
+                self.output_predictor_name, model=self.model, error=self.predictor_error
+            )
+        self._predictor.reset(seed=wseed)
+        self.sim = Simulation(
+            self.cluster,
+            records,
+            seed=wseed,
+            output_predictor=self._predictor.predict,
+            compute_horizons=False,
+            latency_cache=self._latency_cache,
+            prefix_cache_blocks=(1 << 40) if self.prefix_cache else 0,
+            prefill_mode=self.prefill_mode,
+            token_budget=self.token_budget,
+            check_interval=self.check_interval,
+            migration=self.migration,
+        )
+        self.monitor = InstanceMonitor(self.sim.monolithic, self.ema_alpha)
+        self.sim.add_listener(self.monitor)
+        self.sim.add_listener(PredictorFeed(self._predictor))
+        self._slo = self.slo_scale * self._base_latencies(self.sim.runs)
+        self._reward = make_reward(self.reward_name, len(self.sim.runs), **self.reward_kwargs)
+        self._completed_seen = 0
+        self._steps = 0
+        self._migration_decisions = 0
+        self._workload_seed = wseed
+        self._queue: list[Call] = []
+        self._plan: list[Assignment] = []
+        self._inv: Invocation | None = None
+        if not self._advance():
+            raise ValueError("the workload is empty: no routing decision ever arises")
+        return self._observation(), self._info()
+
+    def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        if self.sim is None or self._ctx is None:
+            raise RuntimeError("call reset() before step()")
+        action = int(action)
+        reward = 0.0
+        if not (0 <= action < self.M) or not self._mask[action]:
+            if self.invalid_action == "raise":
+                raise ValueError(self._explain_invalid(action))
+            reward -= self.invalid_penalty
+            action = int(np.flatnonzero(self._mask)[0])
+        self._decide(action)
+        self._steps += 1
+        pending = self._advance()
+        reward += self._collect_rewards()
+        terminated = not pending
+        truncated = (
+            (not terminated) and self.max_steps is not None and self._steps >= self.max_steps
+        )
+        if terminated or truncated:
+            reward += self._terminal_reward()
+        obs = self._observation() if not terminated else self._terminal_observation()
+        return obs, float(reward), terminated, truncated, self._info(final=terminated or truncated)
+
+    def action_masks(self) -> np.ndarray:
+        """Legal actions now (sb3-contrib MaskablePPO convention)."""
+        return self._mask.copy()
+
+    # -- decision machinery ------------------------------------------------------------------
+    def _decide(self, action: int) -> None:
+        ctx = self._ctx
+        assert ctx is not None and self.sim is not None
+        call = self._queue.pop(0)
+        if ctx.kind == "route":
+            self.monitor.on_routed(action, self.sim.now, call.input_tokens)
+            self._plan.append(Assignment(call, call.revealed_at, self.sim.monolithic[action].index))
+        elif action != ctx.current:
+            self._plan.append(Assignment(call, call.revealed_at, self.sim.monolithic[action].index))
+
+    def _advance(self) -> bool:
+        """Apply the finished invocation's plan and run to the next decision; False at the end."""
+        sim = self.sim
+        assert sim is not None
+        while not self._queue:
+            if self._inv is not None:  # every decision of the open invocation is made
+                sim.apply(self._plan)
+                self._plan = []
+                self._inv = None
+            inv = sim.advance()
+            if inv is None:
+                self._ctx = None
+                self._mask = np.zeros(self.M, dtype=bool)
+                return False
+            self._inv = inv
+            if inv.stage == "route":
+                self._queue = list(inv.new_calls)
+            else:
+                self._queue = [c for c in inv.calls if self._at_risk(c, inv.instance)]
+        self._build_context(self._queue[0])
+        return True
+
+    def _at_risk(self, call: Call, instance: int | None) -> bool:
+        """GoodServe §3.4: the re-estimated finish t + L̂_rem · d_g misses the deadline."""
+        sim = self.sim
+        assert sim is not None and instance is not None
+        j = self.monitor.pos[instance]
+        deadline = call.workflow.arrival + self._slo[call.workflow.index]
+        return sim.now + self._predictor.remaining(call) * self.monitor.d[j] > deadline
+
+    def _base_latencies(self, runs: Sequence[Any]) -> np.ndarray:
+        """Run-alone latency on the reference GPU per request, or its task's median."""
+        nodes = [run.workflow.nodes[0] for run in runs]
+        alone = np.array([self._run_alone(n.input_tokens, n.output_tokens) for n in nodes])
+        if self.slo_basis == "request":
+            return alone
+        tasks = np.array([n.task for n in nodes])
+        out = np.empty_like(alone)
+        for task in set(tasks.tolist()):
+            sel = tasks == task
+            out[sel] = np.median(alone[sel])
+        return out
+
+    def _build_context(self, call: Call) -> None:
+        sim, mon = self.sim, self.monitor
+        assert sim is not None
+        now = sim.now
+        assert self._inv is not None
+        migrate = self._inv.stage == "migrate"
+        insts = sim.monolithic
+        run = call.workflow
+        slo = float(self._slo[run.index])
+        deadline = run.arrival + slo
+        generated = call.generated if migrate else 0
+        remaining = self._predictor.remaining(call) if migrate else call.predicted_output_tokens
+        current = mon.pos[call.prefill_instance] if migrate else -1
+        hits = np.array([inst.prefix_hit_tokens(call) for inst in insts], dtype=np.float64)
+        running = np.array([inst.num_running for inst in insts], dtype=np.float64)
+        waiting = np.array([inst.num_waiting for inst in insts], dtype=np.float64)
+        # KV in use now (prompt + generated tokens of the running requests), as vLLM reports it;
+        # not the engine's reservation, which is sized by true output lengths.
+        used = [sum(c.input_tokens + c.generated for c in inst.running) for inst in insts]
+        free_kv = self._kv_capacity - np.array(used, dtype=np.float64)
+        queued = np.array([inst.waiting_prefill_tokens() for inst in insts], dtype=np.float64)
+        prompt = call.input_tokens + generated
+        transfer = np.zeros(self.M)
+        if migrate:
+            src = insts[current]
+            per_token = self._kvb if self.migration == "kv" else np.full(self.M, 4.0)
+            kv = self.cluster.kv_transfer
+            for j, inst in enumerate(insts):
+                if j != current:
+                    transfer[j] = kv.transfer_time(per_token[j] * prompt, src.gpu, inst.gpu)
+        prefill_tokens = np.maximum(0.0, prompt - hits)
+        if migrate and self.migration == "kv":
+            prefill_tokens[:] = 0.0
+        estimate = transfer + mon.q + prefill_tokens * mon.p + remaining * mon.d
+        feasible = (
+            (self._served == call.model)
+            & (call.input_tokens < self._max_context)
+            & self._footprint_ok
+        )
+        if migrate:
+            estimate[current] = remaining * mon.d[current]
+            feasible[current] = True
+        if not feasible.any():
+            raise ValueError(
+                f"request {call.id} ({call.input_tokens} prompt tokens, model {call.model!r}) "
+                f"fits no instance: context windows {self._max_context.tolist()}, KV capacities "
+                f"{self._kv_capacity.tolist()}, models {sorted(set(self._served))}"
+            )
+        self._ctx = RoutingContext(
+            time=now,
+            kind="migrate" if migrate else "route",
+            call_id=call.id,
+            task=call.node.task,
+            input_tokens=call.input_tokens,
+            generated=generated,
+            predicted_output_tokens=int(generated + remaining),
+            predicted_remaining_tokens=int(remaining),
+            arrival=run.arrival,
+            slo=slo,
+            deadline=deadline,
+            slack=deadline - now,
+            current=current,
+            gpus=[inst.gpu for inst in insts],
+            capability=self._capability,
+            q=mon.q.copy(),
+            p=mon.p.copy(),
+            d=mon.d.copy(),
+            running=running,
+            waiting=waiting,
+            outstanding=mon.outstanding.astype(np.float64),
+            free_kv_tokens=free_kv,
+            kv_capacity=self._kv_capacity,
+            queued_prefill_tokens=queued,
+            tokens_per_minute=mon.tokens_per_minute(now).copy(),
+            prefix_hit_tokens=hits,
+            transfer_time=transfer,
+            estimate=estimate,
+            meets_deadline=now + estimate <= deadline,
+            feasible=feasible,
+        )
+        self._mask = feasible
+        if migrate:
+            self._migration_decisions += 1
+
+    # -- rewards and results -----------------------------------------------------------------
+    def _latency(self, run: Any) -> float:
+        return run.finish_time - run.arrival if run.finish_time >= 0 else math.inf
+
+    def _collect_rewards(self) -> float:
+        sim = self.sim
+        assert sim is not None
+        r = 0.0
+        while self._completed_seen < len(sim.completed):
+            run = sim.completed[self._completed_seen]
+            self._completed_seen += 1
+            r += self._reward.on_complete(self._latency(run) / self._slo[run.index])
+        return r
+
+    def _terminal_reward(self) -> float:
+        sim = self.sim
+        assert sim is not None
+        ratios = np.array([self._latency(run) for run in sim.runs]) / self._slo
+        return self._reward.terminal(ratios)
+
+    def _info(self, final: bool = False) -> dict[str, Any]:
+        info: dict[str, Any] = {"action_mask": self._mask.copy()}
+        if self._ctx is not None:
+            info["decision_context"] = self._ctx
+        if final:
+            info.update(self._final_info())
+        return info
+
+    def _final_info(self) -> dict[str, Any]:
+        sim = self.sim
+        assert sim is not None
+        runs = sim.runs
+        lat = np.array([self._latency(run) for run in runs])
+        arrivals = np.array([run.arrival for run in runs])
+        span = float(arrivals[-1] - arrivals[0]) if len(runs) > 1 else 0.0
+        # The trace's arrival span plus one mean gap: N requests over N gaps of the trace.
+        duration = span * len(runs) / max(1, len(runs) - 1) if span > 0 else 1.0
+        metrics = sim_metrics.summarize_requests(lat, self._slo, duration)
+        metrics["migrations"] = float(sum(c.migrations for c in sim.calls))
+        metrics["migration_decisions"] = float(self._migration_decisions)
+        alone = np.array(
+            [
+                self._run_alone(r.workflow.nodes[0].input_tokens, r.workflow.nodes[0].output_tokens)
+                for r in runs
+            ]
+        )
+        alphas, curve = sim_metrics.attainment_curve(lat / alone)
+        end = sim.now
+        busy = np.array([inst.busy_time for inst in sim.monolithic])
+        per_instance = (busy / end).tolist() if end > 0 else [0.0] * self.M
+        util = {"monolithic": float(np.mean(per_instance))}
+        util.update({f"{j}:{g}": u for j, (g, u) in enumerate(zip(self._gpus(), per_instance))})
+        return {
+            "metrics": metrics,
+            "attainment_curve": {"alpha": alphas.tolist(), "attainment": curve.tolist()},
+            "latencies": lat.tolist(),
+            "slos": self._slo.tolist(),
+            "utilisation": util,
+            "simulated_seconds": end,
+            "workload_seed": self._workload_seed,
+            "steps": self._steps,
+            "invocations": sim.invocation_count,
+        }
+
+    def _gpus(self) -> list[str]:
+        return [s.gpu for s in self.cluster.instances]
+
+    # -- observation -------------------------------------------------------------------------
+    def _observation(self) -> dict[str, np.ndarray]:
+        ctx = self._ctx
+        assert ctx is not None
+        req = np.zeros(REQUEST_FEATURES, dtype=np.float32)
+        req[0] = np.log1p(ctx.input_tokens) / 12
+        req[1] = np.log1p(ctx.predicted_output_tokens) / 10
+        req[2] = np.log1p(ctx.generated) / 10
+        req[3] = min(max(ctx.slack / ctx.slo, -1.0), 4.0) + 1.0
+        req[4] = np.log1p(ctx.slo) / 5
+        req[5] = ctx.kind == "migrate"
+        req[6 + (TASKS.index(ctx.task) if ctx.task in TASKS else 3)] = 1.0
+        inst = np.zeros((self.M, INSTANCE_FEATURES), dtype=np.float32)
+        inst[:, 0] = np.log1p(ctx.capability)
+        inst[:, 1] = np.log1p(ctx.q)
+        inst[:, 2] = np.log1p(ctx.p * 1e3)
+        inst[:, 3] = np.log1p(ctx.d * 1e3)
+        inst[:, 4] = ctx.running / 64
+        inst[:, 5] = ctx.waiting / 16
+        inst[:, 6] = ctx.outstanding / 16
+        inst[:, 7] = ctx.free_kv_tokens / ctx.kv_capacity
+        inst[:, 8] = ctx.prefix_hit_tokens / max(1, ctx.input_tokens)
+        inst[:, 9] = np.minimum(ctx.estimate / ctx.slo, 10.0)
+        inst[:, 10] = ctx.meets_deadline
+        inst[:, 11] = ctx.feasible
+        if ctx.current >= 0:
+            inst[ctx.current, 12] = 1.0
+        inst[:, 13] = np.log1p(ctx.tokens_per_minute) / 15
+        np.clip(inst, 0.0, 10.0, out=inst)
+        return {"request": req, "instances": inst}
+
+    def _terminal_observation(self) -> dict[str, np.ndarray]:
+        return {k: np.zeros(s.shape, dtype=np.float32) for k, s in self.observation_space.items()}
+
+    def _explain_invalid(self, action: int) -> str:
+        if not 0 <= action < self.M:
+            return f"action {action} is outside Discrete({self.M})"
+        ctx = self._ctx
+        assert ctx is not None
+        gpu = ctx.gpus[action]
+        why = (
+            f"instance {action} ({gpu}) serves {self._served[action]!r}, context window "
+            f"{self._max_context[action]} tokens, KV capacity {self._kv_capacity[action]:.0f} "
+            f"tokens; request {ctx.call_id} has {ctx.input_tokens} prompt tokens"
+        )
+        return (
+            f"masked action {action} at a {ctx.kind} decision: {why}. Use env.action_masks() or "
+            "make the env with invalid_action='penalize'."
+        )
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        ctx = self._ctx
+        if ctx is None:
+            return "episode over"
+        lines = [
+            f"t={ctx.time:.3f}s {ctx.kind} {ctx.call_id} task={ctx.task} in={ctx.input_tokens} "
+            f"out^={ctx.predicted_output_tokens} slack={ctx.slack:.2f}s slo={ctx.slo:.2f}s",
+            "  g  gpu        q(s)    p(ms/tok) d(ms)  run wait  freeKV  hit    T(s)   ok mask",
+        ]
+        for j in range(self.M):
+            lines.append(
+                f"  {j:<2} {ctx.gpus[j]:<10} {ctx.q[j]:7.3f} {ctx.p[j] * 1e3:9.4f} "
+                f"{ctx.d[j] * 1e3:6.2f} {ctx.running[j]:4.0f} {ctx.waiting[j]:4.0f} "
+                f"{ctx.free_kv_tokens[j]:7.0f} {ctx.prefix_hit_tokens[j]:6.0f} "
+                f"{ctx.estimate[j]:7.2f} {int(ctx.meets_deadline[j]):3d} {int(ctx.feasible[j]):4d}"
+                + ("  <- current" if j == ctx.current else "")
+            )
+        return "\n".join(lines)
+
+
+def _reference_tp(cluster: ClusterSpec, gpu: str) -> int:
+    """TP of ``gpu`` instances in the cluster, else 1."""
+    for s in cluster.instances:
+        if s.gpu == gpu:
+            return s.tp
+    return 1

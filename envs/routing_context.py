@@ -1,0 +1,204 @@
+"""What a router knows at one decision of ``servegym/Routing-v0``: the black-box instance monitor
+(GoodServe §3.3) and the :class:`RoutingContext` that experts and baselines act on.
+
+A router in GoodServe is a proxy: it sees the requests it routes and what the instances report
+back (admission, first token, each streamed token, completion), never the engines' internals or a
+request's true output length. :class:`InstanceMonitor` turns those reports into the three
+EMA-smoothed, per-instance coefficients of GoodServe Eq. 2:
+
+* ``q_g`` — queueing delay, seconds, one sample per admission (time from entering the instance's
+  queue to admission);
+* ``p_g`` — prefill seconds per prompt token, one sample per finished prefill (prefill wall time
+  over the tokens actually computed, so with chunked prefill it includes the decode work the
+  chunks share their iterations with);
+* ``d_g`` — decode seconds per output token, one sample per decode segment (segment wall time
+  over its iterations: what a client measures between streamed tokens).
+
+Before an instance has reported anything its coefficients come from a warm-up probe (one 1,024
+token prefill and one decode step at batch 1 of the instance's latency model), as a deployed
+proxy would measure each backend once at start-up. The EMA weight is ``ema_alpha`` (default 0.2).
+
+The estimate of request r on instance g (GoodServe Eq. 2) is
+``T(r, g) = q_g + (L_in − H_rg) · p_g + L̂_out · d_g``
+with H_rg the prompt tokens already in g's prefix cache. At a migration check (every τ decode
+iterations, §3.4) the estimate for the instance the request runs on is ``L̂_rem · d_g`` (it needs
+no queue and no prefill), and for any other instance ``transfer + q_g + (L_in + generated −
+H_rg) · p_g + L̂_rem · d_g`` (token-ID migration re-prefills the prompt and the generated tokens).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+#: Seconds of history for tokens-per-minute (LiteLLM's lowest-TPM window).
+TPM_WINDOW_S = 60.0
+
+
+class InstanceMonitor:
+    """Black-box, EMA-smoothed per-instance latency coefficients (GoodServe §3.3).
+
+    A simulation listener (``Simulation.add_listener``). It also keeps what a proxy counts itself:
+    requests routed and not finished per instance, and tokens per minute.
+
+    :param instances: the simulation's monolithic instances, in cluster order.
+    :param ema_alpha: weight of a new sample, in (0, 1].
+    """
+
+    def __init__(self, instances: list[Any], ema_alpha: float = 0.2):
+        if not 0.0 < ema_alpha <= 1.0:
+            raise ValueError(f"ema_alpha must be in (0, 1], got {ema_alpha}")
+        self.alpha = ema_alpha
+        self.pos = {inst.index: j for j, inst in enumerate(instances)}
+        m = len(instances)
+        self.q = np.zeros(m)
+        self.p = np.array([inst.latency.prefill_time(1024) / 1024.0 for inst in instances])
+        self.d = np.array([inst.latency.decode_iteration_time(1, 1024) for inst in instances])
+        self.samples = np.zeros((m, 3), dtype=np.int64)  # q, p, d sample counts
+        self.outstanding = np.zeros(m, dtype=np.int64)
+        self._tpm: list[deque[tuple[float, int]]] = [deque() for _ in range(m)]
+        self._tpm_sum = np.zeros(m)
+
+    def _ema(self, arr: np.ndarray, j: int, value: float, col: int) -> None:
+        if not math.isfinite(value) or value < 0:
+            return
+        arr[j] = value if self.samples[j, col] == 0 else arr[j] + self.alpha * (value - arr[j])
+        self.samples[j, col] += 1
+
+    # -- simulation listener hooks -----------------------------------------------------------
+    def on_admit(self, call: Any, inst: Any, now: float) -> None:
+        self._ema(self.q, self.pos[inst.index], now - call.enqueued_at, 0)
+
+    def on_prefill_done(self, call: Any, inst: Any, now: float, tokens: int, seconds: float):
+        if tokens > 0:
+            self._ema(self.p, self.pos[inst.index], seconds / tokens, 1)
+
+    def on_decode_progress(self, inst: Any, iterations: int, seconds: float, batch: int) -> None:
+        if iterations > 0:
+            self._ema(self.d, self.pos[inst.index], seconds / iterations, 2)
+
+    def on_call_done(self, call: Any, inst: Any, now: float) -> None:
+        j = self.pos.get(inst.index)
+        if j is None:
+            return
+        self.outstanding[j] -= 1
+        self._count_tokens(j, now, call.output_tokens)
+
+    def on_migrated(self, call: Any, src: Any, dst: Any, now: float, seconds: float) -> None:
+        self.outstanding[self.pos[src.index]] -= 1
+        self.outstanding[self.pos[dst.index]] += 1
+
+    # -- proxy-side counting -----------------------------------------------------------------
+    def on_routed(self, j: int, now: float, input_tokens: int) -> None:
+        """The proxy sent a request of ``input_tokens`` prompt tokens to instance ``j``."""
+        self.outstanding[j] += 1
+        self._count_tokens(j, now, input_tokens)
+
+    def _count_tokens(self, j: int, now: float, tokens: int) -> None:
+        self._tpm[j].append((now, tokens))
+        self._tpm_sum[j] += tokens
+
+    def tokens_per_minute(self, now: float) -> np.ndarray:
+        """Prompt tokens routed plus output tokens returned per instance in the last 60 s."""
+        cutoff = now - TPM_WINDOW_S
+        for j, window in enumerate(self._tpm):
+            while window and window[0][0] < cutoff:
+                self._tpm_sum[j] -= window.popleft()[1]
+        return self._tpm_sum * (60.0 / TPM_WINDOW_S)
+
+
+@dataclass
+class RoutingContext:
+    """The scheduler-visible state at one decision (``info["decision_context"]``).
+
+    Axis g = instance (M, in cluster order; the action is an index on it). Seconds and tokens
+    unless named otherwise. Nothing here depends on a request's true output length.
+
+    :param time: simulated time t.
+    :param kind: ``route`` (a request arrived) or ``migrate`` (a τ-iteration risk check found the
+        request likely to miss its deadline, GoodServe §3.4).
+    :param call_id: the request's id.
+    :param task: its task type (``sql``, ``code``, ``swe``, ...).
+    :param input_tokens: L_in.
+    :param generated: tokens generated so far (0 when routing).
+    :param predicted_output_tokens: L̂_out, the predictor's total output estimate (at a check:
+        generated + predicted remaining).
+    :param predicted_remaining_tokens: L̂_rem = L̂_out − generated.
+    :param arrival: the request's arrival time.
+    :param slo: its E2E-SLO, seconds.
+    :param deadline: arrival + slo.
+    :param slack: deadline − t (negative: already late).
+    :param current: instance the request runs on (-1 when routing).
+    :param gpus: (M,) GPU type names.
+    :param capability: (M,) seconds a reference request (1,024 prompt tokens, 256 output tokens)
+        takes alone on g: static speed, smaller = more capable.
+    :param q: (M,) EMA queueing delay q_g.
+    :param p: (M,) EMA prefill seconds per token p_g.
+    :param d: (M,) EMA decode seconds per token d_g.
+    :param running: (M,) requests in g's running batch.
+    :param waiting: (M,) requests in g's waiting queue.
+    :param outstanding: (M,) requests routed to g and not finished (the proxy's own count,
+        including this decision's earlier picks and requests migrating to g).
+    :param free_kv_tokens: (M,) KV tokens not reserved by running requests.
+    :param kv_capacity: (M,) KV capacity, tokens.
+    :param queued_prefill_tokens: (M,) prompt tokens waiting to be prefilled on g.
+    :param tokens_per_minute: (M,) prompt tokens routed + output tokens returned in the last 60 s.
+    :param prefix_hit_tokens: (M,) H_rg, prompt tokens of this request cached on g.
+    :param transfer_time: (M,) seconds to move the request to g (0 when routing or g = current).
+    :param estimate: (M,) T(r, g), estimated seconds from t until the request finishes on g.
+    :param meets_deadline: (M,) t + T(r, g) ≤ deadline.
+    :param feasible: (M,) the action mask.
+    """
+
+    time: float
+    kind: str
+    call_id: str
+    task: str
+    input_tokens: int
+    generated: int
+    predicted_output_tokens: int
+    predicted_remaining_tokens: int
+    arrival: float
+    slo: float
+    deadline: float
+    slack: float
+    current: int
+    gpus: list[str]
+    capability: np.ndarray
+    q: np.ndarray
+    p: np.ndarray
+    d: np.ndarray
+    running: np.ndarray
+    waiting: np.ndarray
+    outstanding: np.ndarray
+    free_kv_tokens: np.ndarray
+    kv_capacity: np.ndarray
+    queued_prefill_tokens: np.ndarray
+    tokens_per_minute: np.ndarray
+    prefix_hit_tokens: np.ndarray
+    transfer_time: np.ndarray
+    estimate: np.ndarray
+    meets_deadline: np.ndarray
+    feasible: np.ndarray
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RoutingContext):
+            return NotImplemented
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(a, np.ndarray):
+                if not np.array_equal(a, b):
+                    return False
+            elif a != b:
+                return False
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def num_instances(self) -> int:
+        return int(self.feasible.shape[0])

@@ -1,0 +1,123 @@
+"""GoodServe's router (papers/002, §3.3–§3.4, Appendix A.2) and its no-migration ablation (§4.3).
+
+Both act on the env's Eq. 2 estimates (``ctx.estimate``, ``ctx.meets_deadline``) and its static
+speed ranking (``ctx.capability``: seconds a reference request takes alone, smaller = stronger).
+
+* **Routing** — the just-enough heuristic (§3.4): "among the set of candidate instances that can
+  all meet the E2E-SLO requirement of a request, GoodServe chooses to route that request to the
+  instance with the worst computing capability". The paper does not say what happens when no
+  instance meets the SLO; we send the request to the instance that finishes it soonest.
+* **Migration** — every τ decode iterations the env re-estimates each running request and asks
+  about the ones whose finish misses the deadline; GoodServe "reroutes that request to another GPU
+  with stronger processing capability (still following the just-enough heuristic)" (§3.4).
+
+The other §4.3 ablations are env options, not policies: GoodServe without its MoE predictor is
+``output_predictor="history"``, an oracle of output lengths ``output_predictor="oracle"``, and
+KV-cache instead of token-ID migration ``migration="kv"``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from envs.routing_context import RoutingContext
+from heuristics.base import register
+from heuristics.routing_base import Router, argmin_lex, feasible_indices
+
+
+def just_enough(ctx: RoutingContext, candidates: np.ndarray) -> int | None:
+    """GoodServe §3.4 just-enough selection: among ``candidates`` whose estimate meets the
+    deadline, the least capable (largest ``capability``); ties by smaller estimate, then index.
+    ``None`` if no candidate meets the deadline."""
+    ok = candidates[np.asarray(ctx.meets_deadline, dtype=bool)[candidates]]
+    if ok.size == 0:
+        return None
+    order = np.lexsort((ok, ctx.estimate[ok], -np.asarray(ctx.capability, dtype=float)[ok]))
+    return int(ok[order[0]])
+
+
+def earliest_finish(ctx: RoutingContext, candidates: np.ndarray) -> int:
+    """The candidate with the smallest estimate T(r, g); ties by capability, then index."""
+    return argmin_lex(ctx, candidates, [ctx.estimate])
+
+
+def just_enough_route(ctx: RoutingContext) -> int:
+    """Route (§3.4): just-enough among feasible instances; if none meets the deadline, the
+    feasible instance with the earliest estimated finish."""
+    feasible = feasible_indices(ctx)
+    choice = just_enough(ctx, feasible)
+    return earliest_finish(ctx, feasible) if choice is None else choice
+
+
+def stronger_rerouting(ctx: RoutingContext, shorten_misses: bool = True) -> int:
+    """Migrate (§3.4, our reading of "reroutes that request to another GPU with stronger
+    processing capability (still following the just-enough heuristic)"):
+
+    1. the candidates are feasible instances other than ``current`` that are strictly stronger
+       (``capability[g] < capability[current]``; an equally fast GPU is not "stronger");
+    2. just-enough among them: the least capable one that meets the deadline (the estimate for a
+       non-current instance includes transfer, queueing and re-prefill of prompt + generated
+       tokens);
+    3. if none meets it and ``shorten_misses``, the stronger instance with the smallest estimate,
+       but only if that estimate beats staying (``estimate[current]``): moving cannot save the
+       deadline then, only shorten the miss (the paper does not say; ``False`` stays instead);
+    4. otherwise stay. Also stay if the current instance already meets the deadline (the env
+       should only ask about at-risk requests; the paper reroutes only those).
+    """
+    cur = ctx.current
+    if ctx.meets_deadline[cur]:
+        return cur
+    cap = np.asarray(ctx.capability, dtype=float)
+    stronger = feasible_indices(ctx)
+    stronger = stronger[(stronger != cur) & (cap[stronger] < cap[cur])]
+    if stronger.size == 0:
+        return cur
+    choice = just_enough(ctx, stronger)
+    if choice is not None:
+        return choice
+    if not shorten_misses:
+        return cur
+    fastest = earliest_finish(ctx, stronger)
+    return fastest if ctx.estimate[fastest] < ctx.estimate[cur] else cur
+
+
+class GoodServeRouter(Router):
+    """GoodServe's router: just-enough routing, optionally with stronger-instance rerouting.
+
+    :param name: the policy's registry name.
+    :param migration: whether to migrate at risk checks (False: always stay, the §4.3 ablation).
+    :param shorten_misses: also move a request no stronger instance can save, to the stronger
+        instance that finishes it soonest (see :func:`stronger_rerouting`, step 3).
+    """
+
+    def __init__(self, name: str, migration: bool = True, shorten_misses: bool = True):
+        self.name = name
+        self.migration = migration
+        self.shorten_misses = shorten_misses
+
+    def choose(self, ctx: RoutingContext) -> int:
+        return just_enough_route(ctx)
+
+    def migrate(self, ctx: RoutingContext) -> int:
+        if not self.migration:
+            return ctx.current
+        return stronger_rerouting(ctx, self.shorten_misses)
+
+
+@register("goodserve", env="routing")
+def goodserve(shorten_misses: bool = True) -> Router:
+    """GoodServe (§3.4): route to the least capable feasible instance whose Eq. 2 estimate meets
+    the deadline (else the earliest finish); at a risk check, move to the least capable
+    *stronger* instance that meets the deadline (else the stronger earliest finish if it beats
+    staying, else stay). See :func:`just_enough_route`, :func:`stronger_rerouting`.
+
+    :param shorten_misses: False: migrate only when a stronger instance meets the deadline.
+    """
+    return GoodServeRouter("goodserve", migration=True, shorten_misses=shorten_misses)
+
+
+@register("goodserve-no-migration", env="routing")
+def goodserve_no_migration() -> Router:
+    """Ablation (§4.3 "GoodServe without migration"): GoodServe's just-enough routing; always
+    stays at risk checks."""
+    return GoodServeRouter("goodserve-no-migration", migration=False)

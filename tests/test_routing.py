@@ -1,0 +1,253 @@
+"""Specifications of servegym/Routing-v0 (envs/routing.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import envs  # noqa: F401  (registers the environments)
+from envs.routing import RoutingEnv, scaled_cluster
+from envs.sim.cluster import load_cluster
+from traces.schema import Request
+
+MODEL = "llama3.1-8b"
+SMALL = {"workload_count": 24, "load_scale": 2.0, "output_predictor": "task-mean"}
+
+
+def rollout(env: gym.Env, seed: int, choose=None, max_steps: int = 20_000):
+    """Run an episode; ``choose(ctx, mask, rng)`` picks (default: uniform over the mask)."""
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    trace = []
+    total = 0.0
+    for _ in range(max_steps):
+        mask = info["action_mask"]
+        assert mask.any(), "mask is all-false while a decision is pending"
+        ctx = info["decision_context"]
+        a = choose(ctx, mask, rng) if choose else int(rng.choice(np.flatnonzero(mask)))
+        obs, r, term, trunc, info = env.step(a)
+        total += r
+        trace.append((ctx.kind, a, r))
+        if term or trunc:
+            return trace, info, total
+    raise AssertionError("episode did not end")
+
+
+def test_make_by_id_after_import_and_default_construction_passes_both_checkers():
+    from gymnasium.utils.env_checker import check_env
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    env = gym.make("servegym/Routing-v0")
+    assert isinstance(env.unwrapped, RoutingEnv)
+    assert env.unwrapped.prefill_mode == "chunked"
+    # The checkers step random (possibly masked) actions, so they need the penalize mode.
+    check_env(RoutingEnv(invalid_action="penalize", render_mode="ansi"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sb3_check_env(RoutingEnv(invalid_action="penalize"))
+
+
+def test_random_routing_episode_completes_every_request_and_reports_metrics():
+    env = RoutingEnv(**SMALL)
+    trace, info, total = rollout(env, seed=3)
+    m = info["metrics"]
+    assert m["num_requests"] == m["num_completed"] == 24
+    assert 0.0 <= m["slo_violation_ratio"] <= 1.0
+    # The goodput reward's return is the number of requests within their SLO.
+    met = sum(lat <= slo for lat, slo in zip(info["latencies"], info["slos"]))
+    assert total == met == pytest.approx((1 - m["slo_violation_ratio"]) * 24)
+    assert sum(1 for kind, _, _ in trace if kind == "route") == 24
+    assert 0.0 < info["utilisation"]["monolithic"] <= 1.0
+
+
+def test_slo_is_scale_times_run_alone_latency_on_the_reference_gpu():
+    env = RoutingEnv(slo_scale=2.5, **SMALL)
+    env.reset(seed=0)
+    alone = env._run_alone
+    for run, slo in zip(env.sim.runs, env._slo):
+        node = run.workflow.nodes[0]
+        assert slo == pytest.approx(2.5 * alone(node.input_tokens, node.output_tokens))
+    # alone on an A800 is slower than alone on the H800 of the same cluster
+    h800 = env.sim.monolithic[0].latency
+    assert env.sim.monolithic[0].gpu == "h800"
+    assert alone(8192, 256) > h800.prefill_time(8192) + h800.decode_steps_time(1, 8192, 256)
+
+
+def test_mask_keeps_requests_off_instances_that_cannot_hold_them():
+    # Qwen2.5-14B has a 32,768-token window: a prompt at the window fits nowhere.
+    ok = Request("ok", 0.0, "qwen2.5-14b", 30_000, 10, "swe")
+    env = RoutingEnv(model="qwen2.5-14b", trace=[ok], output_predictor="task-mean")
+    _, info = env.reset(seed=0)
+    assert info["action_mask"].all()
+    bad = Request("bad", 0.0, "qwen2.5-14b", 32_768, 10, "swe")
+    env = RoutingEnv(model="qwen2.5-14b", trace=[bad], output_predictor="task-mean")
+    with pytest.raises(ValueError, match="fits no instance"):
+        env.reset(seed=0)
+
+
+def test_masked_action_raises_and_leaves_state_untouched():
+    ok = Request("ok", 0.0, MODEL, 1000, 10, "sql")
+    env = RoutingEnv(trace=[ok], output_predictor="task-mean")
+    obs, info = env.reset(seed=0)
+    with pytest.raises(ValueError, match="outside Discrete"):
+        env.step(99)
+    obs2, r, term, trunc, info2 = env.step(0)
+    assert term and r == 1.0  # a lone 1k-token request on the H800 meets a 2x A800 SLO
+
+
+def _burst(outputs: list[int], input_step: int = 300) -> list[Request]:
+    prompts = ["Write a simple lookup SQL query.", "Solve a very hard programming problem."]
+    return [
+        Request(f"r{i}", 0.02 * i, MODEL, 2000 + input_step * i, out, "code", prompts[i % 2])
+        for i, out in enumerate(outputs)
+    ]
+
+
+#: Context fields and observation features that are functions of the deadline.
+DEADLINE_FIELDS = {"slo", "deadline", "slack", "meets_deadline"}
+DEADLINE_FEATURES = {"request": [3, 4], "instances": [9, 10]}
+
+
+def _contexts(trace, **kw):
+    env = RoutingEnv(trace=trace, check_interval=None, **kw)
+    obs, info = env.reset(seed=0)
+    out = []
+    while len(out) < len(trace):
+        out.append((info["decision_context"], obs))
+        obs, _, term, _, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+        if term:
+            break
+    return out
+
+
+def _assert_equal_but_deadline(ca, cb) -> None:
+    for (c1, o1), (c2, o2) in zip(ca, cb):
+        for f in dataclasses.fields(c1):
+            if f.name not in DEADLINE_FIELDS:
+                assert np.array_equal(getattr(c1, f.name), getattr(c2, f.name)), f.name
+        for k, cols in DEADLINE_FEATURES.items():
+            keep = [i for i in range(o1[k].shape[-1]) if i not in cols]
+            assert np.array_equal(o1[k][..., keep], o2[k][..., keep]), k
+
+
+@pytest.mark.parametrize("predictor", ["task-mean", "history", "mlp", "moe"])
+def test_decision_context_never_depends_on_true_output_lengths(predictor):
+    # Until the first request finishes the engine's behaviour does not depend on output lengths,
+    # so every decision before then must look identical when only the true lengths differ.
+    # the same prompt lengths and the output lengths permuted: the same task-median SLO
+    a = _burst([2000, 1500, 3000, 2500, 1800, 2200], input_step=0)
+    b = _burst([2200, 3000, 1500, 1800, 2500, 2000], input_step=0)
+    ca = _contexts(a, output_predictor=predictor, slo_basis="task")
+    cb = _contexts(b, output_predictor=predictor, slo_basis="task")
+    assert len(ca) == len(cb) == 6
+    for (c1, o1), (c2, o2) in zip(ca, cb):
+        assert c1 == c2
+        for k in o1:
+            assert np.array_equal(o1[k], o2[k]), k
+    # entirely different lengths: only the per-task median SLO may move
+    c = _contexts(
+        _burst([900, 4000, 1200, 800, 5000, 700], input_step=0),
+        output_predictor=predictor,
+        slo_basis="task",
+    )
+    _assert_equal_but_deadline(ca, c)
+
+
+def test_per_request_slo_leaks_only_through_deadline_fields():
+    # The paper's per-request SLO is a function of the true length: documented, and confined.
+    a = _burst([2000, 1500, 3000, 2500, 1800, 2200])
+    b = _burst([900, 4000, 1200, 800, 5000, 700])
+    ca = _contexts(a, output_predictor="moe", slo_basis="request")
+    cb = _contexts(b, output_predictor="moe", slo_basis="request")
+    assert any(c1.slo != c2.slo for (c1, _), (c2, _) in zip(ca, cb))
+    _assert_equal_but_deadline(ca, cb)
+
+
+def test_same_seed_same_trajectory_and_metrics():
+    env = RoutingEnv(**SMALL)
+    t1, i1, _ = rollout(env, seed=5)
+    t2, i2, _ = rollout(env, seed=5)
+    assert t1 == t2 and i1["metrics"] == i2["metrics"]
+    t3, _, _ = rollout(env, seed=6)
+    assert t3 != t1
+
+
+def test_migration_checks_raise_decisions_for_requests_at_risk_and_moves_land():
+    # Tight SLOs and a heavy load: requests fall behind, checks find them, moves happen.
+    env = RoutingEnv(slo_scale=1.0, workload_count=30, load_scale=4.0, output_predictor="oracle")
+
+    def slowest_then_fastest(ctx, mask, rng):
+        if ctx.kind == "route":  # everything to the slowest GPU
+            return int(np.flatnonzero(mask)[np.argmax(ctx.capability[mask])])
+        return int(np.argmin(np.where(mask, ctx.capability, np.inf)))
+
+    trace, info, _ = rollout(env, seed=0, choose=slowest_then_fastest)
+    kinds = [k for k, _, _ in trace]
+    assert kinds.count("migrate") > 0
+    assert info["metrics"]["migrations"] > 0
+    assert info["metrics"]["num_completed"] == 30
+
+
+def test_no_migrate_decisions_without_checks():
+    env = RoutingEnv(check_interval=None, **SMALL)
+    trace, info, _ = rollout(env, seed=1)
+    assert {k for k, _, _ in trace} == {"route"}
+    assert info["metrics"]["migrations"] == 0
+
+
+def test_scaled_cluster_cycles_the_presets_gpu_types():
+    base = load_cluster("goodserve-4", model=MODEL)
+    big = scaled_cluster(base, 10)
+    assert [s.gpu for s in big.instances] == [s.gpu for s in base.instances] * 2 + ["h800", "a800"]
+    assert [s.index for s in big.instances] == list(range(10))
+    env = RoutingEnv(instances=10, **SMALL)
+    assert env.action_space.n == 10
+
+
+def test_works_in_sb3_subproc_vec_env_with_masks():
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    vec = SubprocVecEnv([lambda: RoutingEnv(**SMALL) for _ in range(2)])
+    try:
+        vec.seed(0)
+        vec.reset()
+        masks = np.stack(vec.env_method("action_masks"))
+        assert masks.shape == (2, 4) and masks.any(axis=1).all()
+        vec.step(np.array([np.flatnonzero(m)[0] for m in masks]))
+    finally:
+        vec.close()
+
+
+def test_bad_options_get_clear_errors():
+    with pytest.raises(ValueError, match="monolithic"):
+        RoutingEnv(cluster="hetero-1", model="llama3.1-70b")
+    with pytest.raises(ValueError, match="unknown output_predictor 'psychic'"):
+        RoutingEnv(output_predictor="psychic")
+    with pytest.raises(ValueError, match="slo_scale"):
+        RoutingEnv(slo_scale=0)
+    with pytest.raises(ValueError, match="unknown reward"):
+        RoutingEnv(reward="nope")
+
+
+def test_render_ansi_lists_every_instance():
+    env = RoutingEnv(render_mode="ansi", **SMALL)
+    env.reset(seed=0)
+    text = env.render()
+    for gpu in ("h800", "a800", "a40", "v100-32g"):
+        assert gpu in text
+
+
+def test_decision_context_fields_are_consistent():
+    env = RoutingEnv(**SMALL)
+    _, info = env.reset(seed=2)
+    ctx = info["decision_context"]
+    names = {f.name for f in dataclasses.fields(ctx)}
+    assert "output_tokens" not in names
+    expected = ctx.q + np.maximum(0, ctx.input_tokens - ctx.prefix_hit_tokens) * ctx.p
+    expected += ctx.predicted_output_tokens * ctx.d
+    assert np.allclose(ctx.estimate, expected)
+    assert np.array_equal(ctx.meets_deadline, ctx.time + ctx.estimate <= ctx.deadline)
