@@ -1,35 +1,47 @@
-"""Evaluate scheduling policies on servegym environments and print HexAgent-style tables.
+"""Evaluate scheduling policies on servegym environments and print paper-style tables.
 
-Every (workload, policy, seed) runs through ``env.step`` on the identical workload: one fresh env
-per workload, ``env.reset(seed=seed)`` makes the workload a deterministic function of the seed,
-and every run gets a freshly built policy, so a policy's numbers do not depend on which other
-policies ran beside it.
+Every (workload, sweep value, policy, seed) runs through ``env.step`` on the identical workload:
+one fresh env per workload and sweep value, ``env.reset(seed=seed)`` makes the workload a
+deterministic function of the seed, and every run gets a freshly built policy, so a policy's
+numbers do not depend on which other policies ran beside it.
 
     python evaluate.py                      # quick suite (about 1.5 min on 2 cores)
     python evaluate.py --env pd-cluster --cluster hetero-1 --model llama3.1-70b \\
         --workload sharegpt,bfcl,lats,mixed \\
         --policies per-call-fcfs,workflow-fcfs,workflow-llf,atlas,hexagent --seeds 0,1,2
+    python evaluate.py --env routing --sweep slo_scale=1,1.5,2,2.5,3   # GoodServe Fig. 6
 
-Prints a table shaped like HexAgent Tables 1–3 (rows = policies, columns = workloads, cells
-"Req95 / Req99" averaged over seeds, then a "best baseline" row and the reference policy's
-"reduction" vs that baseline), the mean prefill/decode utilisation per workload and the command
-that regenerates the table. Writes to ``--out`` (default ``results/<name from the options>``):
+What an env family is compared on is data, one :class:`EnvEntry` per family in :data:`ENVS`:
+its headline metrics and which direction is better (PDCluster: Req95 / Req99, lower; Routing:
+goodput, higher, and SLO-violation ratio, lower), its reference (expert) policy, its paper's
+baselines and our own strong references, and its default cluster, model and workloads. Nothing
+below names an env.
 
-* ``results.json``  one row per env/cluster/model/workload/policy/seed (``--json`` moves it);
-  inf/nan are written as ``null``, so the file is strict JSON;
+Prints a table shaped like HexAgent Tables 1–3 (rows = policies, columns = workloads × sweep
+values, cells = the headline metrics averaged over seeds, then a "best baseline" row and the
+reference policy's reduction — or gain, for a higher-is-better metric — vs that baseline), the
+mean utilisation per column and the command that regenerates the table. Writes to ``--out``
+(default ``results/<name from the options>``):
+
+* ``results.json``  one row per env/cluster/model/workload/sweep value/policy/seed (``--json``
+  moves it); inf/nan are written as ``null``, so the file is strict JSON;
 * ``results.csv``   the same rows with nested dicts flattened (``metrics.req95``, ...);
 * ``attainment_<workload>.png``  SLO-attainment vs α, one line per policy (HexAgent Fig. 3);
+* ``<metric>_vs_<option>_<workload>.png``  with ``--sweep``: the selection metric vs the swept
+  value, one line per policy (GoodServe Fig. 6: goodput vs SLO scale);
 * ``table.txt``     the printed table and its command.
 
-Policies are named by :func:`resolve_policy`: a heuristic name from ``heuristics.POLICIES``, or
-``<prefix>:<argument>`` for a loader in :data:`POLICY_LOADERS` (``ckpt:PATH`` is reserved for
-saved SB3 models). Envs are named by :data:`ENVS`; a new env family is one entry there.
+Policies are named by :func:`resolve_policy`: a heuristic registered for the env
+(``heuristics.policies_for``), or ``<prefix>:<argument>`` for a loader in
+:data:`POLICY_LOADERS` (``ckpt:PATH`` is reserved for saved SB3 models).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
+import functools
 import json
 import math
 import re
@@ -45,28 +57,207 @@ import numpy as np
 from envs import CLI_ENVS
 
 # --------------------------------------------------------------------------------------------
+# Env families: what each env is compared on, declared once.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A headline metric: a key of the episode-end ``info["metrics"]``.
+
+    :param key: the metric's key (``req99``, ``goodput``).
+    :param label: how tables and plots name it.
+    :param better: ``"lower"`` or ``"higher"``: which direction is better.
+    :param unit: shown in titles and axis labels (``req/s``), or empty.
+    """
+
+    key: str
+    label: str
+    better: str = "lower"
+    unit: str = ""
+
+    def __post_init__(self) -> None:
+        if self.better not in ("lower", "higher"):
+            raise ValueError(f"metric {self.key!r}: better must be 'lower' or 'higher'")
+
+    def sign(self, value: float) -> float:
+        """``value`` oriented so that smaller is better (for sorting)."""
+        return value if self.better == "lower" else -value
+
+    def improvement(self, reference: float, baseline: float) -> float:
+        """How much better ``reference`` is than ``baseline``, in percent of the baseline:
+        a reduction for lower-is-better (HexAgent Table 2), a gain for higher-is-better."""
+        if not (math.isfinite(reference) and math.isfinite(baseline)) or baseline <= 0:
+            return math.nan
+        return 100.0 * self.sign(baseline - reference) / baseline
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    """One env family: how to build it and what it is compared on.
+
+    :param gym_id: the Gymnasium id.
+    :param options: :class:`EvalConfig` field (or ``workload``) -> env keyword argument
+        (``envs.CLI_ENVS``). Options not listed must stay unset, or evaluation stops.
+    :param headline: the metrics shown in the table cells, in order.
+    :param select: the metric (a ``headline`` key) that picks "best": the best baseline of a
+        column, the best checkpoint during training, the y axis of sweep plots.
+    :param reference: the expert whose reduction (gain) vs the best baseline is reported.
+    :param cluster: default cluster preset.
+    :param model: default model.
+    :param workloads: default workloads (table columns).
+    :param baselines: the paper's baselines.
+    :param own_references: our own strong simple references (DESIGN.md "Fair comparison"); they
+        compete for best baseline and are labelled under the table.
+    :param ablations: variants of the reference; never a baseline.
+    :param paper: where the default table comes from (for titles and ``--help``).
+    :param attainment_xlabel: x label of the attainment plot (what α scales).
+    :param fixed: keyword arguments always passed to the env.
+    """
+
+    gym_id: str
+    options: Mapping[str, str]
+    headline: tuple[Metric, ...]
+    select: str
+    reference: str
+    cluster: str
+    model: str
+    workloads: tuple[str, ...]
+    baselines: tuple[str, ...]
+    own_references: tuple[str, ...] = ()
+    ablations: tuple[str, ...] = ()
+    paper: str = ""
+    attainment_xlabel: str = "SLO scale α"
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.select not in {m.key for m in self.headline}:
+            raise ValueError(f"select {self.select!r} is not a headline metric")
+
+    @property
+    def policies(self) -> tuple[str, ...]:
+        """The default table rows: baselines, own references, the reference."""
+        return (*self.baselines, *self.own_references, self.reference)
+
+    @property
+    def select_metric(self) -> Metric:
+        return next(m for m in self.headline if m.key == self.select)
+
+
+def _family(name: str, **description: Any) -> EnvEntry:
+    gym_id, options = CLI_ENVS[name]
+    return EnvEntry(gym_id=gym_id, options=options, **description)
+
+
+ENVS: dict[str, EnvEntry] = {
+    "pd-cluster": _family(
+        "pd-cluster",
+        headline=(Metric("req95", "Req95"), Metric("req99", "Req99")),
+        select="req99",
+        reference="hexagent",
+        cluster="hetero-1",
+        model="llama3.1-70b",
+        workloads=("sharegpt", "bfcl", "lats", "mixed"),
+        baselines=("per-call-fcfs", "workflow-fcfs", "workflow-llf", "atlas"),
+        paper="HexAgent Tables 1–3",
+        attainment_xlabel="SLO scale α  (workflow meets SLO if C_w ≤ α·H_w)",
+    ),
+    "routing": _family(
+        "routing",
+        headline=(
+            Metric("goodput", "goodput", "higher", "req/s"),
+            Metric("slo_violation_ratio", "SLO violation ratio"),
+        ),
+        select="goodput",
+        reference="goodserve",
+        cluster="goodserve-4",
+        model="llama3.1-8b",
+        workloads=("goodserve",),
+        baselines=(
+            "random-route",
+            "power-of-two",
+            "round-robin",
+            "least-request",
+            "lowest-tpm",
+            "preble",
+            "llumnix",
+        ),  # fmt: skip
+        own_references=("earliest-finish",),
+        ablations=("goodserve-no-migration",),
+        paper="GoodServe §4 (Fig. 6: goodput vs SLO scale)",
+        attainment_xlabel="SLO scale α  (request meets SLO if latency ≤ α × run-alone latency)",
+    ),
+}
+
+PAPER_WORKLOADS = ENVS["pd-cluster"].workloads
+PAPER_POLICIES = ENVS["pd-cluster"].policies
+
+
+class EvaluationError(ValueError):
+    """A bad option (unknown env, policy or workload, ...): reported without a traceback."""
+
+
+def env_entry(name: str) -> EnvEntry:
+    """The :data:`ENVS` entry for ``name``, or a clear error listing the known ones."""
+    if name not in ENVS:
+        raise EvaluationError(f"unknown env {name!r}; known: {', '.join(sorted(ENVS))}")
+    return ENVS[name]
+
+
+# --------------------------------------------------------------------------------------------
 # Options: everything a run depends on, declared once.
 # --------------------------------------------------------------------------------------------
 
-PAPER_WORKLOADS = ("sharegpt", "bfcl", "lats", "mixed")
-PAPER_POLICIES = ("per-call-fcfs", "workflow-fcfs", "workflow-llf", "atlas", "hexagent")
+
+def env_option(kind: type, help: str, abbrev: str) -> Any:
+    """A :class:`EvalConfig` field that configures the env (None: the env family's default).
+
+    :param kind: parses the command-line value (and ``--sweep`` values).
+    :param help: ``--help`` text.
+    :param abbrev: its tag in the default output directory name when it is not the default.
+    """
+    return field(default=None, metadata={"env": True, "type": kind, "help": help, "abbrev": abbrev})
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One env option swept over values: the table gets a column per (workload, value).
+
+    :param option: an :data:`ENV_FIELDS` name the env takes (``slo_scale``, ``load_scale``).
+    :param values: its values, in column order.
+    """
+
+    option: str
+    values: tuple[Any, ...]
 
 
 @dataclass
 class EvalConfig:
-    """One evaluation suite. Defaults are HexAgent Tables 1–3 on Llama-3.1-70B / Hetero-1.
+    """One evaluation suite. Fields left None take the env family's default (:data:`ENVS` for
+    cluster, model, workloads, policies and reference; the env's own keyword default for the
+    rest); ``python evaluate.py --help`` lists them per env.
 
     :param env: env family, a key of :data:`ENVS`.
     :param cluster: cluster preset or YAML path.
     :param model: model name.
-    :param workloads: workload generator names (one table column each).
+    :param workloads: workload generator names (table columns).
     :param policies: policy specs (see :func:`resolve_policy`; one table row each).
     :param seeds: reset seeds; the workload is a deterministic function of the seed.
-    :param count: workflows per workload (None: the paper's count, HexAgent §7.1).
+    :param count: workflows / requests per workload (None: the paper's count).
     :param load_scale: multiplies the arrival rate (1.0 = the paper's).
-    :param estimate_error: multiplicative error on scheduler-visible estimates (HexAgent §7.6).
-    :param slots: K, waiting calls re-planned per scheduler invocation.
-    :param reference: the policy whose reduction vs the best baseline is reported.
+    :param estimate_error: PDCluster: multiplicative error on scheduler-visible estimates
+        (HexAgent §7.6).
+    :param slots: PDCluster: K, waiting calls re-planned per scheduler invocation.
+    :param slo_scale: Routing: SLO = scale × run-alone latency on the reference GPU.
+    :param instances: Routing: grow the cluster to this many instances (GoodServe §4.3 scale).
+    :param output_predictor: Routing: output-length predictor name.
+    :param predictor_error: Routing: e of the ``oracle-error`` predictor.
+    :param prefill_mode: Routing: ``chunked`` or ``prefill-first``.
+    :param token_budget: Routing: chunked-prefill tokens per iteration.
+    :param check_interval: Routing: τ, decode iterations between migration checks (0: none).
+    :param migration: Routing: ``token`` or ``kv``.
+    :param sweep: one env option swept over values (columns = workload × value).
+    :param reference: the policy whose reduction (gain) vs the best baseline is reported.
     :param out: output directory (None: ``results/<name derived from these options>``).
     :param json_path: JSON path (None: ``<out>/results.json``).
     :param quiet: no progress bar.
@@ -75,21 +266,42 @@ class EvalConfig:
     """
 
     env: str = "pd-cluster"
-    cluster: str = "hetero-1"
-    model: str = "llama3.1-70b"
-    workloads: tuple[str, ...] = PAPER_WORKLOADS
-    policies: tuple[str, ...] = PAPER_POLICIES
+    cluster: str | None = env_option(str, "cluster preset or YAML path", "c")
+    model: str | None = env_option(str, "model name", "m")
+    workloads: tuple[str, ...] | None = None
+    policies: tuple[str, ...] | None = None
     seeds: tuple[int, ...] = (0, 1, 2)
-    count: int | None = None
-    load_scale: float = 1.0
-    estimate_error: float = 0.0
-    slots: int = 256
-    reference: str = "hexagent"
+    count: int | None = env_option(int, "workflows/requests per workload (None: paper's)", "n")
+    load_scale: float | None = env_option(float, "arrival-rate multiplier", "load")
+    estimate_error: float | None = env_option(
+        float, "multiplicative error on scheduler-visible estimates", "err"
+    )
+    slots: int | None = env_option(int, "calls re-planned per invocation", "k")
+    slo_scale: float | None = env_option(float, "SLO = scale × run-alone latency", "slo")
+    instances: int | None = env_option(int, "grow the cluster to this many instances", "inst")
+    output_predictor: str | None = env_option(str, "output-length predictor", "pred")
+    predictor_error: float | None = env_option(float, "error e of oracle-error", "perr")
+    prefill_mode: str | None = env_option(str, "chunked or prefill-first", "prefill")
+    token_budget: int | None = env_option(int, "chunked-prefill tokens per iteration", "budget")
+    check_interval: int | None = env_option(
+        int, "decode iterations between migration checks (0: none)", "tau"
+    )
+    migration: str | None = env_option(str, "token (re-prefill) or kv (transfer)", "mig")
+    sweep: Sweep | None = None
+    reference: str | None = None
     out: str | None = None
     json_path: str | None = None
     quiet: bool = False
     wandb: str = "disabled"
 
+
+#: EvalConfig fields that configure the env (the rest configure the evaluation itself).
+ENV_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(EvalConfig) if f.metadata.get("env"))
+ENV_FIELD_META: dict[str, Mapping[str, Any]] = {
+    f.name: f.metadata for f in fields(EvalConfig) if f.metadata.get("env")
+}
+#: Fields every table row names explicitly (the others are stored under their own names).
+_ROW_FIELDS = ("cluster", "model", "count")
 
 #: What ``python evaluate.py`` with no arguments runs: two workloads at the paper's counts (a
 #: reduced count would leave the cluster nearly idle), the strongest baselines and HexAgent, one
@@ -108,66 +320,100 @@ FULL_SUITE_COMMAND = (
 )
 
 
-class EvaluationError(ValueError):
-    """A bad option (unknown env, policy or workload, ...): reported without a traceback."""
+@functools.cache
+def env_defaults(name: str) -> dict[str, Any]:
+    """The env's own keyword defaults by :class:`EvalConfig` field (read off the env class's
+    signature, so they never drift from the env); ``{}`` if the env cannot be imported."""
+    import importlib
+    import inspect
+
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the servegym ids)
+
+    entry = env_entry(name)
+    try:
+        module, _, cls = str(gym.spec(entry.gym_id).entry_point).partition(":")
+        params = inspect.signature(getattr(importlib.import_module(module), cls)).parameters
+    except Exception:  # an env module being written must not break evaluation of the others
+        return {}
+    out = {}
+    for option, kw in entry.options.items():
+        if option in ENV_FIELD_META and kw in params:
+            default = params[kw].default
+            out[option] = None if default is inspect.Parameter.empty else default
+    return out
 
 
-# --------------------------------------------------------------------------------------------
-# Env registry: env name -> gym id and which options it takes.
-# --------------------------------------------------------------------------------------------
+def resolve_config(config: EvalConfig) -> EvalConfig:
+    """``config`` with every per-env default filled in (cluster, model, workloads, policies,
+    reference from :data:`ENVS`; env options from :func:`env_defaults`).
 
-
-@dataclass(frozen=True)
-class EnvEntry:
-    """How to build one env family from an :class:`EvalConfig`.
-
-    :param gym_id: the Gymnasium id.
-    :param options: :class:`EvalConfig` field (or ``workload``) -> env keyword argument. Fields
-        not listed here must stay at their default, or evaluation stops with an error.
-    :param fixed: keyword arguments always passed.
-    :param headline: the two metrics (lower is better) shown in the table cells.
+    :raises EvaluationError: for an unknown env, an option or sweep the env does not take, or a
+        bad sweep.
     """
+    entry = env_entry(config.env)
+    for name in ENV_FIELDS:
+        if name not in entry.options and getattr(config, name) is not None:
+            flag = "--" + name.replace("_", "-")
+            raise EvaluationError(
+                f"env {config.env!r} does not take {flag} (got {getattr(config, name)!r}); "
+                f"its options: {', '.join(_flags(config.env))}"
+            )
+    if config.sweep is not None:
+        option, values = config.sweep.option, config.sweep.values
+        if option not in ENV_FIELDS or option not in entry.options:
+            raise EvaluationError(
+                f"--sweep {option}: env {config.env!r} has no such option; sweepable: "
+                f"{', '.join(n for n in ENV_FIELDS if n in entry.options)}"
+            )
+        if getattr(config, option) is not None:
+            raise EvaluationError(f"--sweep {option} and --{option.replace('_', '-')} both given")
+        if not values or len(set(values)) != len(values):
+            raise EvaluationError(f"--sweep {option}: need distinct values, got {list(values)}")
+    defaults = env_defaults(config.env)
+    filled = {
+        name: defaults.get(name)
+        for name in ENV_FIELDS
+        if name in entry.options and getattr(config, name) is None and name != "count"
+    }
+    if config.sweep is not None:
+        filled.pop(config.sweep.option, None)
+    return dataclasses.replace(
+        config,
+        cluster=config.cluster or entry.cluster,
+        model=config.model or entry.model,
+        workloads=config.workloads or entry.workloads,
+        policies=config.policies or entry.policies,
+        reference=config.reference or entry.reference,
+        **{k: v for k, v in filled.items() if k not in ("cluster", "model")},
+    )
 
-    gym_id: str
-    options: Mapping[str, str]
-    fixed: Mapping[str, Any] = field(default_factory=dict)
-    headline: tuple[str, str] = ("req95", "req99")
+
+def _flags(env: str) -> list[str]:
+    entry = env_entry(env)
+    return ["--" + n.replace("_", "-") for n in ENV_FIELDS if n in entry.options]
 
 
-ENVS: dict[str, EnvEntry] = {
-    name: EnvEntry(gym_id=gym_id, options=options) for name, (gym_id, options) in CLI_ENVS.items()
-}
-
-#: EvalConfig fields that configure the env (the rest configure the evaluation itself).
-ENV_FIELDS = ("cluster", "model", "count", "load_scale", "estimate_error", "slots")
-
-
-def env_entry(name: str) -> EnvEntry:
-    """The :data:`ENVS` entry for ``name``, or a clear error listing the known ones."""
-    if name not in ENVS:
-        raise EvaluationError(f"unknown env {name!r}; known: {', '.join(sorted(ENVS))}")
-    return ENVS[name]
-
-
-def make_env(config: EvalConfig, workload: str) -> Any:
+def make_env(config: EvalConfig, workload: str, overrides: Mapping[str, Any] | None = None) -> Any:
     """A fresh env for ``workload`` with ``config``'s options (see :class:`EnvEntry`).
 
-    :raises EvaluationError: if a non-default option is not supported by the env, or the env
-        rejects its arguments.
+    :param overrides: option values that replace ``config``'s (a sweep value).
+    :raises EvaluationError: if an option is not supported by the env, or the env rejects its
+        arguments.
     """
     import gymnasium as gym
 
     import envs  # noqa: F401  (registers the servegym ids)
 
+    config = resolve_config(config)
     entry = env_entry(config.env)
-    defaults = EvalConfig()
     values = {name: getattr(config, name) for name in ENV_FIELDS}
+    values.update(overrides or {})
     values["workload"] = workload
-    for name in ENV_FIELDS:
-        if name not in entry.options and values[name] != getattr(defaults, name):
-            flag = "--" + name.replace("_", "-")
-            raise EvaluationError(f"env {config.env!r} does not take {flag} (got {values[name]!r})")
-    kwargs = {kw: values[name] for name, kw in entry.options.items() if name in values}
+    kwargs = {
+        kw: values[name] for name, kw in entry.options.items() if values.get(name) is not None
+    }
     try:
         return gym.make(entry.gym_id, **entry.fixed, **kwargs)
     except (ValueError, KeyError, FileNotFoundError) as exc:
@@ -208,27 +454,37 @@ def load_checkpoint_policy(path: str, env: Any) -> Policy:
 POLICY_LOADERS: dict[str, Callable[[str, Any], Policy]] = {"ckpt": load_checkpoint_policy}
 
 
-def heuristic_names(spec: str = "") -> tuple[str, ...]:
-    """Names in ``heuristics.POLICIES`` (imported lazily: heuristics build on envs).
+def env_name_of(env: Any) -> str | None:
+    """The :data:`ENVS` name of a Gymnasium env (from its ``spec.id``), or None."""
+    gym_id = getattr(getattr(env, "spec", None), "id", None)
+    return next((name for name, e in ENVS.items() if e.gym_id == gym_id), None)
+
+
+def heuristic_names(spec: str = "", env_name: str | None = None) -> tuple[str, ...]:
+    """Names of the heuristics that act in ``env_name`` (all of them if None), imported lazily
+    (heuristics build on envs).
 
     :param spec: the policy being resolved, named in the error if the import fails.
     """
     try:
-        from heuristics import POLICIES
+        from heuristics import POLICIES, policies_for
     except ImportError as exc:
         raise EvaluationError(
             f"policy {spec!r}: cannot import the heuristics package: {exc}"
         ) from exc
-    return tuple(POLICIES)
+    return tuple(POLICIES) if env_name is None else policies_for(env_name)
 
 
-def resolve_policy(spec: str, env: Any) -> Policy:
+def resolve_policy(spec: str, env: Any, env_name: str | None = None) -> Policy:
     """Build a fresh policy from its spec.
 
-    :param spec: a heuristic name (``hexagent``, ``workflow-llf``, ...) or
-        ``<prefix>:<argument>`` with a prefix in :data:`POLICY_LOADERS` (``ckpt:PATH``).
+    :param spec: a heuristic name (``hexagent``, ``goodserve``, ...) or ``<prefix>:<argument>``
+        with a prefix in :data:`POLICY_LOADERS` (``ckpt:PATH``).
     :param env: the env the policy will act in (loaders may need its spaces).
-    :raises EvaluationError: unknown name or prefix, or a loader that cannot load ``spec``.
+    :param env_name: its :data:`ENVS` name (None: read off ``env.spec.id``); only heuristics
+        registered for it are accepted.
+    :raises EvaluationError: unknown name or prefix, a heuristic of another env, or a loader
+        that cannot load ``spec``.
     """
     prefix, sep, argument = spec.partition(":")
     if sep:
@@ -238,18 +494,29 @@ def resolve_policy(spec: str, env: Any) -> Policy:
                 f"{', '.join(p + ':' for p in sorted(POLICY_LOADERS))}"
             )
         return POLICY_LOADERS[prefix](argument, env)
-    known = heuristic_names(spec)
+    env_name = env_name or env_name_of(env)
+    known = heuristic_names(spec, env_name)
     if spec not in known:
-        raise EvaluationError(f"unknown policy {spec!r}; known: {', '.join(known)}")
+        where = f" for env {env_name!r}" if env_name else ""
+        raise EvaluationError(f"unknown policy {spec!r}{where}; known: {', '.join(known)}")
     from heuristics import make_policy
 
     return make_policy(spec)
 
 
 def is_baseline(policy: str, reference: str) -> bool:
-    """Whether ``policy`` competes for "best baseline": not the reference (HexAgent), not an
-    ablation (a name with ``+``), not a learned policy (``<prefix>:...``)."""
-    return policy != reference and policy != "hexagent" and "+" not in policy and ":" not in policy
+    """Whether ``policy`` competes for "best baseline": not the reference nor any env's expert,
+    not an ablation (a name with ``+``, or an :attr:`EnvEntry.ablations` entry), not a learned
+    policy (``<prefix>:...``)."""
+    experts = {e.reference for e in ENVS.values()}
+    ablations = {a for e in ENVS.values() for a in e.ablations}
+    return (
+        policy != reference
+        and policy not in experts
+        and policy not in ablations
+        and "+" not in policy
+        and ":" not in policy
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -260,9 +527,11 @@ def is_baseline(policy: str, reference: str) -> bool:
 def run_episode(env: Any, policy: Policy, seed: int) -> dict[str, Any]:
     """Run one episode of ``policy`` on ``env`` reset with ``seed``, acting only via ``step``.
 
-    :return: ``metrics``, ``utilisation``, ``attainment_curve``, ``completion_times``,
-        ``horizons``, ``steps``, ``invocations``, ``simulated_seconds``, ``wall_seconds``,
-        ``truncated``, ``episode_return`` (the env's training reward summed over the episode).
+    :return: ``metrics``, ``utilisation``, ``attainment_curve``, every per-workflow or
+        per-request list of the episode-end ``info`` (PDCluster: ``completion_times``,
+        ``horizons``; Routing: ``latencies``, ``slos``), ``steps``, ``invocations``,
+        ``simulated_seconds``, ``wall_seconds``, ``truncated``, ``episode_return`` (the env's
+        training reward summed over the episode).
     :raises RuntimeError: if the episode ends without the env's end-of-episode ``info``.
     """
     start = time.perf_counter()
@@ -281,8 +550,7 @@ def run_episode(env: Any, policy: Policy, seed: int) -> dict[str, Any]:
         "metrics": dict(info["metrics"]),
         "utilisation": dict(info["utilisation"]),
         "attainment_curve": info["attainment_curve"],
-        "completion_times": list(info.get("completion_times", [])),
-        "horizons": list(info.get("horizons", [])),
+        **{k: list(v) for k, v in info.items() if isinstance(v, list)},
         "steps": int(info["steps"]),
         "invocations": int(info.get("invocations", 0)),
         "simulated_seconds": float(info.get("simulated_seconds", math.nan)),
@@ -292,61 +560,82 @@ def run_episode(env: Any, policy: Policy, seed: int) -> dict[str, Any]:
     }
 
 
+def columns_of(config: EvalConfig) -> list[tuple[str, dict[str, Any]]]:
+    """The table columns of a resolved ``config``: (workload, option overrides) per workload ×
+    sweep value, workload-major."""
+    assert config.workloads is not None
+    sweep = config.sweep
+    values = sweep.values if sweep is not None else (None,)
+    return [
+        (w, {sweep.option: v} if sweep is not None else {})
+        for w in config.workloads
+        for v in values
+    ]
+
+
 def evaluate(
     config: EvalConfig,
     resolve: Callable[[str, Any], Policy] = resolve_policy,
 ) -> list[dict[str, Any]]:
-    """Run every (workload, policy, seed) of ``config``; return one row per run.
+    """Run every (workload, sweep value, policy, seed) of ``config``; return one row per run.
 
-    All options are checked (one env per workload built and reset, every policy resolved)
+    All options are checked (one env per column built and reset, every policy resolved)
     before the first episode, so a typo fails in seconds, not after an hour.
 
-    :param config: the suite.
+    :param config: the suite (None fields take the env family's defaults).
     :param resolve: ``(spec, env) -> policy``, called once per run for a fresh policy.
     :raises EvaluationError: on an unknown env, workload or policy, or an unsupported option.
     """
     from tqdm import tqdm
 
+    config = resolve_config(config)
+    assert config.workloads is not None and config.policies is not None
     if not config.workloads or not config.policies or not config.seeds:
         raise EvaluationError("need at least one workload, one policy and one seed")
     for name, values in (("workload", config.workloads), ("policy", config.policies)):
         dupes = sorted({v for v in values if list(values).count(v) > 1})
         if dupes:
             raise EvaluationError(f"duplicate {name} {', '.join(dupes)}")
-    envs_by_workload = {}
-    for workload in config.workloads:
-        env = make_env(config, workload)
+    entry = env_entry(config.env)
+    envs_by_column = []
+    for workload, overrides in columns_of(config):
+        env = make_env(config, workload, overrides)
         try:
             env.reset(seed=config.seeds[0])
         except (ValueError, KeyError, FileNotFoundError) as exc:
-            raise EvaluationError(f"workload {workload!r}: {exc}") from exc
-        envs_by_workload[workload] = env
-    first_env = envs_by_workload[config.workloads[0]]
+            raise EvaluationError(f"workload {workload!r} {overrides or ''}: {exc}") from exc
+        envs_by_column.append((workload, overrides, env))
+    first_env = envs_by_column[0][2]
     for spec in config.policies:
         resolve(spec, first_env)
 
+    options = {
+        name: getattr(config, name)
+        for name in ENV_FIELDS
+        if name in entry.options and name not in _ROW_FIELDS
+    }
     rows = []
-    runs = [(w, p, s) for w in config.workloads for p in config.policies for s in config.seeds]
+    runs = [(c, p, s) for c in envs_by_column for p in config.policies for s in config.seeds]
     bar = tqdm(runs, desc="evaluate", unit="run", disable=config.quiet, file=sys.stderr)
-    for workload, spec, seed in bar:
-        bar.set_postfix_str(f"{workload} {spec} seed {seed}")
-        env = envs_by_workload[workload]
+    for (workload, overrides, env), spec, seed in bar:
+        label = " ".join(f"{k}={v}" for k, v in overrides.items())
+        bar.set_postfix_str(f"{workload} {label} {spec} seed {seed}".replace("  ", " "))
         result = run_episode(env, resolve(spec, env), seed)
-        rows.append(
-            {
-                "env": config.env,
-                "cluster": config.cluster,
-                "model": config.model,
-                "workload": workload,
-                "policy": spec,
-                "seed": seed,
-                "workload_count": config.count,
-                "load_scale": config.load_scale,
-                "estimate_error": config.estimate_error,
-                **result,
-            }
-        )
-    for env in envs_by_workload.values():
+        row = {
+            "env": config.env,
+            "cluster": config.cluster,
+            "model": config.model,
+            "workload": workload,
+            "policy": spec,
+            "seed": seed,
+            "workload_count": config.count,
+            **options,
+            **overrides,
+        }
+        if config.sweep is not None:
+            row["sweep"] = {"option": config.sweep.option, "value": overrides[config.sweep.option]}
+        rows.append({**row, **result})
+    for _, _, env in envs_by_column:
         env.close()
     return rows
 
@@ -360,13 +649,48 @@ def _unique(values: Iterable[Any]) -> list[Any]:
     return list(dict.fromkeys(values))
 
 
-def mean_metric(rows: Sequence[dict[str, Any]], workload: str, policy: str, key: str) -> float:
+def _fmt_value(value: Any) -> str:
+    if value is None:
+        return "unset"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def column_key(row: Mapping[str, Any]) -> tuple[str, Any]:
+    """(workload, sweep value or None): the table column a row belongs to."""
+    sweep = row.get("sweep") or {}
+    return row["workload"], sweep.get("value")
+
+
+def column_label(row: Mapping[str, Any]) -> str:
+    """``mixed``, or ``goodserve slo_scale=1.5`` with a sweep."""
+    sweep = row.get("sweep")
+    if not sweep:
+        return row["workload"]
+    return f"{row['workload']} {sweep['option']}={_fmt_value(sweep['value'])}"
+
+
+def headline_of(rows: Sequence[Mapping[str, Any]]) -> EnvEntry:
+    """The :data:`ENVS` entry of ``rows`` (all from one env family).
+
+    :raises ValueError: if the rows mix env families.
+    """
+    names = _unique(r["env"] for r in rows)
+    if len(names) != 1:
+        raise ValueError(f"rows from several envs {names}; tabulate one env at a time")
+    return env_entry(names[0])
+
+
+def mean_metric(
+    rows: Sequence[dict[str, Any]], workload: str, policy: str, key: str, better: str = "lower"
+) -> float:
     """Mean of ``metrics[key]`` over the seeds of (workload, policy); nan if there are none.
 
-    A missing value (None, as read back from JSON) counts as inf: the run did not finish.
+    A missing value (None, as read back from JSON) counts as the worst value in the ``better``
+    direction (inf for lower-is-better): the run did not finish.
     """
+    worst = math.inf if better == "lower" else -math.inf
     vals = [
-        math.inf if r["metrics"].get(key) is None else float(r["metrics"][key])
+        worst if r["metrics"].get(key) is None else float(r["metrics"][key])
         for r in rows
         if r["workload"] == workload and r["policy"] == policy
     ]
@@ -374,24 +698,35 @@ def mean_metric(rows: Sequence[dict[str, Any]], workload: str, policy: str, key:
 
 
 def best_baseline(
-    rows: Sequence[dict[str, Any]], workload: str, reference: str = "hexagent"
+    rows: Sequence[dict[str, Any]], workload: str, reference: str | None = None
 ) -> str | None:
-    """The baseline (see :func:`is_baseline`) with the lowest mean Req99 on ``workload``
-    (ties: lower Req95, then name); None if no baseline ran."""
+    """The baseline (see :func:`is_baseline`) that is best on ``workload`` by the env's
+    ``select`` metric in its direction (PDCluster: lowest Req99; Routing: highest goodput);
+    ties by the other headline metrics, then name. None if no baseline ran.
+
+    :param rows: rows of one env family and one sweep value.
+    :param reference: the reference policy (None: the env's).
+    """
+    entry = headline_of(rows)
+    reference = reference or entry.reference
+    metrics = [entry.select_metric, *(m for m in entry.headline if m.key != entry.select)]
     candidates = [p for p in _unique(r["policy"] for r in rows) if is_baseline(p, reference)]
     scored = [
-        (mean_metric(rows, workload, p, "req99"), mean_metric(rows, workload, p, "req95"), p)
+        (*(m.sign(mean_metric(rows, workload, p, m.key, m.better)) for m in metrics), p)
         for p in candidates
         if any(r["workload"] == workload and r["policy"] == p for r in rows)
     ]
-    return min(scored)[2] if scored else None
+    return min(scored)[-1] if scored else None
 
 
 def reduction(reference: float, baseline: float) -> float:
     """Relative reduction of ``reference`` vs ``baseline`` in percent (HexAgent Table 2)."""
-    if not (math.isfinite(reference) and math.isfinite(baseline)) or baseline <= 0:
-        return math.nan
-    return 100.0 * (baseline - reference) / baseline
+    return Metric("x", "x", "lower").improvement(reference, baseline)
+
+
+def gain(reference: float, baseline: float) -> float:
+    """Relative gain of ``reference`` over ``baseline`` in percent (higher is better)."""
+    return Metric("x", "x", "higher").improvement(reference, baseline)
 
 
 def _num(x: float) -> str:
@@ -399,57 +734,81 @@ def _num(x: float) -> str:
 
 
 def _pct(x: float) -> str:
-    return "n/a" if math.isnan(x) else f"{x:.1f}%"
+    return "n/a" if math.isnan(x) else f"{round(x, 1) + 0.0:.1f}%"  # + 0.0: no "-0.0%"
+
+
+def _title(headline: Sequence[Metric]) -> str:
+    """``Req95 / Req99 (lower is better)``, or each metric's direction when they differ."""
+
+    def unit(m: Metric) -> str:
+        return f"{m.unit}; " if m.unit else ""
+
+    if len({m.better for m in headline}) == 1 and not any(m.unit for m in headline):
+        return f"{' / '.join(m.label for m in headline)} ({headline[0].better} is better)"
+    return " / ".join(f"{m.label} ({unit(m)}{m.better} is better)" for m in headline)
 
 
 def format_table(
-    rows: Sequence[dict[str, Any]], reference: str = "hexagent", command: str | None = None
+    rows: Sequence[dict[str, Any]], reference: str | None = None, command: str | None = None
 ) -> str:
     """A HexAgent Tables 1–3 shaped table of ``rows`` (from :func:`evaluate` or the JSON).
 
-    Rows: policies, then "best baseline" (lowest Req99 among :func:`is_baseline` policies, its
-    name in brackets) and "reduction" (``reference`` vs best baseline, %, Req95 / Req99).
-    Columns: workloads. Cells: mean over seeds of "Req95 / Req99". Below: the mean prefill /
-    decode utilisation of all runs per workload, and ``command`` if given.
+    Rows: policies, then "best baseline" (best by the env's ``select`` metric among
+    :func:`is_baseline` policies, its name in brackets) and "reduction" (``reference`` vs best
+    baseline, % per headline metric; named "gain" when the select metric is higher-is-better;
+    positive = the reference is better). Columns: workloads (× sweep values). Cells: mean over
+    seeds of the headline metrics. Below: the mean utilisation of all runs per column (the env's
+    aggregate keys, not per-instance ``i:gpu`` keys), our own references, and ``command``.
     """
     if not rows:
         raise ValueError("format_table needs at least one row")
-    workloads = _unique(r["workload"] for r in rows)
+    entry = headline_of(rows)
+    reference = reference or entry.reference
+    headline = entry.headline
+    keys = _unique(column_key(r) for r in rows)
+    by_col = {k: [r for r in rows if column_key(r) == k] for k in keys}
+    labels = {k: column_label(by_col[k][0]) for k in keys}
     policies = _unique(r["policy"] for r in rows)
     seeds = _unique(r["seed"] for r in rows)
 
-    def cell(workload: str, policy: str) -> str:
-        if not any(r["workload"] == workload and r["policy"] == policy for r in rows):
+    def cell(col: tuple[str, Any], policy: str) -> str:
+        rs, workload = by_col[col], col[0]
+        if not any(r["policy"] == policy for r in rs):
             return "-"
-        r95 = mean_metric(rows, workload, policy, "req95")
-        r99 = mean_metric(rows, workload, policy, "req99")
-        return f"{_num(r95)} / {_num(r99)}"
+        return " / ".join(
+            _num(mean_metric(rs, workload, policy, m.key, m.better)) for m in headline
+        )
 
-    body = [[p, *(cell(w, p) for w in workloads)] for p in policies]
-    best_row, reduction_row = ["best baseline"], [f"reduction ({reference})"]
-    for w in workloads:
-        best = best_baseline(rows, w, reference)
+    body = [[p, *(cell(k, p) for k in keys)] for p in policies]
+    verb = "gain" if entry.select_metric.better == "higher" else "reduction"
+    best_row, reduction_row = ["best baseline"], [f"{verb} ({reference})"]
+    for k in keys:
+        rs, workload = by_col[k], k[0]
+        best = best_baseline(rs, workload, reference)
         if best is None:
             best_row.append("-")
             reduction_row.append("- (no baseline ran)")
             continue
-        best_row.append(f"{cell(w, best)} ({best})")
-        if not any(r["workload"] == w and r["policy"] == reference for r in rows):
+        best_row.append(f"{cell(k, best)} ({best})")
+        if not any(r["policy"] == reference for r in rs):
             reduction_row.append(f"- ({reference} not run)")
             continue
         red = [
-            reduction(mean_metric(rows, w, reference, k), mean_metric(rows, w, best, k))
-            for k in ("req95", "req99")
+            m.improvement(
+                mean_metric(rs, workload, reference, m.key, m.better),
+                mean_metric(rs, workload, best, m.key, m.better),
+            )
+            for m in headline
         ]
-        reduction_row.append(f"{_pct(red[0])} / {_pct(red[1])}")
-    util_keys = _unique(k for r in rows for k in r["utilisation"])
+        reduction_row.append(" / ".join(_pct(x) for x in red))
+    util_keys = _unique(k for r in rows for k in r["utilisation"] if ":" not in k)
     util_row = [f"utilisation ({' / '.join(util_keys)})"]
-    for w in workloads:
-        util = [r["utilisation"] for r in rows if r["workload"] == w]
-        means = [np.mean([u[k] for u in util if u.get(k) is not None]) for k in util_keys]
+    for k in keys:
+        util = [r["utilisation"] for r in by_col[k]]
+        means = [np.mean([u[key] for u in util if u.get(key) is not None]) for key in util_keys]
         util_row.append(" / ".join(f"{m:.0%}" for m in means))
 
-    header = ["policy", *workloads]
+    header = ["policy", *(labels[k] for k in keys)]
     table = [header, *body, best_row, reduction_row, util_row]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
 
@@ -458,36 +817,58 @@ def format_table(
 
     first = rows[0]
     title = (
-        f"Req95 / Req99 (lower is better), mean over seeds {','.join(map(str, seeds))}: "
+        f"{_title(headline)}, mean over seeds {','.join(map(str, seeds))}: "
         f"{first['env']} {first['cluster']} {first['model']}"
     )
     rule = "-" * max(len(fmt(line)) for line in table)
     lines = [title, rule, fmt(header), rule, *(fmt(b) for b in body), rule]
     lines += [fmt(best_row), fmt(reduction_row), fmt(util_row), rule]
+    if len({m.better for m in headline}) > 1:
+        lines.append(
+            f"{verb}: % by which {reference} beats the best baseline on each metric, in the "
+            "metric's own direction (positive = better)"
+        )
+    own = [p for p in entry.own_references if p in policies]
+    if own:
+        lines.append(
+            f"{', '.join(own)}: our own reference{'s' if len(own) > 1 else ''}, not a paper "
+            "baseline (competes for best baseline)"
+        )
     if command:
         lines.append(f"regenerate: {command}")
     return "\n".join(lines)
 
 
-def plot_attainment(rows: Sequence[dict[str, Any]], out_dir: str | Path) -> list[Path]:
-    """SLO-attainment curves like HexAgent Fig. 3: one PNG per workload, attainment vs α, one
-    line per policy averaged over seeds. Returns the written paths.
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._=-]+", "_", name)
 
-    :raises ValueError: if runs of one workload have different α grids.
+
+def plot_attainment(
+    rows: Sequence[dict[str, Any]], out_dir: str | Path, reference: str | None = None
+) -> list[Path]:
+    """SLO-attainment curves like HexAgent Fig. 3: one PNG per column (workload, sweep value),
+    attainment vs α, one line per policy averaged over seeds, ``reference`` (default: the env's
+    expert) bold. Returns the written paths.
+
+    :raises ValueError: if runs of one column have different α grids.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    entry = headline_of(rows)
+    reference = reference or entry.reference
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for workload in _unique(r["workload"] for r in rows):
+    for col in _unique(column_key(r) for r in rows):
+        col_rows = [r for r in rows if column_key(r) == col]
+        label = column_label(col_rows[0])
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
         alpha_max = 1.5
         for policy in _unique(r["policy"] for r in rows):
-            runs = [r for r in rows if r["workload"] == workload and r["policy"] == policy]
+            runs = [r for r in col_rows if r["policy"] == policy]
             if not runs:
                 continue
             alphas = np.asarray(runs[0]["attainment_curve"]["alpha"], dtype=float)
@@ -496,7 +877,7 @@ def plot_attainment(rows: Sequence[dict[str, Any]], out_dir: str | Path) -> list
                 a = np.asarray(r["attainment_curve"]["alpha"], dtype=float)
                 if a.shape != alphas.shape or not np.allclose(a, alphas):
                     raise ValueError(
-                        f"attainment curves of {workload!r}/{policy!r} use different α grids "
+                        f"attainment curves of {label!r}/{policy!r} use different α grids "
                         f"(seed {r['seed']}: {a.size} points vs {alphas.size})"
                     )
                 curves.append(np.asarray(r["attainment_curve"]["attainment"], dtype=float))
@@ -505,7 +886,7 @@ def plot_attainment(rows: Sequence[dict[str, Any]], out_dir: str | Path) -> list
             # beyond it would squash the curves (the table reports them).
             done = np.flatnonzero(mean >= 0.99)
             alpha_max = max(alpha_max, alphas[done[0]] if done.size else alphas[-1])
-            bold = policy == "hexagent"
+            bold = policy == reference
             ax.plot(
                 alphas, mean, label=policy, linewidth=2.4 if bold else 1.4, zorder=3 if bold else 2
             )
@@ -517,18 +898,81 @@ def plot_attainment(rows: Sequence[dict[str, Any]], out_dir: str | Path) -> list
             )  # fmt: skip
         ax.set_xlim(1.0, min(alpha_max * 1.1, 20.0))
         ax.set_ylim(0.0, 1.02)
-        ax.set_xlabel("SLO scale α  (workflow meets SLO if C_w ≤ α·H_w)")
-        ax.set_ylabel("SLO attainment (fraction of workflows)")
-        first = rows[0]
-        seeds = _unique(r["seed"] for r in rows if r["workload"] == workload)
+        ax.set_xlabel(entry.attainment_xlabel)
+        ax.set_ylabel("SLO attainment (fraction)")
+        first = col_rows[0]
+        seeds = _unique(r["seed"] for r in col_rows)
         ax.set_title(
-            f"{workload} — {first['cluster']}, {first['model']} "
+            f"{label} — {first['cluster']}, {first['model']} "
             f"(mean over {len(seeds)} seed{'s' if len(seeds) > 1 else ''})"
         )
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right", fontsize=8)
         fig.tight_layout()
-        path = out / f"attainment_{re.sub(r'[^A-Za-z0-9._-]+', '_', workload)}.png"
+        path = out / f"attainment_{_safe(label.replace(' ', '_'))}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def plot_sweep(
+    rows: Sequence[dict[str, Any]], out_dir: str | Path, reference: str | None = None
+) -> list[Path]:
+    """With a sweep: the env's ``select`` metric (Routing: goodput; PDCluster: Req99) vs the swept
+    value, one PNG per workload, one line per policy (mean over seeds), ``reference`` bold —
+    GoodServe Fig. 6 (goodput vs SLO scale). Returns the written paths (none without a sweep)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    swept = [r for r in rows if r.get("sweep")]
+    if not swept:
+        return []
+    entry = headline_of(rows)
+    reference = reference or entry.reference
+    metric = entry.select_metric
+    option = swept[0]["sweep"]["option"]
+    values = _unique(r["sweep"]["value"] for r in swept)
+    numeric = all(isinstance(v, int | float) for v in values)
+    xs = [float(v) for v in values] if numeric else list(range(len(values)))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for workload in _unique(r["workload"] for r in swept):
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        for policy in _unique(r["policy"] for r in swept):
+            ys = [
+                mean_metric(
+                    [r for r in swept if r["sweep"]["value"] == v],
+                    workload,
+                    policy,
+                    metric.key,
+                    metric.better,
+                )
+                for v in values
+            ]
+            bold = policy == reference
+            ax.plot(
+                xs, ys, marker="o", label=policy, linewidth=2.4 if bold else 1.4,
+                zorder=3 if bold else 2,
+            )  # fmt: skip
+        if not numeric:
+            ax.set_xticks(xs, [str(v) for v in values])
+        unit = f" ({metric.unit})" if metric.unit else ""
+        ax.set_xlabel(option)
+        ax.set_ylabel(f"{metric.label}{unit}, {metric.better} is better")
+        first = swept[0]
+        seeds = _unique(r["seed"] for r in swept if r["workload"] == workload)
+        ax.set_title(
+            f"{workload} — {first['cluster']}, {first['model']} "
+            f"(mean over {len(seeds)} seed{'s' if len(seeds) > 1 else ''})"
+        )
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = out / f"{metric.key}_vs_{option}_{_safe(workload)}.png"
         fig.savefig(path, dpi=120)
         plt.close(fig)
         paths.append(path)
@@ -595,46 +1039,92 @@ def _seed_list(text: str) -> tuple[int, ...]:
         ) from None
 
 
+def parse_sweep(text: str) -> Sweep:
+    """``OPTION=V1,V2,...`` (``slo_scale=1,1.5,2`` or ``slo-scale=...``) -> :class:`Sweep`, each
+    value parsed with the option's type."""
+    option, sep, values = text.partition("=")
+    option = option.strip().replace("-", "_")
+    if not sep or option not in ENV_FIELD_META:
+        raise argparse.ArgumentTypeError(
+            f"--sweep expects OPTION=V1,V2,... with OPTION one of {', '.join(ENV_FIELDS)}; "
+            f"got {text!r}"
+        )
+    kind = ENV_FIELD_META[option]["type"]
+    try:
+        return Sweep(option, tuple(kind(v) for v in _csv_list(values)))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--sweep {option}: values must be {kind.__name__}s, got {values!r}"
+        ) from None
+
+
+def describe_envs() -> str:
+    """Each env family's defaults and options with the env's own defaults (for ``--help``)."""
+    lines = ["env families (options left unset take these defaults):"]
+    for name, e in ENVS.items():
+        defaults = env_defaults(name)
+        lines.append(f"  {name} ({e.gym_id}; {e.paper})")
+        lines.append(
+            f"    --cluster {e.cluster} --model {e.model} --workload {','.join(e.workloads)}"
+        )
+        lines.append(f"    --policies {','.join(e.policies)} --reference {e.reference}")
+        head = ", ".join(f"{m.key} ({m.better} is better)" for m in e.headline)
+        lines.append(f"    headline: {head}; best = by {e.select}")
+        opts = [
+            f"--{n.replace('_', '-')} {_fmt_value(defaults.get(n, 'unset'))}"
+            for n in ENV_FIELDS
+            if n in e.options and n not in ("cluster", "model")
+        ]
+        if not defaults:
+            opts = [o.split()[0] for o in opts]
+        lines.append(f"    options (unset: the env's default): {'  '.join(opts)}")
+    return "\n".join(lines)
+
+
 def parse_args(argv: Sequence[str]) -> EvalConfig:
-    """Parse the command line into an :class:`EvalConfig` (defaults are the dataclass's)."""
+    """Parse the command line into an :class:`EvalConfig` (unset options stay None: the env
+    family's defaults, see :func:`resolve_config`)."""
     d = EvalConfig()
     p = argparse.ArgumentParser(
-        description="Evaluate policies on servegym envs; print HexAgent-style Req95/Req99 tables. "
-        f"With no arguments, runs the quick suite: python evaluate.py {' '.join(QUICK_SUITE_ARGS)}",
+        description="Evaluate policies on servegym envs; print paper-style tables (HexAgent "
+        "Req95/Req99, GoodServe goodput). With no arguments, runs the quick suite: python "
+        f"evaluate.py {' '.join(QUICK_SUITE_ARGS)}",
+        epilog=describe_envs(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--env", default=d.env, help=f"env family: {', '.join(ENVS)}")
-    p.add_argument("--cluster", default=d.cluster, help="cluster preset or YAML path")
-    p.add_argument("--model", default=d.model, help="model name")
+    p.add_argument("--env", default=d.env, help=f"env family: {', '.join(ENVS)} (default {d.env})")
     p.add_argument(
         "--workload",
         dest="workloads",
         type=_csv_list,
-        default=d.workloads,
-        help=f"comma-separated workloads, the table columns (default: {','.join(d.workloads)})",
+        help="comma-separated workloads, the table columns (default: the env's)",
     )
     p.add_argument(
         "--policies",
         type=_csv_list,
-        default=d.policies,
         help="comma-separated policies, the table rows: heuristic names or ckpt:PATH "
-        f"(default: {','.join(d.policies)})",
+        "(default: the env's baselines, own references and reference)",
     )
     p.add_argument(
         "--seeds", type=_seed_list, default=d.seeds, help="comma-separated seeds (default: 0,1,2)"
     )
+    for name in ENV_FIELDS:
+        meta = ENV_FIELD_META[name]
+        takers = [e for e, entry in ENVS.items() if name in entry.options]
+        where = "" if len(takers) == len(ENVS) else f"; {', '.join(takers)} only"
+        p.add_argument(
+            "--" + name.replace("_", "-"),
+            type=meta["type"],
+            help=f"{meta['help']} (default: the env's{where})",
+        )
     p.add_argument(
-        "--count", type=int, default=d.count, help="workflows per workload (default: the paper's)"
+        "--sweep",
+        type=parse_sweep,
+        help="sweep one env option: OPTION=V1,V2,... (e.g. slo_scale=1,1.5,2,2.5,3); columns = "
+        "workload × value, plus a <metric>_vs_<option> plot",
     )
-    p.add_argument("--load-scale", type=float, default=d.load_scale, help="arrival-rate multiplier")
     p.add_argument(
-        "--estimate-error",
-        type=float,
-        default=d.estimate_error,
-        help="multiplicative error on scheduler-visible estimates",
-    )
-    p.add_argument("--slots", type=int, default=d.slots, help="calls re-planned per invocation")
-    p.add_argument(
-        "--reference", default=d.reference, help="policy compared against the best baseline"
+        "--reference", help="policy compared against the best baseline (default: the env's)"
     )
     p.add_argument("--out", default=d.out, help="output directory (default: results/<name>)")
     p.add_argument("--json", dest="json_path", default=d.json_path, help="JSON path override")
@@ -653,6 +1143,8 @@ def parse_args(argv: Sequence[str]) -> EvalConfig:
 
 def command_for(config: EvalConfig) -> str:
     """The command line that regenerates ``config``'s table (every option explicit)."""
+    config = resolve_config(config)
+    assert config.workloads is not None and config.policies is not None
     parts = [
         "python evaluate.py",
         f"--env {config.env}",
@@ -664,19 +1156,24 @@ def command_for(config: EvalConfig) -> str:
     ]
     if config.count is not None:
         parts.append(f"--count {config.count}")
-    parts += [
-        f"--load-scale {config.load_scale:g}",
-        f"--estimate-error {config.estimate_error:g}",
-        f"--slots {config.slots}",
-    ]
-    if config.reference != EvalConfig.reference:
+    for name in ENV_FIELDS:
+        value = getattr(config, name)
+        if name not in ("cluster", "model", "count") and value is not None:
+            parts.append(f"--{name.replace('_', '-')} {_fmt_value(value)}")
+    if config.sweep is not None:
+        values = ",".join(_fmt_value(v) for v in config.sweep.values)
+        parts.append(f"--sweep {config.sweep.option}={values}")
+    if config.reference != env_entry(config.env).reference:
         parts.append(f"--reference {config.reference}")
     return " ".join(parts)
 
 
 def default_out_dir(config: EvalConfig) -> Path:
     """``results/<name>``: a timestamp-free name derived from the options, so a rerun of the
-    same suite overwrites its own results and nothing else."""
+    same suite overwrites its own results and nothing else. Options at the env's default are
+    left out of the name."""
+    config = resolve_config(config)
+    assert config.workloads is not None and config.policies is not None
     parts = [
         config.env,
         config.cluster,
@@ -686,13 +1183,17 @@ def default_out_dir(config: EvalConfig) -> Path:
         "s" + "-".join(map(str, config.seeds)),
         f"n{config.count if config.count is not None else 'paper'}",
     ]
-    if config.load_scale != 1.0:
-        parts.append(f"load{config.load_scale:g}")
-    if config.estimate_error != 0.0:
-        parts.append(f"err{config.estimate_error:g}")
-    if config.slots != EvalConfig.slots:
-        parts.append(f"k{config.slots}")
-    name = re.sub(r"[^A-Za-z0-9._+-]+", "_", "_".join(parts))
+    defaults = env_defaults(config.env)
+    for name in ENV_FIELDS:
+        value = getattr(config, name)
+        if name in ("cluster", "model", "count") or value is None or value == defaults.get(name):
+            continue
+        parts.append(f"{ENV_FIELD_META[name]['abbrev']}{_fmt_value(value)}")
+    if config.sweep is not None:
+        parts.append(
+            f"sweep-{config.sweep.option}-" + "-".join(map(_fmt_value, config.sweep.values))
+        )
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "_", "_".join(str(p) for p in parts))
     if len(name) > 120:
         import hashlib
 
@@ -706,20 +1207,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     quick = not argv
     if quick:
         argv = list(QUICK_SUITE_ARGS)
-    config = parse_args(argv)
-    if quick:
-        print(f"no arguments: running the quick suite ({command_for(config)})")
     start = time.perf_counter()
     try:
+        config = resolve_config(parse_args(argv))
+        if quick:
+            print(f"no arguments: running the quick suite ({command_for(config)})")
         rows = evaluate(config)
     except EvaluationError as exc:
         print(f"evaluate.py: error: {exc}", file=sys.stderr)
         return 2
 
+    entry = env_entry(config.env)
     out = Path(config.out) if config.out else default_out_dir(config)
     json_path = Path(config.json_path) if config.json_path else out / "results.json"
     write_results(rows, json_path, out / "results.csv")
-    pngs = plot_attainment(rows, out)
+    pngs = plot_attainment(rows, out, config.reference) + plot_sweep(rows, out, config.reference)
     command = command_for(config)
     table = format_table(rows, reference=config.reference, command=command)
     (out / "table.txt").write_text(table + "\n")
@@ -727,12 +1229,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config.wandb != "disabled":  # hook (issue 5): W&B logging lives in agents/
         from agents.wandb_utils import init_run, log_comparison
 
-        run = init_run(config.wandb, out, vars(config), name=out.name, job_type="evaluate")
-        log_comparison(run, rows, table, pngs, prefix="evaluate")
+        run = init_run(
+            config.wandb, out, dataclasses.asdict(config), name=out.name, job_type="evaluate"
+        )
+        log_comparison(
+            run,
+            rows,
+            table,
+            pngs,
+            metrics=[m.key for m in entry.headline],
+            prefix="evaluate",
+            extra_columns=[config.sweep.option] if config.sweep else (),
+        )
         run.finish()
 
     print(table)
-    print(f"wrote {json_path}, {out / 'results.csv'}, {len(pngs)} attainment plot(s) in {out}")
+    print(f"wrote {json_path}, {out / 'results.csv'}, {len(pngs)} plot(s) in {out}")
     print(f"{len(rows)} runs in {time.perf_counter() - start:.0f} s wall")
     if quick:
         print(f"full suite (HexAgent Tables 1–3, Llama-3.1-70B / Hetero-1): {FULL_SUITE_COMMAND}")

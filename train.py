@@ -4,6 +4,11 @@
     python train.py --env pd-cluster --cluster hetero-1 --model llama3.1-70b --workload mixed \\
         --algo maskable-ppo --bc-expert hexagent --timesteps 200000 --n-envs 2 --seed 0 \\
         --out runs/hexbc --wandb offline
+    python train.py --env routing --slo-scale 1.5 --out runs/goodserve-bc   # clone GoodServe
+
+Every env family trains the same way. Its defaults (cluster, model, workload, episode length),
+its expert (the default ``--bc-expert``), its baselines and its headline metrics with their
+direction come from ``evaluate.ENVS`` and ``agents.TRAIN_ENVS``; ``--help`` lists them.
 
 Reads top to bottom (CleanRL style):
 
@@ -14,7 +19,8 @@ Reads top to bottom (CleanRL style):
 5. the final comparison through ``evaluate.py``'s own code on the same seeds.
 
 Writes ``<out>/config.json``, ``model.zip`` (final), ``bc_model.zip`` (after BC),
-``best_model.zip`` (lowest evaluation Req99), ``checkpoints/``, ``eval.json`` (references,
+``best_model.zip`` (best evaluation by the env's selection metric: lowest Req99 on PDCluster,
+highest goodput on Routing), ``checkpoints/``, ``eval.json`` (references,
 BC-only, evaluation history, final table, timing), ``table.txt``, attainment plots, and the
 W&B run under ``<out>/wandb/`` (offline by default; ``wandb sync`` uploads it).
 
@@ -33,7 +39,8 @@ import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,18 +53,31 @@ import numpy as np
 
 @dataclass
 class TrainConfig:
-    """Everything a training run depends on.
+    """Everything a training run depends on. Env options left None take the env family's
+    training default (``agents.TRAIN_ENVS``), else its evaluation default (``evaluate.ENVS``),
+    else the env's own keyword default; :func:`resolve` fills them in before the run starts, so
+    ``config.json`` records every value.
 
     :param env: env family, a key of ``agents.TRAIN_ENVS``.
     :param cluster: cluster preset or YAML path.
     :param model: LLM name.
     :param workload: workload generator.
-    :param count: workflows per episode (training and evaluation; smaller = shorter episodes).
+    :param count: workflows / requests per episode (training and evaluation).
     :param load_scale: arrival-rate multiplier.
-    :param slots: K, calls re-planned per invocation.
+    :param estimate_error: PDCluster: error on scheduler-visible estimates.
+    :param slots: PDCluster: K, calls re-planned per invocation.
+    :param slo_scale: Routing: SLO = scale × run-alone latency.
+    :param instances: Routing: grow the cluster to this many instances.
+    :param output_predictor: Routing: output-length predictor.
+    :param predictor_error: Routing: error e of ``oracle-error``.
+    :param prefill_mode: Routing: ``chunked`` or ``prefill-first``.
+    :param token_budget: Routing: chunked-prefill tokens per iteration.
+    :param check_interval: Routing: decode iterations between migration checks.
+    :param migration: Routing: ``token`` or ``kv``.
     :param reward: env reward name.
     :param algo: a key of ``agents.ALGOS``.
-    :param bc_expert: ``heuristics`` name to clone first ("none": RL from scratch).
+    :param bc_expert: heuristic to clone first (None: the env family's expert; "none": RL from
+        scratch).
     :param bc_episodes: expert episodes collected for BC.
     :param bc_epochs: BC passes over the data.
     :param bc_batch_size: BC minibatch size.
@@ -72,7 +92,8 @@ class TrainConfig:
     :param eval_episodes: held-out evaluation seeds (``agents.eval_seeds``).
     :param eval_every: env steps between evaluations during RL.
     :param ckpt_every: env steps between checkpoints.
-    :param baselines: heuristics compared against (empty: the env family's paper baselines).
+    :param baselines: heuristics compared against (empty: the env family's paper baselines and
+        our own references).
     :param hyperparams: overrides of the algorithm's defaults (e.g. ``{"learning_rate": 3e-4}``).
     :param hidden: extractor width.
     :param torch_threads: torch intra-op threads in this process (workers use 1).
@@ -84,15 +105,24 @@ class TrainConfig:
     """
 
     env: str = "pd-cluster"
-    cluster: str = "hetero-1"
-    model: str = "llama3.1-70b"
-    workload: str = "mixed"
-    count: int | None = 30
-    load_scale: float = 1.0
-    slots: int = 16
-    reward: str = "slowdown"
+    cluster: str | None = None
+    model: str | None = None
+    workload: str | None = None
+    count: int | None = None
+    load_scale: float | None = None
+    estimate_error: float | None = None
+    slots: int | None = None
+    slo_scale: float | None = None
+    instances: int | None = None
+    output_predictor: str | None = None
+    predictor_error: float | None = None
+    prefill_mode: str | None = None
+    token_budget: int | None = None
+    check_interval: int | None = None
+    migration: str | None = None
+    reward: str | None = None
     algo: str = "maskable-ppo"
-    bc_expert: str = "hexagent"
+    bc_expert: str | None = None
     bc_episodes: int = 16
     bc_epochs: int = 8
     bc_batch_size: int = 128
@@ -116,6 +146,14 @@ class TrainConfig:
     wandb_project: str = "servegym"
     resume: bool = False
     quiet: bool = False
+
+
+#: TrainConfig fields that configure the env (``envs.CLI_ENVS`` option names).
+ENV_OPTIONS = (
+    "cluster", "model", "workload", "count", "load_scale", "estimate_error", "slots", "slo_scale",
+    "instances", "output_predictor", "predictor_error", "prefill_mode", "token_budget",
+    "check_interval", "migration", "reward",
+)  # fmt: skip
 
 
 class TrainError(ValueError):
@@ -147,8 +185,53 @@ def load_config_file(path: str) -> dict[str, Any]:
     return data
 
 
+def _option_type(name: str) -> Callable[[str], Any]:
+    """How the command line parses option ``name`` (env options: as in ``evaluate.py``)."""
+    import evaluate
+
+    special: dict[str, Callable[[str], Any]] = {
+        "hyperparams": json.loads,
+        "baselines": lambda s: tuple(filter(None, s.split(","))),
+        "workload": str,
+        "reward": str,
+        "bc_expert": str,
+    }
+    if name in special:
+        return special[name]
+    if name in evaluate.ENV_FIELD_META:
+        return evaluate.ENV_FIELD_META[name]["type"]
+    default = getattr(TrainConfig(), name)
+    return type(default) if default is not None else int
+
+
+def describe_train_envs() -> str:
+    """``--help`` epilog: each trainable env family's defaults, expert, baselines, metrics."""
+    import evaluate
+    from agents import TRAIN_ENVS
+
+    lines = ["trainable env families (unset options take these defaults):"]
+    for name, spec in TRAIN_ENVS.items():
+        entry = evaluate.env_entry(name)
+        defaults = {**evaluate.env_defaults(name), **resolve(TrainConfig(env=name)).__dict__}
+        opts = [
+            f"--{o.replace('_', '-')} {evaluate._fmt_value(defaults.get(o))}"
+            for o in ENV_OPTIONS
+            if o in spec.options
+        ]
+        head = ", ".join(f"{m.key} ({m.better} is better)" for m in entry.headline)
+        lines += [
+            f"  {name} ({spec.gym_id}; extractor {spec.extractor.__name__})",
+            f"    options: {'  '.join(opts)}",
+            f"    --bc-expert {entry.reference}; --baselines "
+            f"{','.join((*entry.baselines, *entry.own_references))}",
+            f"    metrics: {head}; best checkpoint by {entry.select}",
+        ]
+    return "\n".join(lines)
+
+
 def parse_args(argv: list[str]) -> TrainConfig:
-    """Command line -> :class:`TrainConfig`. Precedence: flags > ``--config`` file > defaults."""
+    """Command line -> :class:`TrainConfig` with every per-env default filled in (:func:`resolve`).
+    Precedence: flags > ``--config`` file > the env family's defaults > the dataclass's."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config")
     known, _ = pre.parse_known_args(argv)
@@ -156,24 +239,47 @@ def parse_args(argv: list[str]) -> TrainConfig:
     if known.config:
         base = TrainConfig(**{**asdict(base), **load_config_file(known.config)})
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=describe_train_envs(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--config", help="JSON/YAML file of options (flags override it)")
-    types = {"hyperparams": json.loads, "baselines": lambda s: tuple(filter(None, s.split(",")))}
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         default = getattr(base, f.name)
         if isinstance(default, bool):
             p.add_argument(flag, action="store_true", default=default)
             continue
-        kind = types.get(f.name)
-        if kind is None:
-            kind = type(default) if default is not None else int
-        help_text = f"default: {default!r}"
-        p.add_argument(flag, dest=f.name, type=kind, default=default, help=help_text)
+        help_text = f"default: {default!r}" if default is not None else "default: the env's"
+        p.add_argument(
+            flag, dest=f.name, type=_option_type(f.name), default=default, help=help_text
+        )
     args = p.parse_args(argv)
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
     check_config(cfg)
-    return cfg
+    return resolve(cfg)
+
+
+def resolve(cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` with unset env options and ``bc_expert`` filled in: training defaults
+    (``agents.TRAIN_ENVS``), then the env family's (``evaluate.ENVS``: cluster, model, expert),
+    then the env's own keyword defaults. Options the env does not take stay None."""
+    import evaluate
+    from agents import train_env_spec
+
+    spec = train_env_spec(cfg.env)
+    entry = evaluate.env_entry(cfg.env)
+    family = {"cluster": entry.cluster, "model": entry.model, "workload": entry.workloads[0]}
+    defaults = {**evaluate.env_defaults(cfg.env), **family, **spec.defaults}
+    filled = {
+        name: defaults.get(name)
+        for name in ENV_OPTIONS
+        if name in spec.options and getattr(cfg, name) is None
+    }
+    if cfg.bc_expert is None:
+        filled["bc_expert"] = entry.reference
+    return replace(cfg, **filled)
 
 
 def check_config(cfg: TrainConfig) -> None:
@@ -186,6 +292,14 @@ def check_config(cfg: TrainConfig) -> None:
 
     if cfg.env not in TRAIN_ENVS:
         raise TrainError(f"--env {cfg.env!r} is not trainable; known: {sorted(TRAIN_ENVS)}")
+    spec = TRAIN_ENVS[cfg.env]
+    for name in ENV_OPTIONS:
+        if name not in spec.options and getattr(cfg, name) is not None:
+            raise TrainError(
+                f"env {cfg.env!r} does not take --{name.replace('_', '-')} (got "
+                f"{getattr(cfg, name)!r}); its options: "
+                f"{', '.join('--' + o.replace('_', '-') for o in ENV_OPTIONS if o in spec.options)}"
+            )
     if cfg.algo not in ALGOS:
         raise TrainError(f"--algo {cfg.algo!r} unknown; known: {sorted(ALGOS)}")
     if cfg.wandb not in MODES:
@@ -198,11 +312,14 @@ def check_config(cfg: TrainConfig) -> None:
             raise TrainError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(cfg, name)}")
     if cfg.count is not None and cfg.count < 1:
         raise TrainError(f"--count must be >= 1, got {cfg.count}")
-    from heuristics import POLICIES
+    from heuristics import policies_for
 
-    for name in (*cfg.baselines, *([cfg.bc_expert] if cfg.bc_expert != "none" else [])):
-        if name not in POLICIES:
-            raise TrainError(f"unknown heuristic {name!r}; known: {sorted(POLICIES)}")
+    known = policies_for(cfg.env)
+    for name in (*cfg.baselines, *([cfg.bc_expert] if cfg.bc_expert not in (None, "none") else [])):
+        if name not in known:
+            raise TrainError(
+                f"unknown heuristic {name!r} for env {cfg.env!r}; known: {', '.join(known)}"
+            )
 
 
 # --------------------------------------------------------------------------------------------
@@ -213,38 +330,42 @@ def check_config(cfg: TrainConfig) -> None:
 def eval_config(cfg: TrainConfig, policies: tuple[str, ...]) -> Any:
     """The ``evaluate.EvalConfig`` for ``policies`` on this run's env and held-out seeds."""
     import evaluate
-    from agents import eval_seeds, train_env_spec
+    from agents import eval_seeds
 
-    spec = train_env_spec(cfg.env)
-    opts = {field_: getattr(cfg, name) for name, field_ in spec.eval_options.items()}
+    opts = {
+        name: getattr(cfg, name)
+        for name in evaluate.ENV_FIELDS
+        if hasattr(cfg, name) and getattr(cfg, name) is not None
+    }
     return evaluate.EvalConfig(
         env=cfg.env,
         workloads=(cfg.workload,),
         policies=policies,
         seeds=eval_seeds(cfg.eval_episodes),
-        reference=spec.expert,
         quiet=True,
         **opts,
     )
 
 
-def mean_metrics(rows: list[dict[str, Any]], policy: str, keys: tuple[str, ...]) -> dict:
-    """Mean over seeds of each metric of ``policy`` (inf if any run did not finish)."""
+def mean_metrics(rows: list[dict[str, Any]], policy: str, metrics: Sequence[Any]) -> dict:
+    """Mean over seeds of each metric (``evaluate.Metric``) of ``policy``; a run that did not
+    report one counts as the worst value in the metric's direction."""
     out = {}
-    for k in keys:
-        vals = [r["metrics"].get(k) for r in rows if r["policy"] == policy]
-        out[k] = float(np.mean([math.inf if v is None else v for v in vals]))
+    for m in metrics:
+        worst = math.inf if m.better == "lower" else -math.inf
+        vals = [r["metrics"].get(m.key) for r in rows if r["policy"] == policy]
+        out[m.key] = float(np.mean([worst if v is None else v for v in vals]))
     return out
 
 
-def evaluate_model(model: Any, env: Any, seeds: tuple[int, ...], keys: tuple[str, ...]) -> dict:
+def evaluate_model(model: Any, env: Any, seeds: tuple[int, ...], metrics: Sequence[Any]) -> dict:
     """Mean metrics of ``model`` (argmax actions) over ``seeds`` on ``env``."""
     import evaluate
     from agents import SB3Policy
 
     policy = SB3Policy(model, "current")
     rows = [{"policy": "current", **evaluate.run_episode(env, policy, s)} for s in seeds]
-    return mean_metrics(rows, "current", keys)
+    return mean_metrics(rows, "current", metrics)
 
 
 def latest_checkpoint(out: Path) -> Path | None:
@@ -313,8 +434,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901  (the script reads
     out.mkdir(parents=True, exist_ok=True)
     command = "python train.py " + " ".join(argv)
     (out / "config.json").write_text(json.dumps({**asdict(cfg), "command": command}, indent=1))
-    baselines = cfg.baselines or spec.baselines
-    keys = spec.metrics
+    entry = evaluate.env_entry(cfg.env)
+    reference = entry.reference
+    baselines = cfg.baselines or (*entry.baselines, *entry.own_references)
+    metrics = entry.headline
+    keys = tuple(m.key for m in metrics)
     kwargs = env_kwargs(spec, asdict(cfg))
     if not algo.masked:
         kwargs["invalid_action"] = "penalize"
@@ -329,17 +453,19 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901  (the script reads
     report: dict[str, Any] = {"config": asdict(cfg), "eval_seeds": list(seeds), "command": command}
 
     # 2. Reference numbers: expert and baselines on the held-out seeds.
-    print(f"[1/4] reference: {spec.expert} and {', '.join(baselines)} on seeds {list(seeds)}")
-    ref_rows = evaluate.evaluate(eval_config(cfg, (*baselines, spec.expert)))
-    references = {p: mean_metrics(ref_rows, p, keys) for p in (*baselines, spec.expert)}
-    best = evaluate.best_baseline(ref_rows, cfg.workload, spec.expert)
+    print(f"[1/4] reference: {reference} and {', '.join(baselines)} on seeds {list(seeds)}")
+    ref_rows = evaluate.evaluate(eval_config(cfg, (*baselines, reference)))
+    references = {p: mean_metrics(ref_rows, p, metrics) for p in (*baselines, reference)}
+    best = evaluate.best_baseline(ref_rows, cfg.workload, reference)
     report["references"] = references
     report["best_baseline"] = best
     for name, vals in references.items():
         print(f"      {name:>16}: " + "  ".join(f"{k} {v:.3f}" for k, v in vals.items()))
         for k, v in vals.items():
             run.summary[f"reference/{name}/{k}"] = v
-    ref_lines = {spec.expert: references[spec.expert], "best_baseline": references[best]}
+    ref_lines = {reference: references[reference]}
+    if best is not None:
+        ref_lines["best_baseline"] = references[best]
 
     eval_env = make_env(spec, kwargs)
     vec_env = TimedVecEnv(make_vec_env(cfg.env, kwargs, cfg.n_envs, cfg.seed, cfg.vec))
@@ -439,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901  (the script reads
             ]
         bc_s = time.perf_counter() - t0
         model.save(out / "bc_model.zip")
-        bc_metrics = evaluate_model(model, eval_env, seeds, keys)
+        bc_metrics = evaluate_model(model, eval_env, seeds, metrics)
         print("      BC-only: " + "  ".join(f"{k} {v:.3f}" for k, v in bc_metrics.items()))
         report["bc"] = {
             "samples": len(demos),
@@ -464,8 +590,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901  (the script reads
     remaining = max(0, cfg.timesteps - (model.num_timesteps if ckpt is not None else 0))
     timing = TimingCallback(vec_env)
     evaluator = PeriodicEvalCallback(
-        lambda m: evaluate_model(m, eval_env, seeds, keys),
+        lambda m: evaluate_model(m, eval_env, seeds, metrics),
         every=cfg.eval_every,
+        select=entry.select,
+        better=entry.select_metric.better,
         references=ref_lines,
         best_path=out / "best_model.zip",
         history_path=out / "eval_history.json",
@@ -504,16 +632,16 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901  (the script reads
         learned.insert(0, f"ckpt:{out / 'bc_model.zip'}")
     policies = (*learned,)
     rows = ref_rows + evaluate.evaluate(eval_config(cfg, policies))
-    ecfg = eval_config(cfg, (*baselines, spec.expert, *policies))
+    ecfg = eval_config(cfg, (*baselines, reference, *policies))
     regen = evaluate.command_for(ecfg)
-    table = evaluate.format_table(rows, reference=spec.expert, command=regen)
-    pngs = evaluate.plot_attainment(rows, out)
+    table = evaluate.format_table(rows, reference=reference, command=regen)
+    pngs = evaluate.plot_attainment(rows, out, reference)
     (out / "table.txt").write_text(table + "\n")
-    report["final"] = {p: mean_metrics(rows, p, keys) for p in _unique(r["policy"] for r in rows)}
+    report["final"] = {
+        p: mean_metrics(rows, p, metrics) for p in _unique(r["policy"] for r in rows)
+    }
     report["table"] = table
-    report["rows"] = [
-        {k: v for k, v in r.items() if k not in ("completion_times", "horizons")} for r in rows
-    ]
+    report["rows"] = [{k: v for k, v in r.items() if not isinstance(v, list)} for r in rows]
     report["wall_seconds"] = time.perf_counter() - start
     (out / "eval.json").write_text(json.dumps(evaluate.json_safe(report), indent=1))
     log_comparison(run, rows, table, pngs, metrics=keys)

@@ -20,7 +20,7 @@ from agents.envs import (
     make_vec_env,
     train_env_spec,
 )
-from agents.extractors import PDClusterScorer, SetPoolingExtractor
+from agents.extractors import PDClusterScorer, RoutingScorer, SetPoolingExtractor
 from agents.policies import ActionScoresActorCriticPolicy, ActionScoresPolicy
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "BCEpoch",
     "Demonstrations",
     "PDClusterScorer",
+    "RoutingScorer",
     "SB3Policy",
     "SetPoolingExtractor",
     "TrainEnvSpec",

@@ -2,7 +2,7 @@
 
 * :class:`WandbWriter` — an SB3 ``KVWriter``: every ``logger.dump`` goes to ``wandb.log`` with
   ``global_step`` as its x-axis (no TensorBoard sync).
-* :class:`EpisodeMetricsCallback` — episode-end headline metrics (Req95 / Req99 / goodput ...)
+* :class:`EpisodeMetricsCallback` — episode-end headline metrics (Req95 / Req99, goodput, ...)
   of the training envs, averaged per logging interval (``rollout/<metric>``).
 * :class:`PeriodicEvalCallback` — every N steps, the current policy on held-out seeds
   (``eval/<metric>``), next to the expert's and the best baseline's numbers on the same seeds
@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -89,8 +90,10 @@ class PeriodicEvalCallback(BaseCallback):
     :param every: env steps between evaluations.
     :param references: ``{policy name: {metric: value}}`` on the same seeds, logged alongside
         as ``eval/<metric>_<policy>``.
-    :param best_path: where the model with the lowest ``select`` metric is saved (or None).
-    :param select: the metric that picks the best model (lower is better).
+    :param best_path: where the model with the best ``select`` metric is saved (or None).
+    :param select: the metric that picks the best model (the env family's ``select`` metric,
+        ``evaluate.ENVS``).
+    :param better: ``"lower"`` or ``"higher"``: which direction of ``select`` is better.
     :param history_path: JSON file that receives the evaluation history after each evaluation.
     """
 
@@ -98,9 +101,10 @@ class PeriodicEvalCallback(BaseCallback):
         self,
         evaluate_fn: Callable[[Any], Mapping[str, float]],
         every: int,
+        select: str,
+        better: str = "lower",
         references: Mapping[str, Mapping[str, float]] | None = None,
         best_path: str | Path | None = None,
-        select: str = "req99",
         history_path: str | Path | None = None,
     ):
         super().__init__()
@@ -110,7 +114,10 @@ class PeriodicEvalCallback(BaseCallback):
         self.every = every
         self.references = {k: dict(v) for k, v in (references or {}).items()}
         self.best_path = Path(best_path) if best_path else None
+        if better not in ("lower", "higher"):
+            raise ValueError(f"better must be 'lower' or 'higher', got {better!r}")
         self.select = select
+        self.sign = 1.0 if better == "lower" else -1.0
         self.history_path = Path(history_path) if history_path else None
         self.history: list[dict[str, Any]] = []
         self.best = float("inf")
@@ -143,8 +150,8 @@ class PeriodicEvalCallback(BaseCallback):
             for name, ref in self.references.items():
                 if key in ref:
                     self.logger.record(f"eval/{key}_{name}", ref[key])
-        value = metrics.get(self.select, float("inf"))
-        if self.best_path is not None and value < self.best:
+        value = self.sign * metrics.get(self.select, self.sign * float("inf"))
+        if self.best_path is not None and math.isfinite(value) and value < self.best:
             self.best = value
             self.model.save(self.best_path)
             row["saved_best"] = str(self.best_path)

@@ -1,8 +1,11 @@
 """Which envs can be trained, and how to build them for training and evaluation.
 
 A new env family (Routing, Allocation) is one :data:`TRAIN_ENVS` entry: its Gymnasium id, which
-training options it takes, its features extractor and policy, its expert and baselines. Nothing
-in ``train.py`` names an env.
+training options it takes, its features extractor and policy head, and its training defaults.
+What the family is *compared on* — the expert, the baselines, the headline metrics and which
+direction is better — is declared once, in ``evaluate.ENVS``, which ``train.py`` reads, so
+training selects its best checkpoint by the same rule as the evaluation tables. Nothing in
+``train.py`` names an env.
 
 Seeds: training workloads come from reset seeds in ``[0, EVAL_SEED_BASE)``, drawn by
 :class:`TrainingSeeds`; held-out evaluation uses seeds ``EVAL_SEED_BASE + i``, so a policy is
@@ -20,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
-from agents.extractors import PDClusterScorer, SetPoolingExtractor
+from agents.extractors import PDClusterScorer, RoutingScorer, SetPoolingExtractor
 from envs import CLI_ENVS
 
 #: First held-out evaluation seed; training resets draw seeds below it.
@@ -33,16 +36,14 @@ class TrainEnvSpec:
 
     :param gym_id: the Gymnasium id.
     :param options: training-config option -> env keyword argument (e.g. ``count`` ->
-        ``workload_count``). Options not listed are not passed.
+        ``workload_count``; ``envs.CLI_ENVS``). Options not listed are not passed.
     :param extractor: features extractor class.
     :param extractor_kwargs: its keyword arguments.
     :param action_scores: the extractor outputs per-action scores (use
         :class:`agents.policies.ActionScoresPolicy`); else SB3's default MLP head.
-    :param expert: the published algorithm, a ``heuristics`` name (the BC teacher by default).
-    :param baselines: the paper's baselines, ``heuristics`` names.
-    :param metrics: episode-end ``info["metrics"]`` keys logged during training; the first two
-        are the headline (lower is better) shown in tables.
-    :param eval_options: training option -> ``evaluate.EvalConfig`` field, for the final table.
+    :param defaults: training defaults of options (``workload``, ``count``, ...) that differ
+        from the evaluation defaults: shorter episodes, fewer slots. Unset options not listed
+        here take the env family's evaluation default (``evaluate.ENVS``) or the env's own.
     """
 
     gym_id: str
@@ -50,10 +51,7 @@ class TrainEnvSpec:
     extractor: type[BaseFeaturesExtractor]
     extractor_kwargs: Mapping[str, Any] = field(default_factory=dict)
     action_scores: bool = True
-    expert: str = "hexagent"
-    baselines: tuple[str, ...] = ()
-    metrics: tuple[str, ...] = ("req95", "req99")
-    eval_options: Mapping[str, str] = field(default_factory=dict)
+    defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
 TRAIN_ENVS: dict[str, TrainEnvSpec] = {
@@ -62,16 +60,16 @@ TRAIN_ENVS: dict[str, TrainEnvSpec] = {
         options=CLI_ENVS["pd-cluster"][1],
         extractor=PDClusterScorer,
         extractor_kwargs={"hidden": 32},
-        expert="hexagent",
-        baselines=("per-call-fcfs", "workflow-fcfs", "workflow-llf", "atlas"),
-        metrics=("req95", "req99"),
-        eval_options={
-            "cluster": "cluster",
-            "model": "model",
-            "count": "count",
-            "load_scale": "load_scale",
-            "slots": "slots",
-        },
+        # 30 workflows ≈ 2,000 decisions per episode; 16 slots keep the action space small.
+        defaults={"workload": "mixed", "count": 30, "slots": 16},
+    ),
+    "routing": TrainEnvSpec(
+        gym_id=CLI_ENVS["routing"][0],
+        options=CLI_ENVS["routing"][1],
+        extractor=RoutingScorer,
+        extractor_kwargs={"hidden": 32},
+        # One decision per request (+ migration checks): 200 requests ≈ 200–300 decisions.
+        defaults={"workload": "goodserve", "count": 200},
     ),
 }
 
@@ -122,11 +120,12 @@ class TrainingSeeds(gym.Wrapper):
 
 
 class LeanInfo(gym.Wrapper):
-    """Drops the per-step ``decision_context`` and ``action_mask`` from ``info`` (learned
-    policies read the observation and ``action_masks()``), so vectorised workers do not pickle
-    them every step. Episode-end entries (``metrics``, ...) pass through."""
+    """Drops the per-step ``decision_context`` and ``action_mask`` and the episode-end
+    per-workflow / per-request lists from ``info`` (learned policies read the observation and
+    ``action_masks()``), so vectorised workers do not pickle them. ``metrics`` and the other
+    episode-end entries pass through."""
 
-    DROP = ("decision_context", "action_mask", "completion_times", "horizons")
+    DROP = ("decision_context", "action_mask", "completion_times", "horizons", "latencies", "slos")
 
     def _lean(self, info: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in info.items() if k not in self.DROP}

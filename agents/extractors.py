@@ -1,6 +1,6 @@
 """Features extractors for servegym's padded-set observations (SB3 ``BaseFeaturesExtractor``).
 
-Two shapes of extractor:
+Three extractors:
 
 * :class:`PDClusterScorer` produces **one score per action** (slot k, prefill p, decode d) with
   shared weights, plus a pooled feature vector for the critic. The policy
@@ -11,6 +11,11 @@ Two shapes of extractor:
   both through a small shared MLP and linearly, so HexAgent's rule (the slot with the largest
   best-case ratio, then its argmin pair, HexAgent §5.3 Algorithm 1) is a linear function of the
   inputs and easy to imitate.
+* :class:`RoutingScorer` does the same for ``servegym/Routing-v0``: one score per instance from
+  a shared MLP over [instance features ‖ request features], with pooled cluster context
+  (permutation-equivariant, any number of instances M), plus a linear path over the features
+  GoodServe's rule reads (estimate / SLO, meets-deadline, capability), so "the instance with the
+  smallest estimate among those that meet the deadline" is a linear function of the inputs.
 * :class:`SetPoolingExtractor` is the generic fallback for any ``Dict`` of padded sets: a shared
   row encoder per set, masked mean + max pooling, concatenated into a flat vector for SB3's
   ordinary MLP head. A new env works with it without new code.
@@ -161,6 +166,83 @@ class PDClusterScorer(BaseFeaturesExtractor):
         value = th.cat([masked_pool(s, valid), masked_pool(e_p, ones_p), stage], dim=-1)
         value = th.cat([value, masked_pool(e_d, ones_d)], dim=-1)
         return th.cat([score.reshape(b, -1), value], dim=-1)
+
+
+class RoutingScorer(BaseFeaturesExtractor):
+    """Per-instance scores for ``servegym/Routing-v0`` plus pooled critic features.
+
+    Output = ``[scores (M), value features (value_dim)]``; score g is the logit of routing (or
+    migrating) the request to instance g, in the env's action order. :attr:`action_scores_dim`
+    tells :class:`agents.policies.ActionScoresPolicy` where to split. With x_g the instance's
+    features and q the request's (module docstring of :mod:`envs.routing`)::
+
+        e_g      = mlp([x_g ‖ q])                        (shared over instances)
+        c_g      = mlp([e_g ‖ mean_g' e_g' ‖ max_g' e_g'])  (cluster context)
+        score_g  = w·c_g + a·(key_scale · x_g[key]) + b·x_g
+
+    Every term is the same function of each instance's own row and of permutation-invariant
+    pools, so permuting the instances permutes the scores. The key features are estimate / SLO
+    (9), meets deadline (10) and log capability (0): a large weight on "meets" and a negative one
+    on the estimate give argmin estimate among the deadline-meeting instances, a positive one on
+    capability gives GoodServe's just-enough choice (the slowest instance that still meets it).
+    ``w`` and ``b`` start at zero, so an untrained policy scores by the (randomly initialised)
+    key path alone: the MLP cannot swamp the key signal before training.
+
+    :param observation_space: the env's ``Dict`` space (keys ``request`` (R,), ``instances``
+        (M, F)).
+    :param hidden: embedding width.
+    :param key_features: instance feature indices of the linear key path.
+    :param key_scale: multiplies the key features (logit gaps of a few units from feature gaps of
+        ~0.1 need weights of ~10–50; Adam moves a weight by about the learning rate per step).
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.spaces.Dict,
+        hidden: int = 32,
+        key_features: tuple[int, ...] = (9, 10, 0),
+        key_scale: float = 10.0,
+    ):
+        keys = {"request", "instances"}
+        if not isinstance(observation_space, gym.spaces.Dict) or set(observation_space) != keys:
+            raise ValueError(
+                f"RoutingScorer needs a Dict observation with keys {sorted(keys)}, got "
+                f"{observation_space}"
+            )
+        m, n_inst = observation_space["instances"].shape
+        (n_req,) = observation_space["request"].shape
+        if any(not 0 <= k < n_inst for k in key_features):
+            raise ValueError(f"key_features {key_features} outside the {n_inst} instance features")
+        value_dim = 2 * hidden + n_req
+        super().__init__(observation_space, features_dim=m + value_dim)
+        self.M = m
+        self.action_scores_dim = m
+        self.value_dim = value_dim
+        self.key_features = list(key_features)
+        self.key_scale = float(key_scale)
+        h = hidden
+        self.inst_in = _mlp(n_inst + n_req, h, h)
+        self.inst_ctx = _mlp(3 * h, h, h)
+        self.score_out = nn.Linear(h, 1)
+        nn.init.zeros_(self.score_out.weight)
+        nn.init.zeros_(self.score_out.bias)
+        self.key_linear = nn.Linear(len(key_features), 1, bias=False)
+        self.inst_linear = nn.Linear(n_inst, 1, bias=False)
+        nn.init.zeros_(self.inst_linear.weight)
+
+    def forward(self, observations: dict[str, th.Tensor]) -> th.Tensor:
+        inst, req = observations["instances"], observations["request"]
+        b, m, _ = inst.shape
+        ones = inst.new_ones(b, m)
+        e = self.inst_in(th.cat([inst, req.unsqueeze(1).expand(b, m, req.shape[-1])], dim=-1))
+        pool = masked_pool(e, ones)
+        c = self.inst_ctx(th.cat([e, pool.unsqueeze(1).expand(b, m, -1)], dim=-1))
+        score = (
+            self.score_out(c).squeeze(-1)
+            + self.key_linear(inst[..., self.key_features] * self.key_scale).squeeze(-1)
+            + self.inst_linear(inst).squeeze(-1)
+        )
+        return th.cat([score, masked_pool(c, ones), req], dim=-1)
 
 
 class SetPoolingExtractor(BaseFeaturesExtractor):

@@ -65,24 +65,34 @@ def log_comparison(
     rows: Sequence[Mapping[str, Any]],
     table_text: str,
     images: Sequence[str | Path] = (),
-    metrics: Sequence[str] = ("req95", "req99"),
+    *,
+    metrics: Sequence[str],
     prefix: str = "final",
+    extra_columns: Sequence[str] = (),
 ) -> None:
     """Log an evaluation: one table row per (workload, policy, seed), the printed table as text,
-    the attainment-curve images, and per-policy means in the run summary.
+    the plots, and per-policy means in the run summary.
 
     :param run: the ``wandb`` run.
     :param rows: rows from ``evaluate.evaluate``.
     :param table_text: the formatted table (``evaluate.format_table``).
-    :param images: PNG paths (attainment curves).
-    :param metrics: metric columns.
+    :param images: PNG paths (attainment curves, sweep plots).
+    :param metrics: metric columns (the env family's headline metrics).
     :param prefix: key prefix (``final``, ``evaluate``).
+    :param extra_columns: row keys that tell columns apart besides the workload (a swept option
+        such as ``slo_scale``); they become table columns and part of the summary keys.
     """
     import wandb
 
-    columns = ["workload", "policy", "seed", *metrics]
+    columns = ["workload", *extra_columns, "policy", "seed", *metrics]
     data = [
-        [r["workload"], r["policy"], r["seed"], *(r["metrics"].get(m) for m in metrics)]
+        [
+            r["workload"],
+            *(r.get(c) for c in extra_columns),
+            r["policy"],
+            r["seed"],
+            *(r["metrics"].get(m) for m in metrics),
+        ]
         for r in rows
     ]
     payload: dict[str, Any] = {
@@ -92,19 +102,20 @@ def log_comparison(
     for path in images:
         payload[f"{prefix}/{Path(path).stem}"] = wandb.Image(str(path))
     run.log(payload)
-    for (workload, policy), vals in _means(rows, metrics).items():
+    for (column, policy), vals in _means(rows, metrics, extra_columns).items():
         for m, v in vals.items():
-            run.summary[f"{prefix}/{workload}/{policy}/{m}"] = v
+            run.summary[f"{prefix}/{column}/{policy}/{m}"] = v
 
 
 def _means(
-    rows: Sequence[Mapping[str, Any]], metrics: Sequence[str]
+    rows: Sequence[Mapping[str, Any]], metrics: Sequence[str], extra_columns: Sequence[str] = ()
 ) -> dict[tuple[str, str], dict[str, float]]:
     import numpy as np
 
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for r in rows:
-        groups.setdefault((r["workload"], r["policy"]), []).append(r)
+        column = "/".join([r["workload"], *(f"{c}={r.get(c)}" for c in extra_columns)])
+        groups.setdefault((column, r["policy"]), []).append(r)
     out = {}
     for key, rs in groups.items():
         out[key] = {

@@ -99,9 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rps", default="1000,10000", help="comma-separated request rates (req/s)")
     p.add_argument("--requests", type=int, default=5000, help="arrivals per point")
     p.add_argument("--policy", default="goodserve", help="routing policy")
-    p.add_argument(
-        "--predictor", default="moe", help="output-length predictor (timed separately)"
-    )
+    p.add_argument("--predictor", default="moe", help="output-length predictor (timed separately)")
     args = p.parse_args(argv)
     sizes = [int(x) for x in args.instances.split(",")]
     rates = [float(x) for x in args.rps.split(",")]

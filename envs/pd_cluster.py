@@ -207,8 +207,6 @@ class DecisionContext:
         return slot, p, d
 
 
-
-
 #: HexAgent §7.1 workloads: (workflows, arrival rate in workflows/s).
 PAPER_WORKLOADS: dict[str, tuple[int, float]] = {
     "sharegpt": (100, 10.0),

@@ -583,7 +583,9 @@ class RoutingEnv(gym.Env):
         busy = np.array([inst.busy_time for inst in sim.monolithic])
         per_instance = (busy / end).tolist() if end > 0 else [0.0] * self.M
         util = {"monolithic": float(np.mean(per_instance))}
-        util.update({f"{j}:{g}": u for j, (g, u) in enumerate(zip(self._gpus(), per_instance))})
+        util.update(
+            {f"{j}:{g}": u for j, (g, u) in enumerate(zip(self._gpus(), per_instance, strict=True))}
+        )
         return {
             "metrics": metrics,
             "attainment_curve": {"alpha": alphas.tolist(), "attainment": curve.tolist()},

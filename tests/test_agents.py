@@ -1,5 +1,6 @@
-"""Specifications of agents/: per-action policy, permutation equivariance, BC, save/load, the
-``ckpt:`` policy in evaluate.py."""
+"""Specifications of agents/: per-action policy, permutation equivariance (PDCluster slots,
+Routing instances), BC, save/load, the ``ckpt:`` policy in evaluate.py, best-model selection in
+the env's metric direction."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch as th
@@ -23,7 +25,8 @@ from agents import (
     make_env,
 )
 from agents.bc import discounted_returns
-from agents.extractors import SetPoolingExtractor
+from agents.callbacks import PeriodicEvalCallback
+from agents.extractors import RoutingScorer, SetPoolingExtractor
 from heuristics import make_policy
 
 SPEC = TRAIN_ENVS["pd-cluster"]
@@ -164,3 +167,101 @@ def test_bc_is_reproducible_with_the_same_seed(env, demos):
         model = fresh_model(env, seed=4)
         runs.append([r.loss for r in bc_train(model.policy, demos, 2, 32, 1e-3, seed=9)])
     assert runs[0] == runs[1]
+
+
+# -- Routing-v0: per-instance scorer ---------------------------------------------------------
+
+
+def routing_space(m: int) -> gym.spaces.Dict:
+    return gym.spaces.Dict(
+        {
+            "request": gym.spaces.Box(0.0, 10.0, (10,), np.float32),
+            "instances": gym.spaces.Box(0.0, 10.0, (m, 14), np.float32),
+        }
+    )
+
+
+@pytest.mark.parametrize("m", [1, 4, 9])
+def test_routing_scorer_gives_one_score_per_instance_equivariant_to_permutation(m):
+    th.manual_seed(0)
+    space = routing_space(m)
+    space.seed(m)
+    fe = RoutingScorer(space, hidden=8)
+    obs = {k: th.as_tensor(v)[None] for k, v in space.sample().items()}
+    perm = th.as_tensor(np.random.default_rng(m).permutation(m))
+    permuted = {**obs, "instances": obs["instances"][:, perm]}
+    with th.no_grad():
+        a, b = fe(obs)[0], fe(permuted)[0]
+    assert fe.action_scores_dim == m and a.shape == (fe.features_dim,)
+    th.testing.assert_close(a[:m][perm], b[:m], rtol=1e-5, atol=1e-5)  # scores permute
+    th.testing.assert_close(a[m:], b[m:], rtol=1e-5, atol=1e-5)  # critic features do not
+
+
+def test_routing_scorer_key_path_can_express_argmin_estimate_among_deadline_meeting():
+    fe = RoutingScorer(routing_space(3), hidden=8, key_features=(9, 10, 0))
+    with th.no_grad():
+        fe.key_linear.weight.copy_(th.tensor([[-1.0, 1.0, 0.0]]))
+    inst = th.zeros(1, 3, 14)
+    inst[0, :, 9] = th.tensor([0.2, 0.5, 0.9])  # estimate / SLO
+    inst[0, :, 10] = th.tensor([0.0, 1.0, 1.0])  # meets deadline
+    with th.no_grad():
+        scores = fe({"request": th.zeros(1, 10), "instances": inst})[0, :3]
+    assert int(scores.argmax()) == 1
+
+
+def test_routing_scorer_rejects_another_observation_space(env):
+    with pytest.raises(ValueError, match="RoutingScorer needs"):
+        RoutingScorer(env.observation_space)
+
+
+def routing_env_or_skip():
+    spec = TRAIN_ENVS["routing"]
+    try:
+        e = make_env(spec, env_kwargs(spec, {"count": 8, "output_predictor": "oracle"}))
+        e.reset(seed=0)
+    except Exception as exc:  # the env is still being written
+        pytest.skip(f"Routing-v0 not buildable: {exc}")
+    return spec, e
+
+
+def test_routing_model_acts_legally_and_bc_lowers_its_loss():
+    pytest.importorskip("heuristics.goodserve", reason="routing heuristics not available")
+    spec, renv = routing_env_or_skip()
+    th.set_num_threads(1)
+    model = build_model("maskable-ppo", renv, spec, seed=0, hyperparams={"n_steps": 64})
+    obs, info = renv.reset(seed=1)
+    action, _ = model.predict(obs, deterministic=True, action_masks=info["action_mask"])
+    assert info["action_mask"][int(action)]
+    demos = collect(renv, functools.partial(make_policy, "earliest-finish"), [0, 1], gamma=0.99)
+    history = bc_train(model.policy, demos, epochs=6, batch_size=32, learning_rate=3e-3)
+    assert history[-1].loss < history[0].loss
+    renv.close()
+
+
+# -- selection by the env's headline direction -----------------------------------------------
+
+
+class _StubLogger:
+    def record(self, key, value):
+        pass
+
+
+class _StubModel:
+    logger = _StubLogger()
+
+    def save(self, path):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("better", "kept"), [("higher", [True, True, False]), ("lower", [True, False, True])]
+)
+def test_periodic_eval_keeps_the_best_model_in_the_metrics_direction(tmp_path, better, kept):
+    values = iter([1.0, 2.0, 0.5])
+    cb = PeriodicEvalCallback(
+        lambda _: {"goodput": next(values)}, every=1, select="goodput", better=better,
+        best_path=tmp_path / "best.zip",
+    )  # fmt: skip
+    cb.model = _StubModel()
+    rows = [cb.run_eval() for _ in range(3)]
+    assert ["saved_best" in r for r in rows] == kept

@@ -207,3 +207,200 @@ def test_real_heuristics_give_identical_metrics_alone_and_together() -> None:
     [hexagent] = [r for r in together if r["policy"] == "hexagent"]
     assert alone[0]["metrics"] == hexagent["metrics"]
     assert alone[0]["completion_times"] == hexagent["completion_times"]
+
+
+# -- env families as data: directions, sweeps, per-env defaults ------------------------------
+
+
+def fake_family(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Register an env family ``fake`` whose select metric is higher-is-better."""
+    entry = evaluate.EnvEntry(
+        gym_id="none", options={"cluster": "cluster", "slo_scale": "slo_scale"},
+        headline=(evaluate.Metric("good", "good", "higher"), evaluate.Metric("bad", "bad")),
+        select="good", reference="expert", cluster="c", model="m", workloads=("w",),
+        baselines=("b1", "b2"), own_references=("ours",), ablations=("expert-lite",),
+    )  # fmt: skip
+    monkeypatch.setitem(evaluate.ENVS, "fake", entry)
+
+
+def fake_row(policy: str, good: float, bad: float, sweep: float | None = None) -> dict[str, Any]:
+    row = {
+        "env": "fake", "cluster": "c", "model": "m", "workload": "w", "seed": 0,
+        "policy": policy, "metrics": {"good": good, "bad": bad},
+        "utilisation": {"monolithic": 0.5, "0:h800": 0.9, "1:a40": 0.1},
+    }  # fmt: skip
+    if sweep is not None:
+        row["sweep"] = {"option": "slo_scale", "value": sweep}
+    return row
+
+
+def test_higher_is_better_metric_picks_the_max_baseline_and_reports_a_positive_gain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake_family(monkeypatch)
+    rows = [
+        fake_row("b1", 2.0, 0.5),
+        fake_row("ours", 4.0, 0.2),  # our own reference: the best baseline
+        fake_row("b2", 3.0, 0.1),
+        fake_row("expert-lite", 9.0, 0.0),  # an ablation of the expert: never a baseline
+        fake_row("expert", 5.0, 0.1),
+    ]
+    assert evaluate.best_baseline(rows, "w") == "ours"
+    table = evaluate.format_table(rows)
+    assert "4.00 / 0.20 (ours)" in table
+    gain = next(line for line in table.splitlines() if line.startswith("gain (expert)"))
+    assert "25.0% / 50.0%" in gain  # (5 − 4) / 4 and (0.2 − 0.1) / 0.2, both positive
+    assert "good (higher is better) / bad (lower is better)" in table.splitlines()[0]
+    assert "ours: our own reference" in table
+    util = next(line for line in table.splitlines() if line.startswith("utilisation"))
+    assert util.split() == ["utilisation", "(monolithic)", "50%"]  # no per-instance keys
+
+
+def test_missing_higher_is_better_value_counts_as_worst(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_family(monkeypatch)
+    rows = [fake_row("b1", 1.0, 0.5), fake_row("b2", 1.0, 0.5), fake_row("expert", 2.0, 0.1)]
+    rows[0]["metrics"]["good"] = None  # as read back from JSON
+    assert evaluate.best_baseline(rows, "w") == "b2"
+
+
+def test_sweep_gives_one_column_per_workload_and_value_and_a_sweep_plot(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake_family(monkeypatch)
+    rows = []
+    for value, scale in ((1.0, 1.0), (2.0, 2.0)):
+        rows += [
+            fake_row("b1", 1.0 * scale, 0.5, value),
+            fake_row("b2", 2.0 * scale, 0.4, value),
+            fake_row("expert", 3.0 * scale, 0.1, value),
+        ]
+    for r in rows:
+        r["attainment_curve"] = {"alpha": [1.0, 2.0], "attainment": [0.5, 1.0]}
+    table = evaluate.format_table(rows)
+    header = table.splitlines()[2]
+    assert "w slo_scale=1" in header and "w slo_scale=2" in header
+    gain = next(line for line in table.splitlines() if line.startswith("gain (expert)"))
+    assert gain.count("50.0%") == 2  # 3 vs 2 and 6 vs 4
+    [png] = evaluate.plot_sweep(rows, tmp_path)
+    assert png.name == "good_vs_slo_scale_w.png" and png.read_bytes()[:4] == b"\x89PNG"
+    attainment = evaluate.plot_attainment(rows, tmp_path)
+    assert len(attainment) == 2
+    assert evaluate.plot_sweep([fake_row("b1", 1, 1)], tmp_path) == []  # no sweep: no plot
+
+
+def test_real_sweep_runs_one_env_per_value_and_rows_carry_the_value() -> None:
+    rows = evaluate.evaluate(tiny(sweep=evaluate.Sweep("load_scale", (0.5, 1.0))), resolve=stand_in)
+    assert [(r["load_scale"], r["sweep"]["value"]) for r in rows if r["policy"] == "hexagent"] == [
+        (0.5, 0.5),
+        (1.0, 1.0),
+    ]
+    header = evaluate.format_table(rows).splitlines()[2]
+    assert "mixed load_scale=0.5" in header and "mixed load_scale=1" in header
+
+
+def test_per_env_defaults_fill_unset_options() -> None:
+    pd = evaluate.resolve_config(EvalConfig(env="pd-cluster"))
+    assert (pd.cluster, pd.model, pd.reference) == ("hetero-1", "llama3.1-70b", "hexagent")
+    assert pd.workloads == ("sharegpt", "bfcl", "lats", "mixed")
+    assert pd.policies == evaluate.PAPER_POLICIES and pd.slots == 256 and pd.load_scale == 1.0
+    assert pd.slo_scale is None
+    routing = evaluate.resolve_config(EvalConfig(env="routing"))
+    assert (routing.cluster, routing.model, routing.reference) == (
+        "goodserve-4",
+        "llama3.1-8b",
+        "goodserve",
+    )
+    assert routing.workloads == ("goodserve",) and routing.slots is None
+    assert routing.policies[-2:] == ("earliest-finish", "goodserve")
+    assert evaluate.ENVS["routing"].select_metric.better == "higher"
+
+
+def test_every_cli_env_has_a_family_and_every_option_a_config_field() -> None:
+    from envs import CLI_ENVS
+
+    assert set(evaluate.ENVS) == set(CLI_ENVS)
+    for name, (_, options) in CLI_ENVS.items():
+        assert set(options) - {"workload", "reward"} <= set(evaluate.ENV_FIELDS), name
+
+
+@pytest.mark.parametrize(
+    "config, match",
+    [
+        (EvalConfig(env="routing", slots=8), "does not take --slots"),
+        (EvalConfig(env="pd-cluster", slo_scale=2.0), "does not take --slo-scale"),
+        (EvalConfig(sweep=evaluate.Sweep("slo_scale", (1.0,))), "--sweep slo_scale"),
+        (EvalConfig(load_scale=1.0, sweep=evaluate.Sweep("load_scale", (1.0,))), "both given"),
+    ],
+)
+def test_an_option_the_env_does_not_take_is_an_error(config: EvalConfig, match: str) -> None:
+    with pytest.raises(EvaluationError, match=match):
+        evaluate.resolve_config(config)
+
+
+def test_parse_sweep_uses_the_option_type() -> None:
+    assert evaluate.parse_sweep("slo-scale=1,1.5") == evaluate.Sweep("slo_scale", (1.0, 1.5))
+    assert evaluate.parse_sweep("migration=token,kv").values == ("token", "kv")
+    with pytest.raises(Exception, match="OPTION=V1"):
+        evaluate.parse_sweep("nope=1")
+
+
+def test_policies_of_another_env_are_rejected_listing_only_this_envs() -> None:
+    pytest.importorskip("heuristics.base", reason="heuristics package not available")
+    env = evaluate.make_env(tiny(), "mixed")
+    with pytest.raises(EvaluationError, match="for env 'pd-cluster'") as err:
+        evaluate.resolve_policy("goodserve", env)
+    assert "hexagent" in str(err.value) and "round-robin" not in str(err.value)
+
+
+def test_help_lists_each_envs_options_and_defaults(tmp_path: Path) -> None:
+    proc = run_cli("--help", cwd=tmp_path)
+    assert proc.returncode == 0
+    for text in ("pd-cluster", "routing", "--slots 256", "--slo-scale", "--sweep", "goodput"):
+        assert text in proc.stdout, text
+
+
+def test_cli_option_the_env_does_not_take_exits_without_traceback(tmp_path: Path) -> None:
+    proc = run_cli("--env", "routing", "--slots", "4", "--quiet", cwd=tmp_path)
+    assert proc.returncode == 2 and "does not take --slots" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# -- the real Routing env (skipped while it cannot be built) ---------------------------------
+
+
+def routing_available() -> bool:
+    try:
+        import gymnasium as gym
+
+        import envs  # noqa: F401
+
+        env = gym.make("servegym/Routing-v0", workload_count=4, output_predictor="oracle")
+        env.reset(seed=0)
+        env.close()
+        return True
+    except Exception:
+        return False
+
+
+needs_routing = pytest.mark.skipif(not routing_available(), reason="Routing-v0 not buildable")
+
+
+@needs_routing
+def test_routing_sweep_table_rows_and_goodput_plot(tmp_path: Path) -> None:
+    pytest.importorskip("heuristics.goodserve", reason="routing heuristics not available")
+    config = EvalConfig(
+        env="routing", policies=("round-robin", "earliest-finish", "goodserve"), seeds=(0,),
+        count=12, output_predictor="oracle", sweep=evaluate.Sweep("slo_scale", (1.0, 2.0)),
+        quiet=True,
+    )  # fmt: skip
+    rows = evaluate.evaluate(config)
+    assert len(rows) == 3 * 2
+    for r in rows:
+        assert {"goodput", "slo_violation_ratio", "migrations"} <= set(r["metrics"])
+        assert "monolithic" in r["utilisation"] and any(":" in k for k in r["utilisation"])
+        assert r["slo_scale"] == r["sweep"]["value"] and len(r["latencies"]) == 12
+    table = evaluate.format_table(rows, command=evaluate.command_for(config))
+    assert "gain (goodserve)" in table and "utilisation (monolithic)" in table
+    assert "--sweep slo_scale=1,2" in table
+    [png] = evaluate.plot_sweep(rows, tmp_path)
+    assert png.name == "goodput_vs_slo_scale_goodserve.png"

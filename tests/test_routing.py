@@ -58,7 +58,7 @@ def test_random_routing_episode_completes_every_request_and_reports_metrics():
     assert m["num_requests"] == m["num_completed"] == 24
     assert 0.0 <= m["slo_violation_ratio"] <= 1.0
     # The goodput reward's return is the number of requests within their SLO.
-    met = sum(lat <= slo for lat, slo in zip(info["latencies"], info["slos"]))
+    met = sum(lat <= slo for lat, slo in zip(info["latencies"], info["slos"], strict=True))
     assert total == met == pytest.approx((1 - m["slo_violation_ratio"]) * 24)
     assert sum(1 for kind, _, _ in trace if kind == "route") == 24
     assert 0.0 < info["utilisation"]["monolithic"] <= 1.0
@@ -68,7 +68,7 @@ def test_slo_is_scale_times_run_alone_latency_on_the_reference_gpu():
     env = RoutingEnv(slo_scale=2.5, **SMALL)
     env.reset(seed=0)
     alone = env._run_alone
-    for run, slo in zip(env.sim.runs, env._slo):
+    for run, slo in zip(env.sim.runs, env._slo, strict=True):
         node = run.workflow.nodes[0]
         assert slo == pytest.approx(2.5 * alone(node.input_tokens, node.output_tokens))
     # alone on an A800 is slower than alone on the H800 of the same cluster
@@ -125,7 +125,7 @@ def _contexts(trace, **kw):
 
 
 def _assert_equal_but_deadline(ca, cb) -> None:
-    for (c1, o1), (c2, o2) in zip(ca, cb):
+    for (c1, o1), (c2, o2) in zip(ca, cb, strict=True):
         for f in dataclasses.fields(c1):
             if f.name not in DEADLINE_FIELDS:
                 assert np.array_equal(getattr(c1, f.name), getattr(c2, f.name)), f.name
@@ -144,7 +144,7 @@ def test_decision_context_never_depends_on_true_output_lengths(predictor):
     ca = _contexts(a, output_predictor=predictor, slo_basis="task")
     cb = _contexts(b, output_predictor=predictor, slo_basis="task")
     assert len(ca) == len(cb) == 6
-    for (c1, o1), (c2, o2) in zip(ca, cb):
+    for (c1, o1), (c2, o2) in zip(ca, cb, strict=True):
         assert c1 == c2
         for k in o1:
             assert np.array_equal(o1[k], o2[k]), k
@@ -163,7 +163,7 @@ def test_per_request_slo_leaks_only_through_deadline_fields():
     b = _burst([900, 4000, 1200, 800, 5000, 700])
     ca = _contexts(a, output_predictor="moe", slo_basis="request")
     cb = _contexts(b, output_predictor="moe", slo_basis="request")
-    assert any(c1.slo != c2.slo for (c1, _), (c2, _) in zip(ca, cb))
+    assert any(c1.slo != c2.slo for (c1, _), (c2, _) in zip(ca, cb, strict=True))
     _assert_equal_but_deadline(ca, cb)
 
 

@@ -65,3 +65,64 @@ def test_existing_run_directory_needs_resume(tmp_path, capsys):
     (tmp_path / "config.json").write_text("{}")
     assert train.main(["--out", str(tmp_path), "--wandb", "disabled"]) == 2
     assert "--resume" in capsys.readouterr().err
+
+
+def test_per_env_defaults_fill_unset_options():
+    pd = train.parse_args(["--env", "pd-cluster"])
+    assert (pd.cluster, pd.model, pd.workload, pd.count, pd.slots) == (
+        "hetero-1", "llama3.1-70b", "mixed", 30, 16,
+    )  # fmt: skip
+    assert pd.bc_expert == "hexagent" and pd.slo_scale is None
+    routing = train.resolve(train.TrainConfig(env="routing"))
+    assert (routing.cluster, routing.model, routing.workload) == (
+        "goodserve-4", "llama3.1-8b", "goodserve",
+    )  # fmt: skip
+    assert routing.bc_expert == "goodserve" and routing.slots is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["--env", "routing", "--slots", "4"], "does not take --slots"),
+        (["--env", "pd-cluster", "--slo-scale", "2"], "does not take --slo-scale"),
+        (["--env", "routing", "--bc-expert", "hexagent"], "for env 'routing'"),
+        (["--env", "pd-cluster", "--baselines", "round-robin"], "for env 'pd-cluster'"),
+    ],
+)
+def test_options_and_policies_of_another_env_are_rejected(argv, match):
+    with pytest.raises(train.TrainError, match=match):
+        train.parse_args(argv)
+
+
+def test_help_lists_each_trainable_envs_defaults(capsys):
+    with pytest.raises(SystemExit):
+        train.parse_args(["--help"])
+    out = capsys.readouterr().out
+    for text in ("pd-cluster", "routing", "RoutingScorer", "--bc-expert goodserve", "goodput"):
+        assert text in out, text
+
+
+def test_routing_smoke_run_selects_by_goodput(tmp_path):
+    pytest.importorskip("heuristics.goodserve", reason="routing heuristics not available")
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+
+    try:
+        gym.make("servegym/Routing-v0", workload_count=4, output_predictor="oracle").reset(seed=0)
+    except Exception as exc:  # the env is still being written
+        pytest.skip(f"Routing-v0 not buildable: {exc}")
+    out = tmp_path / "run"
+    argv = [
+        "--env", "routing", "--count", "8", "--output-predictor", "oracle", "--bc-episodes", "1",
+        "--bc-epochs", "1", "--bc-expert", "earliest-finish", "--timesteps", "128", "--n-envs",
+        "2", "--vec", "dummy", "--eval-episodes", "1", "--eval-every", "64", "--ckpt-every",
+        "128", "--baselines", "round-robin", "--hyperparams", '{"n_steps": 32, "batch_size": 32}',
+        "--quiet", "--wandb", "disabled", "--out", str(out),
+    ]  # fmt: skip
+    assert train.main(argv) == 0
+    report = json.loads((out / "eval.json").read_text())
+    assert {"goodserve", "round-robin", f"ckpt:{out / 'model.zip'}"} <= set(report["final"])
+    assert set(report["final"]["goodserve"]) == {"goodput", "slo_violation_ratio"}
+    assert "gain (goodserve)" in (out / "table.txt").read_text()
+    assert (out / "best_model.zip").is_file()

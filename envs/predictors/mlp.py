@@ -60,4 +60,5 @@ class MLPPredictor(LearnedPredictor):
     @classmethod
     def trained(cls, cfg: TrainConfig, use_cache: bool = True) -> MLPPredictor:
         """The predictor for ``cfg``, trained or loaded from the cache."""
-        return cached("mlp", asdict(cfg), lambda: nets.single_threaded(train_mlp, cfg), _build, use_cache)
+        train = lambda: nets.single_threaded(train_mlp, cfg)  # noqa: E731
+        return cached("mlp", asdict(cfg), train, _build, use_cache)

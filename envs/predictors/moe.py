@@ -136,4 +136,5 @@ class MoEPredictor(LearnedPredictor):
     @classmethod
     def trained(cls, cfg: TrainConfig, use_cache: bool = True) -> MoEPredictor:
         """The predictor for ``cfg``, trained or loaded from the cache."""
-        return cached("moe", asdict(cfg), lambda: nets.single_threaded(train_moe, cfg), _build, use_cache)
+        train = lambda: nets.single_threaded(train_moe, cfg)  # noqa: E731
+        return cached("moe", asdict(cfg), train, _build, use_cache)
