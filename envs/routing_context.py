@@ -11,8 +11,10 @@ EMA-smoothed, per-instance coefficients of GoodServe Eq. 2:
 * ``p_g`` — prefill seconds per prompt token, one sample per finished prefill (prefill wall time
   over the tokens actually computed, so with chunked prefill it includes the decode work the
   chunks share their iterations with);
-* ``d_g`` — decode seconds per output token, one sample per decode segment (segment wall time
-  over its iterations: what a client measures between streamed tokens).
+* ``d_g`` — decode seconds per output token: every decode iteration is one sample (a segment of
+  n iterations of mean time x counts as n samples of x), what a client measures between streamed
+  tokens. Weighting per iteration matters under chunked prefill: a long pure-decode segment and a
+  single mixed prefill+decode iteration are one report each, but not one token each.
 
 Before an instance has reported anything its coefficients come from a warm-up probe (one 1,024
 token prefill and one decode step at batch 1 of the instance's latency model), as a deployed
@@ -63,11 +65,15 @@ class InstanceMonitor:
         self._tpm: list[deque[tuple[float, int]]] = [deque() for _ in range(m)]
         self._tpm_sum = np.zeros(m)
 
-    def _ema(self, arr: np.ndarray, j: int, value: float, col: int) -> None:
+    def _ema(self, arr: np.ndarray, j: int, value: float, col: int, n: int = 1) -> None:
+        """Fold ``n`` samples of ``value`` into the EMA: x + (1 − α)^n · (old − x)."""
         if not math.isfinite(value) or value < 0:
             return
-        arr[j] = value if self.samples[j, col] == 0 else arr[j] + self.alpha * (value - arr[j])
-        self.samples[j, col] += 1
+        if self.samples[j, col] == 0:
+            arr[j] = value
+        else:
+            arr[j] = value + (1.0 - self.alpha) ** n * (arr[j] - value)
+        self.samples[j, col] += n
 
     # -- simulation listener hooks -----------------------------------------------------------
     def on_admit(self, call: Any, inst: Any, now: float) -> None:
@@ -79,7 +85,7 @@ class InstanceMonitor:
 
     def on_decode_progress(self, inst: Any, iterations: int, seconds: float, batch: int) -> None:
         if iterations > 0:
-            self._ema(self.d, self.pos[inst.index], seconds / iterations, 2)
+            self._ema(self.d, self.pos[inst.index], seconds / iterations, 2, iterations)
 
     def on_call_done(self, call: Any, inst: Any, now: float) -> None:
         j = self.pos.get(inst.index)

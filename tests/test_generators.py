@@ -324,7 +324,7 @@ def test_goodserve_swe_steps_share_their_sessions_prefix_blocks():
     assert any(len(rs) > 1 for rs in sessions)
     seen: set[int] = set()
     for rs in sessions:
-        for a, b in zip(rs, rs[1:]):
+        for a, b in zip(rs, rs[1:], strict=False):
             assert b.prefix_hashes[: len(a.prefix_hashes)] == a.prefix_hashes
         assert len(rs[0].prefix_hashes) == rs[0].input_tokens // 512
         assert not seen & set(rs[0].prefix_hashes)  # no block is shared across sessions

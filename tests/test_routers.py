@@ -26,8 +26,9 @@ ROUTERS = {
     "preble",
     "llumnix",
     "earliest-finish",
+    "goodserve+queue-aware",
 }
-MIGRATING = {"goodserve", "llumnix", "earliest-finish"}
+MIGRATING = {"goodserve", "llumnix", "earliest-finish", "goodserve+queue-aware"}
 ALL_ROUTERS = sorted(policies_for("routing"))
 
 
@@ -358,3 +359,14 @@ def test_every_router_plays_a_routing_episode_legally_and_only_migrating_ones_mi
     assert kinds == {"route", "migrate"}
     if name not in MIGRATING:
         assert info["metrics"]["migrations"] == 0
+
+
+def test_queue_aware_variant_sees_a_queue_the_lagging_ema_misses():
+    # Instance 2 (the weakest) has a stale q_g of 0 but 20k prompt tokens queued at 1 ms/token:
+    # plain GoodServe picks it (just-enough), the variant knows it cannot meet the deadline.
+    ctx = routing_ctx(3, estimate=[3.0, 4.0, 5.0], queued_prefill_tokens=[0, 0, 20_000])
+    assert pick("goodserve", ctx) == 2
+    assert pick("goodserve+queue-aware", ctx) == 1
+    # with no queue anywhere the variant routes exactly like GoodServe
+    ctx = routing_ctx(3, estimate=[3.0, 4.0, 5.0])
+    assert pick("goodserve+queue-aware", ctx) == pick("goodserve", ctx) == 2
