@@ -249,8 +249,10 @@ class EvalConfig:
         (HexAgent §7.6).
     :param slots: PDCluster: K, waiting calls re-planned per scheduler invocation.
     :param slo_scale: Routing: SLO = scale × run-alone latency on the reference GPU.
+    :param slo_basis: Routing: ``request`` (each request's run-alone latency; the deadline then
+        encodes its true length) or ``task`` (the task's median run-alone latency).
     :param instances: Routing: grow the cluster to this many instances (GoodServe §4.3 scale).
-    :param output_predictor: Routing: output-length predictor name.
+    :param output_predictor: output-length predictor name (``envs.predictors``).
     :param predictor_error: Routing: e of the ``oracle-error`` predictor.
     :param prefill_mode: Routing: ``chunked`` or ``prefill-first``.
     :param token_budget: Routing: chunked-prefill tokens per iteration.
@@ -278,6 +280,9 @@ class EvalConfig:
     )
     slots: int | None = env_option(int, "calls re-planned per invocation", "k")
     slo_scale: float | None = env_option(float, "SLO = scale × run-alone latency", "slo")
+    slo_basis: str | None = env_option(
+        str, "request (own run-alone latency) or task (task median)", "basis"
+    )
     instances: int | None = env_option(int, "grow the cluster to this many instances", "inst")
     output_predictor: str | None = env_option(str, "output-length predictor", "pred")
     predictor_error: float | None = env_option(float, "error e of oracle-error", "perr")

@@ -67,8 +67,9 @@ class TrainConfig:
     :param estimate_error: PDCluster: error on scheduler-visible estimates.
     :param slots: PDCluster: K, calls re-planned per invocation.
     :param slo_scale: Routing: SLO = scale × run-alone latency.
+    :param slo_basis: Routing: ``request`` or ``task`` (see ``envs.routing``).
     :param instances: Routing: grow the cluster to this many instances.
-    :param output_predictor: Routing: output-length predictor.
+    :param output_predictor: output-length predictor (``envs.predictors``).
     :param predictor_error: Routing: error e of ``oracle-error``.
     :param prefill_mode: Routing: ``chunked`` or ``prefill-first``.
     :param token_budget: Routing: chunked-prefill tokens per iteration.
@@ -113,6 +114,7 @@ class TrainConfig:
     estimate_error: float | None = None
     slots: int | None = None
     slo_scale: float | None = None
+    slo_basis: str | None = None
     instances: int | None = None
     output_predictor: str | None = None
     predictor_error: float | None = None
@@ -151,7 +153,7 @@ class TrainConfig:
 #: TrainConfig fields that configure the env (``envs.CLI_ENVS`` option names).
 ENV_OPTIONS = (
     "cluster", "model", "workload", "count", "load_scale", "estimate_error", "slots", "slo_scale",
-    "instances", "output_predictor", "predictor_error", "prefill_mode", "token_budget",
+    "slo_basis", "instances", "output_predictor", "predictor_error", "prefill_mode", "token_budget",
     "check_interval", "migration", "reward",
 )  # fmt: skip
 
