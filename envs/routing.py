@@ -345,7 +345,7 @@ class RoutingEnv(gym.Env):
             output_predictor=self._predictor.predict,
             compute_horizons=False,
             latency_cache=self._latency_cache,
-            prefix_cache_blocks=(1 << 40) if self.prefix_cache else 0,
+            prefix_cache_blocks="kv" if self.prefix_cache else 0,
             prefill_mode=self.prefill_mode,
             token_budget=self.token_budget,
             check_interval=self.check_interval,

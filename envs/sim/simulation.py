@@ -240,7 +240,9 @@ class Simulation:
     :param horizon_scheduler: scheduler for the standalone runs (default: earliest-finish).
     :param latency_cache: share latency models across simulations.
     :param horizon_cache: share standalone horizons (keyed by workflow content) across runs.
-    :param prefix_cache_blocks: LRU prefix-cache blocks per monolithic instance (0 = off).
+    :param prefix_cache_blocks: LRU prefix-cache blocks per monolithic instance (0 = off), or
+        ``"kv"``: as many 512-token blocks as the instance's KV capacity holds (vLLM keeps cached
+        prefixes in free KV blocks; the LRU bound is that memory).
     :param time_limit: stop the simulation at this simulated time in seconds (None = run out).
     :param prefill_mode: monolithic scheduling, ``prefill-first`` (a prefill pass stalls the
         decodes) or ``chunked`` (vLLM's default: per-iteration token budget, decodes first).
@@ -264,7 +266,7 @@ class Simulation:
         horizon_scheduler: Any = None,
         latency_cache: LatencyCache | None = None,
         horizon_cache: dict[Any, float] | None = None,
-        prefix_cache_blocks: int = 0,
+        prefix_cache_blocks: int | str = 0,
         time_limit: float | None = None,
         prefill_mode: str = "prefill-first",
         token_budget: int = 2048,
@@ -329,7 +331,11 @@ class Simulation:
                     spec,
                     lat,
                     token_by_token,
-                    prefix_cache_blocks=prefix_cache_blocks,
+                    prefix_cache_blocks=(
+                        int(lat.kv_capacity_tokens) // 512
+                        if prefix_cache_blocks == "kv"
+                        else int(prefix_cache_blocks)
+                    ),
                     prefill_mode=prefill_mode,
                     token_budget=token_budget,
                     check_interval=check_interval,
