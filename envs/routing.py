@@ -94,7 +94,13 @@ from envs.routing_context import InstanceMonitor, RoutingContext
 from envs.sim import metrics as sim_metrics
 from envs.sim.cluster import ClusterSpec, InstanceSpec, load_cluster
 from envs.sim.latency import LatencyModel
-from envs.sim.simulation import Assignment, Invocation, LatencyCache, Simulation
+from envs.sim.simulation import (
+    TOKEN_ID_BYTES,
+    Assignment,
+    Invocation,
+    LatencyCache,
+    Simulation,
+)
 from envs.sim.workload import Call
 from envs.workloads import TraceSource, episode_seed
 
@@ -318,7 +324,15 @@ class RoutingEnv(gym.Env):
         self._kv_capacity = np.array([m.kv_capacity_tokens for m in lat], dtype=np.float64)
         self._footprint_ok = self._max_context <= self._kv_capacity
         self._served = np.array([s.model for s in self.cluster.instances])
+        self._gpu_names = [s.gpu for s in self.cluster.instances]
         self._kvb = np.array([m.kv_bytes_per_token for m in lat], dtype=np.float64)
+        # 1 / link bandwidth between instance pairs (by GPU type), seconds per byte.
+        kv = self.cluster.kv_transfer
+        gpus = sorted({s.gpu for s in self.cluster.instances})
+        gi = np.array([gpus.index(s.gpu) for s in self.cluster.instances])
+        inv = np.array([[1.0 / kv.bandwidth(a, b) for b in gpus] for a in gpus])
+        self._inv_bw = inv[gi][:, gi]
+        self._link_latency = kv.latency_s
         self.sim: Simulation | None = None
         self._ctx: RoutingContext | None = None
         self._mask = np.zeros(self.M, dtype=bool)
@@ -345,6 +359,7 @@ class RoutingEnv(gym.Env):
             output_predictor=self._predictor.predict,
             compute_horizons=False,
             latency_cache=self._latency_cache,
+            online_horizons=False,
             prefix_cache_blocks="kv" if self.prefix_cache else 0,
             prefill_mode=self.prefill_mode,
             token_budget=self.token_budget,
@@ -400,10 +415,18 @@ class RoutingEnv(gym.Env):
         assert ctx is not None and self.sim is not None
         call = self._queue.pop(0)
         if ctx.kind == "route":
-            self.monitor.on_routed(action, self.sim.now, call.input_tokens)
-            self._plan.append(Assignment(call, call.revealed_at, self.sim.monolithic[action].index))
-        elif action != ctx.current:
-            self._plan.append(Assignment(call, call.revealed_at, self.sim.monolithic[action].index))
+            prefill = max(0.0, ctx.input_tokens - ctx.prefix_hit_tokens[action])
+            self.monitor.on_routed(call, action, self.sim.now, prefill)
+        elif action == ctx.current:
+            return
+        else:
+            prefill = (
+                0.0
+                if self.migration == "kv"
+                else ctx.input_tokens + ctx.generated - ctx.prefix_hit_tokens[action]
+            )
+            self.monitor.on_departed(call, ctx.current, action, prefill)
+        self._plan.append(Assignment(call, call.revealed_at, self.sim.monolithic[action].index))
 
     def _advance(self) -> bool:
         """Apply the finished invocation's plan and run to the next decision; False at the end."""
@@ -454,30 +477,21 @@ class RoutingEnv(gym.Env):
         now = sim.now
         assert self._inv is not None
         migrate = self._inv.stage == "migrate"
-        insts = sim.monolithic
         run = call.workflow
         slo = float(self._slo[run.index])
         deadline = run.arrival + slo
         generated = call.generated if migrate else 0
         remaining = self._predictor.remaining(call) if migrate else call.predicted_output_tokens
         current = mon.pos[call.prefill_instance] if migrate else -1
-        hits = np.array([inst.prefix_hit_tokens(call) for inst in insts], dtype=np.float64)
-        running = np.array([inst.num_running for inst in insts], dtype=np.float64)
-        waiting = np.array([inst.num_waiting for inst in insts], dtype=np.float64)
-        # KV in use now (prompt + generated tokens of the running requests), as vLLM reports it;
-        # not the engine's reservation, which is sized by true output lengths.
-        used = [sum(c.input_tokens + c.generated for c in inst.running) for inst in insts]
-        free_kv = self._kv_capacity - np.array(used, dtype=np.float64)
-        queued = np.array([inst.waiting_prefill_tokens() for inst in insts], dtype=np.float64)
+        hits = np.zeros(self.M)
+        for i, tokens in sim.prefix_hits(call).items():
+            hits[mon.pos[i]] = tokens
         prompt = call.input_tokens + generated
         transfer = np.zeros(self.M)
         if migrate:
-            src = insts[current]
-            per_token = self._kvb if self.migration == "kv" else np.full(self.M, 4.0)
-            kv = self.cluster.kv_transfer
-            for j, inst in enumerate(insts):
-                if j != current:
-                    transfer[j] = kv.transfer_time(per_token[j] * prompt, src.gpu, inst.gpu)
+            per_token = self._kvb[current] if self.migration == "kv" else TOKEN_ID_BYTES
+            transfer = self._link_latency + per_token * prompt * self._inv_bw[current]
+            transfer[current] = 0.0
         prefill_tokens = np.maximum(0.0, prompt - hits)
         if migrate and self.migration == "kv":
             prefill_tokens[:] = 0.0
@@ -510,17 +524,17 @@ class RoutingEnv(gym.Env):
             deadline=deadline,
             slack=deadline - now,
             current=current,
-            gpus=[inst.gpu for inst in insts],
+            gpus=self._gpu_names,
             capability=self._capability,
             q=mon.q.copy(),
             p=mon.p.copy(),
             d=mon.d.copy(),
-            running=running,
-            waiting=waiting,
-            outstanding=mon.outstanding.astype(np.float64),
-            free_kv_tokens=free_kv,
+            running=mon.running.copy(),
+            waiting=mon.waiting.copy(),
+            outstanding=mon.outstanding.copy(),
+            free_kv_tokens=self._kv_capacity - mon.kv_used,
             kv_capacity=self._kv_capacity,
-            queued_prefill_tokens=queued,
+            queued_prefill_tokens=mon.queued_prefill.copy(),
             tokens_per_minute=mon.tokens_per_minute(now).copy(),
             prefix_hit_tokens=hits,
             transfer_time=transfer,

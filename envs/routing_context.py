@@ -42,10 +42,20 @@ TPM_WINDOW_S = 60.0
 
 
 class InstanceMonitor:
-    """Black-box, EMA-smoothed per-instance latency coefficients (GoodServe §3.3).
+    """Black-box, EMA-smoothed per-instance latency coefficients (GoodServe §3.3), and what a
+    proxy counts itself from the requests it sent and the reports it got back.
 
-    A simulation listener (``Simulation.add_listener``). It also keeps what a proxy counts itself:
-    requests routed and not finished per instance, and tokens per minute.
+    A simulation listener (``Simulation.add_listener``); the env also calls :meth:`on_routed`
+    and :meth:`on_departed`. Per instance, as (M,) arrays updated in O(1) per event:
+
+    * ``q``, ``p``, ``d``: the EMAs of Eq. 2;
+    * ``outstanding``: requests sent to g and not finished (including ones migrating to g);
+    * ``waiting``: sent and not yet admitted; ``running``: admitted and not finished;
+    * ``queued_prefill``: prompt tokens sent to g whose prefill has not finished (each request
+      counted as L_in − H_rg at the time it was sent, plus generated tokens after a token-ID
+      migration);
+    * ``kv_used``: KV tokens of the running requests at admission (prompt, plus generated tokens
+      of a migrated request); tokens generated since admission are not counted.
 
     :param instances: the simulation's monolithic instances, in cluster order.
     :param ema_alpha: weight of a new sample, in (0, 1].
@@ -61,8 +71,14 @@ class InstanceMonitor:
         self.p = np.array([inst.latency.prefill_time(1024) / 1024.0 for inst in instances])
         self.d = np.array([inst.latency.decode_iteration_time(1, 1024) for inst in instances])
         self.samples = np.zeros((m, 3), dtype=np.int64)  # q, p, d sample counts
-        self.outstanding = np.zeros(m, dtype=np.int64)
-        self._tpm: list[deque[tuple[float, int]]] = [deque() for _ in range(m)]
+        self.outstanding = np.zeros(m)
+        self.waiting = np.zeros(m)
+        self.running = np.zeros(m)
+        self.queued_prefill = np.zeros(m)
+        self.kv_used = np.zeros(m)
+        self._prefill_owed: dict[int, tuple[int, float]] = {}  # uid -> (instance, tokens)
+        self._kv_held: dict[int, tuple[int, float]] = {}  # uid -> (instance, tokens)
+        self._tpm: deque[tuple[float, int, int]] = deque()  # (time, instance, tokens)
         self._tpm_sum = np.zeros(m)
 
     def _ema(self, arr: np.ndarray, j: int, value: float, col: int, n: int = 1) -> None:
@@ -77,11 +93,20 @@ class InstanceMonitor:
 
     # -- simulation listener hooks -----------------------------------------------------------
     def on_admit(self, call: Any, inst: Any, now: float) -> None:
-        self._ema(self.q, self.pos[inst.index], now - call.enqueued_at, 0)
+        j = self.pos[inst.index]
+        self._ema(self.q, j, now - call.enqueued_at, 0)
+        self.waiting[j] -= 1
+        self.running[j] += 1
+        held = call.input_tokens + call.generated
+        self._kv_held[call.uid] = (j, held)
+        self.kv_used[j] += held
+        if call.resident:  # KV-migrated: nothing to prefill
+            self._settle_prefill(call.uid)
 
     def on_prefill_done(self, call: Any, inst: Any, now: float, tokens: int, seconds: float):
         if tokens > 0:
             self._ema(self.p, self.pos[inst.index], seconds / tokens, 1)
+        self._settle_prefill(call.uid)
 
     def on_decode_progress(self, inst: Any, iterations: int, seconds: float, batch: int) -> None:
         if iterations > 0:
@@ -92,28 +117,53 @@ class InstanceMonitor:
         if j is None:
             return
         self.outstanding[j] -= 1
+        self.running[j] -= 1
+        self._release_kv(call.uid)
         self._count_tokens(j, now, call.output_tokens)
 
-    def on_migrated(self, call: Any, src: Any, dst: Any, now: float, seconds: float) -> None:
-        self.outstanding[self.pos[src.index]] -= 1
-        self.outstanding[self.pos[dst.index]] += 1
-
-    # -- proxy-side counting -----------------------------------------------------------------
-    def on_routed(self, j: int, now: float, input_tokens: int) -> None:
-        """The proxy sent a request of ``input_tokens`` prompt tokens to instance ``j``."""
+    # -- proxy-side events -------------------------------------------------------------------
+    def on_routed(self, call: Any, j: int, now: float, prefill_tokens: float) -> None:
+        """The proxy sent ``call`` to instance ``j``, expecting ``prefill_tokens`` of prefill."""
         self.outstanding[j] += 1
-        self._count_tokens(j, now, input_tokens)
+        self.waiting[j] += 1
+        self._owe_prefill(call.uid, j, prefill_tokens)
+        self._count_tokens(j, now, call.input_tokens)
+
+    def on_departed(self, call: Any, src: int, dst: int, prefill_tokens: float) -> None:
+        """The proxy migrates running ``call`` from ``src`` to ``dst`` (it leaves the batch now
+        and is pending at ``dst``, expecting ``prefill_tokens`` of re-prefill there)."""
+        self.outstanding[src] -= 1
+        self.running[src] -= 1
+        self._release_kv(call.uid)
+        self.outstanding[dst] += 1
+        self.waiting[dst] += 1
+        self._owe_prefill(call.uid, dst, prefill_tokens)
+
+    def _owe_prefill(self, uid: int, j: int, tokens: float) -> None:
+        self._prefill_owed[uid] = (j, tokens)
+        self.queued_prefill[j] += tokens
+
+    def _settle_prefill(self, uid: int) -> None:
+        owed = self._prefill_owed.pop(uid, None)
+        if owed is not None:
+            self.queued_prefill[owed[0]] -= owed[1]
+
+    def _release_kv(self, uid: int) -> None:
+        held = self._kv_held.pop(uid, None)
+        if held is not None:
+            self.kv_used[held[0]] -= held[1]
 
     def _count_tokens(self, j: int, now: float, tokens: int) -> None:
-        self._tpm[j].append((now, tokens))
+        self._tpm.append((now, j, tokens))
         self._tpm_sum[j] += tokens
 
     def tokens_per_minute(self, now: float) -> np.ndarray:
         """Prompt tokens routed plus output tokens returned per instance in the last 60 s."""
         cutoff = now - TPM_WINDOW_S
-        for j, window in enumerate(self._tpm):
-            while window and window[0][0] < cutoff:
-                self._tpm_sum[j] -= window.popleft()[1]
+        window = self._tpm
+        while window and window[0][0] < cutoff:
+            _, j, tokens = window.popleft()
+            self._tpm_sum[j] -= tokens
         return self._tpm_sum * (60.0 / TPM_WINDOW_S)
 
 
@@ -145,19 +195,25 @@ class RoutingContext:
     :param q: (M,) EMA queueing delay q_g.
     :param p: (M,) EMA prefill seconds per token p_g.
     :param d: (M,) EMA decode seconds per token d_g.
-    :param running: (M,) requests in g's running batch.
-    :param waiting: (M,) requests in g's waiting queue.
-    :param outstanding: (M,) requests routed to g and not finished (the proxy's own count,
-        including this decision's earlier picks and requests migrating to g).
-    :param free_kv_tokens: (M,) KV tokens not reserved by running requests.
+    :param running: (M,) requests admitted to g and not finished.
+    :param waiting: (M,) requests sent to g and not yet admitted (including ones migrating to g).
+    :param outstanding: (M,) requests sent to g and not finished (running + waiting; the proxy's
+        own count, including this invocation's earlier picks).
+    :param free_kv_tokens: (M,) capacity minus the KV the running requests held at admission
+        (prompt, plus generated tokens of a migrated request; tokens generated since are not
+        counted). Not the engine's reservation, which would reveal true output lengths.
     :param kv_capacity: (M,) KV capacity, tokens.
-    :param queued_prefill_tokens: (M,) prompt tokens waiting to be prefilled on g.
+    :param queued_prefill_tokens: (M,) prompt tokens sent to g whose prefill has not finished
+        (each counted as L_in − H_rg when sent).
     :param tokens_per_minute: (M,) prompt tokens routed + output tokens returned in the last 60 s.
-    :param prefix_hit_tokens: (M,) H_rg, prompt tokens of this request cached on g.
+    :param prefix_hit_tokens: (M,) H_rg, prompt tokens of this request cached on g (at a migrate
+        decision: of its prompt; the generated tokens are never cached elsewhere).
     :param transfer_time: (M,) seconds to move the request to g (0 when routing or g = current).
     :param estimate: (M,) T(r, g), estimated seconds from t until the request finishes on g.
     :param meets_deadline: (M,) t + T(r, g) ≤ deadline.
-    :param feasible: (M,) the action mask.
+    :param feasible: (M,) the action mask. At a migrate decision ``current`` (stay) is always
+        feasible, and the request is at risk: ``t + L̂_rem · d_current > deadline``, i.e.
+        ``meets_deadline[current]`` is False.
     """
 
     time: float

@@ -431,13 +431,19 @@ class MonolithicInstance(_BatchEngine):
         if not hashes or not self.prefix_cache_blocks:
             return
         cache = self.prefix_cache
+        index = self.sim.prefix_index
         for h in hashes:
             if h in cache:
                 cache.move_to_end(h)
             else:
                 cache[h] = None
+                index.setdefault(h, set()).add(self.index)
         while len(cache) > self.prefix_cache_blocks:
-            cache.popitem(last=False)
+            h, _ = cache.popitem(last=False)
+            holders = index[h]
+            holders.discard(self.index)
+            if not holders:
+                del index[h]
 
     def waiting_prefill_tokens(self) -> int:
         """Prompt tokens still to compute here: the uncached prompts (plus generated tokens of

@@ -240,6 +240,9 @@ class Simulation:
     :param horizon_scheduler: scheduler for the standalone runs (default: earliest-finish).
     :param latency_cache: share latency models across simulations.
     :param horizon_cache: share standalone horizons (keyed by workflow content) across runs.
+    :param online_horizons: keep each workflow's online horizon H_w(t) (HexAgent §5.1) up to
+        date at every reveal and completion (False: skip it, for envs that never read it; it
+        costs a latency-model sweep over the instances per call).
     :param prefix_cache_blocks: LRU prefix-cache blocks per monolithic instance (0 = off), or
         ``"kv"``: as many 512-token blocks as the instance's KV capacity holds (vLLM keeps cached
         prefixes in free KV blocks; the LRU bound is that memory).
@@ -267,6 +270,7 @@ class Simulation:
         latency_cache: LatencyCache | None = None,
         horizon_cache: dict[Any, float] | None = None,
         prefix_cache_blocks: int | str = 0,
+        online_horizons: bool = True,
         time_limit: float | None = None,
         prefill_mode: str = "prefill-first",
         token_budget: int = 2048,
@@ -312,6 +316,10 @@ class Simulation:
         self.latency_cache = latency_cache or LatencyCache()
         self.horizon_cache = horizon_cache if horizon_cache is not None else {}
         self.time_limit = time_limit
+        self.online_horizons = online_horizons
+        # Prefix-cache reverse index: block hash -> indices of the monolithic instances caching
+        # it, kept by the instances, so a router finds prefix hits without scanning every cache.
+        self.prefix_index: dict[int, set[int]] = {}
 
         self.prefill: list[PrefillInstance] = []
         self.decode: list[DecodeInstance] = []
@@ -558,7 +566,6 @@ class Simulation:
         src = inv.instance
         listed = {c.uid for c in inv.calls}
         seen: set[int] = set()
-        valid = [m.index for m in self.monolithic]
         for a in plan:
             c = a.call
             if c.uid in seen:
@@ -577,10 +584,14 @@ class Simulation:
                     f"instance {c.prefill_instance}); expected a decoding call of instance {src}"
                 )
             p = a.prefill_instance
-            if p is None or not 0 <= p < len(self.instances) or p not in valid:
+            if (
+                p is None
+                or not 0 <= p < len(self.instances)
+                or self.instances[p].role != "monolithic"
+            ):
                 raise SchedulingError(
                     f"call {c.id}: migration target {p!r} is not a monolithic instance of cluster "
-                    f"{self.cluster.name!r} (valid: {valid})"
+                    f"{self.cluster.name!r} (valid: {[m.index for m in self.monolithic]})"
                 )
             if self.instances[p].spec.model != c.model:
                 raise SchedulingError(
@@ -690,6 +701,17 @@ class Simulation:
                 best = min(best, t)
         return best
 
+    def prefix_hits(self, call: Call) -> dict[int, int]:
+        """Instance index -> prompt tokens of ``call`` cached there, for the instances that hold
+        at least its first prefix block (all others: 0)."""
+        hashes = call.node.prefix_hashes
+        if not hashes:
+            return {}
+        holders = self.prefix_index.get(hashes[0])
+        if not holders:
+            return {}
+        return {i: self.instances[i].prefix_hit_tokens(call) for i in sorted(holders)}
+
     def transfer_time(self, call: Call, prefill_index: int, decode_index: int) -> float:
         """Seconds to move ``call``'s prompt KV between two instances."""
         p = self.instances[prefill_index]
@@ -730,10 +752,12 @@ class Simulation:
             self.calls.append(call)
             run.calls[node.id] = call
             self._draw_estimates(call)
-            run.path_end[node.id] = parent_end + self.isolated_call_time(call)
+            if self.online_horizons:
+                run.path_end[node.id] = parent_end + self.isolated_call_time(call)
             self.waiting_prefill[call.uid] = call
             new_calls.append(call)
-        run.online_horizon = max(run.path_end.values())
+        if run.path_end:
+            run.online_horizon = max(run.path_end.values())
         if new_calls:
             self._raise("prefill" if self.pd else "route", trigger, new_calls)
 
@@ -783,10 +807,11 @@ class Simulation:
 
     def _call_done(self, call: Call) -> None:
         run = call.workflow
-        # Refine H_w(t) with the true isolated duration now that the output length is known.
-        parent_end = max((run.path_end[p] for p in call.node.parents), default=0.0)
-        run.path_end[call.node.id] = parent_end + self.isolated_call_time(call, use_truth=True)
-        run.online_horizon = max(run.path_end.values())
+        if self.online_horizons:
+            # Refine H_w(t) with the true isolated duration now that the output length is known.
+            parent_end = max((run.path_end[p] for p in call.node.parents), default=0.0)
+            run.path_end[call.node.id] = parent_end + self.isolated_call_time(call, use_truth=True)
+            run.online_horizon = max(run.path_end.values())
         service = (call.prefill_end - call.prefill_start) + (call.decode_end - call.decode_start)
         self._node_done(run, call.node.id, service)
 
