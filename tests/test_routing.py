@@ -251,3 +251,39 @@ def test_decision_context_fields_are_consistent():
     expected += ctx.predicted_output_tokens * ctx.d
     assert np.allclose(ctx.estimate, expected)
     assert np.array_equal(ctx.meets_deadline, ctx.time + ctx.estimate <= ctx.deadline)
+
+
+def test_proxy_counts_track_the_engines_and_drain_to_zero():
+    # Heavy load and tight SLOs so that queues form and migrations happen.
+    env = RoutingEnv(slo_scale=1.0, workload_count=40, load_scale=3.0, output_predictor="oracle")
+    obs, info = env.reset(seed=4)
+    mon = env.monitor
+    done = False
+    rng = np.random.default_rng(0)
+    while not done:
+        ctx = info["decision_context"]
+        sim = env.sim
+        if ctx.kind == "route":  # this invocation's earlier picks are not in the engines yet
+            running = [m.num_running for m in sim.monolithic]
+            assert np.array_equal(ctx.running, running)
+        assert (ctx.waiting >= 0).all() and (ctx.queued_prefill_tokens >= -1e-6).all()
+        assert np.array_equal(ctx.outstanding, ctx.running + ctx.waiting)
+        a = int(rng.choice(np.flatnonzero(info["action_mask"])))
+        obs, _, term, trunc, info = env.step(a)
+        done = term or trunc
+    assert info["metrics"]["migrations"] > 0
+    for arr in (mon.outstanding, mon.running, mon.waiting, mon.queued_prefill, mon.kv_used):
+        assert np.allclose(arr, 0.0), arr
+
+
+def test_black_box_decode_ema_weights_each_iteration():
+    from envs.routing_context import InstanceMonitor
+
+    env = RoutingEnv(**SMALL)
+    env.reset(seed=0)
+    mon = InstanceMonitor(env.sim.monolithic, ema_alpha=0.5)
+    inst = env.sim.monolithic[0]
+    mon.on_decode_progress(inst, 1, 0.010, 4)  # first sample sets the EMA
+    assert mon.d[0] == pytest.approx(0.010)
+    mon.on_decode_progress(inst, 3, 3 * 0.020, 4)  # three iterations of 20 ms = three samples
+    assert mon.d[0] == pytest.approx(0.020 + 0.5**3 * (0.010 - 0.020))
