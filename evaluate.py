@@ -848,6 +848,13 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=-]+", "_", name)
 
 
+def _distinct_colours(ax: Any, n: int) -> None:
+    """One colour per line: matplotlib's default cycle repeats after 10."""
+    import matplotlib.pyplot as plt
+
+    ax.set_prop_cycle(color=plt.get_cmap("tab10" if n <= 10 else "tab20").colors)
+
+
 def plot_attainment(
     rows: Sequence[dict[str, Any]], out_dir: str | Path, reference: str | None = None
 ) -> list[Path]:
@@ -871,6 +878,7 @@ def plot_attainment(
         col_rows = [r for r in rows if column_key(r) == col]
         label = column_label(col_rows[0])
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        _distinct_colours(ax, len(_unique(r["policy"] for r in rows)))
         alpha_max = 1.5
         for policy in _unique(r["policy"] for r in rows):
             runs = [r for r in col_rows if r["policy"] == policy]
@@ -947,6 +955,7 @@ def plot_sweep(
     paths = []
     for workload in _unique(r["workload"] for r in swept):
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        _distinct_colours(ax, len(_unique(r["policy"] for r in swept)))
         for policy in _unique(r["policy"] for r in swept):
             ys = [
                 mean_metric(
