@@ -44,11 +44,13 @@ def test_make_by_id_after_import_and_default_construction_passes_both_checkers()
     env = gym.make("servegym/Routing-v0")
     assert isinstance(env.unwrapped, RoutingEnv)
     assert env.unwrapped.prefill_mode == "chunked"
-    # The checkers step random (possibly masked) actions, so they need the penalize mode.
+    # On the default construction every instance can hold every request, so the checkers'
+    # random actions are legal even in the default raise mode.
+    check_env(env.unwrapped)
     check_env(RoutingEnv(invalid_action="penalize", render_mode="ansi"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sb3_check_env(RoutingEnv(invalid_action="penalize"))
+        sb3_check_env(RoutingEnv())
 
 
 def test_random_routing_episode_completes_every_request_and_reports_metrics():
