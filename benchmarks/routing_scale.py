@@ -12,6 +12,8 @@ the policy acting through ``env.step``, and prints:
   request — the black-box estimates T(r, g) for every instance (the env's decision context) plus
   the policy's choice. The output-length prediction is timed separately (``predict ms``), as the
   paper's figure includes it; the predictor runs once per request at arrival.
+* **steps per request**: decisions per request, 1 for routing plus GoodServe's risk checks (every
+  request at risk every τ iterations is one more decision; in overload that is most of them);
 * **simulated requests per wall second**: requests / wall seconds of the whole episode
   (simulation + decisions), and the ratio to real time at that RPS (≥ 1: faster than real time;
   the issue's target is ≥ 0.5 at 512 instances and 10,000 RPS, i.e. ≥ 5,000 requests/s).
@@ -54,6 +56,10 @@ def measure(
 
     env._build_context = timed_build  # type: ignore[method-assign]
     predict_times: list[float] = []
+    from envs.predictors import make_predictor
+
+    # Learned predictors memoise by prompt; clear it so every point times first predictions.
+    getattr(make_predictor(predictor, model=env.model), "_memo", {}).clear()
     start = time.perf_counter()
     policy.reset()
     obs, info = env.reset(seed=seed)
@@ -86,6 +92,7 @@ def measure(
         "route_ms_p50": float(np.median(ms)),
         "route_ms_p99": float(np.percentile(ms, 99)),
         "predict_ms_p50": float(np.median(predict_times) * 1e3) if predict_times else 0.0,
+        "steps_per_request": steps / requests,
         "wall_s": wall,
         "requests_per_wall_s": requests / wall,
         "x_real_time": (requests / wall) / rps,
@@ -105,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     rates = [float(x) for x in args.rps.split(",")]
     print(
         f"{'instances':>9} {'rps':>7} {'route ms p50':>12} {'p99':>7} {'predict ms':>10} "
-        f"{'req/wall s':>10} {'x real time':>11} {'wall s':>7}"
+        f"{'req/wall s':>10} {'x real time':>11} {'steps/req':>9} {'wall s':>7}"
     )
     for n in sizes:
         for rps in rates:
@@ -113,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
             print(
                 f"{n:>9} {rps:>7.0f} {r['route_ms_p50']:>12.3f} {r['route_ms_p99']:>7.3f} "
                 f"{r['predict_ms_p50']:>10.3f} {r['requests_per_wall_s']:>10.0f} "
-                f"{r['x_real_time']:>11.2f} {r['wall_s']:>7.1f}",
+                f"{r['x_real_time']:>11.2f} {r['steps_per_request']:>9.1f} {r['wall_s']:>7.1f}",
                 flush=True,
             )
     print(

@@ -151,6 +151,7 @@ class _BatchEngine:
         self.max_batch = spec.max_batch_size or _NO_BATCH_CAP
         self.token_by_token = token_by_token
         self.waiting: list[Call] = []
+        self._sorted = True  # ``waiting`` is in (priority, enqueue order)
         self.running: list[Call] = []
         self.reserved = 0
         self.peak_reserved = 0
@@ -180,10 +181,25 @@ class _BatchEngine:
         call.enqueue_seq = self.sim.next_seq()
         call.enqueued_at = self.sim.now
         call.decode_instance = self.index
-        self.waiting.append(call)
-        self.on_queue_changed()
+        waiting = self.waiting
+        if waiting and self._sorted and _decode_key(call) < _decode_key(waiting[-1]):
+            self._sorted = False
+        waiting.append(call)
+        self._wake()
 
     def on_queue_changed(self) -> None:
+        """Priorities of waiting calls may have changed: re-sort before the next admission and
+        re-check it (see :meth:`_wake`)."""
+        self._sorted = False
+        self._wake()
+
+    def _sort_waiting(self) -> None:
+        # Long queues (overload) are sorted only when an enqueue or a re-plan disordered them.
+        if not self._sorted:
+            self.waiting.sort(key=_decode_key)
+            self._sorted = True
+
+    def _wake(self) -> None:
         """Re-check admission: wake if idle, or cut the current jump short if the head fits."""
         if not self.waiting or self.paused:
             return
@@ -192,7 +208,8 @@ class _BatchEngine:
             return
         if self.seg_prefill or self.token_by_token or self.seg_n <= 1:
             return  # the segment already ends at the next iteration boundary
-        head = min(self.waiting, key=_decode_key)
+        self._sort_waiting()
+        head = self.waiting[0]
         if not self._can_admit(head):
             return
         elapsed = self.sim.now - self.seg_start
@@ -306,7 +323,7 @@ class _BatchEngine:
     def _admit(self) -> list[Call]:
         admitted = []
         if self.waiting:
-            self.waiting.sort(key=_decode_key)
+            self._sort_waiting()
             while self.waiting and self._fits(self.waiting[0]):
                 c = self.waiting.pop(0)
                 self._take(c)
@@ -539,7 +556,7 @@ class MonolithicInstance(_BatchEngine):
                         break
         if self.waiting:
             waiting = self.waiting
-            waiting.sort(key=_decode_key)
+            self._sort_waiting()
             while waiting and self._fits(waiting[0]) and (budget > 0 or waiting[0].resident):
                 c = waiting.pop(0)
                 self._take(c)
