@@ -78,13 +78,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.base import DecisionContextBase, ServegymEnv
 from envs.predictors.feed import PredictorFeed
 from envs.rewards import make_reward
 from envs.sim import metrics as sim_metrics
@@ -92,15 +92,15 @@ from envs.sim.cluster import ClusterSpec, load_cluster
 from envs.sim.scheduler import DefaultScheduler
 from envs.sim.simulation import Assignment, Invocation, LatencyCache, Simulation
 from envs.sim.workload import Call
-from envs.workloads import TraceSource, episode_seed
+from envs.workloads import TraceSource
 
 SLOT_FEATURES = 12
 INSTANCE_FEATURES = 9
 RATIO_CLIP = 5.0
 
 
-@dataclass
-class DecisionContext:
+@dataclass(eq=False)
+class DecisionContext(DecisionContextBase):
     """The scheduler-visible state at one decision step (``info["decision_context"]``).
 
     Array axes: k = slot (K), p = prefill instance (P), d = decode instance (D); seconds unless
@@ -180,20 +180,6 @@ class DecisionContext:
     decode_gpus: list[str]
     picks: list[tuple[int, int, int]] = field(default_factory=list)
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, DecisionContext):
-            return NotImplemented
-        for f in fields(self):
-            a, b = getattr(self, f.name), getattr(other, f.name)
-            if isinstance(a, np.ndarray):
-                if not np.array_equal(a, b):
-                    return False
-            elif a != b:
-                return False
-        return True
-
-    __hash__ = None  # type: ignore[assignment]
-
     def action(self, slot: int, p: int, d: int) -> int:
         """The flat action index of (slot, p, d)."""
         num_p, num_d = self.prefill_time.shape[1], self.decode_time.shape[1]
@@ -216,7 +202,7 @@ PAPER_WORKLOADS: dict[str, tuple[int, float]] = {
 }
 
 
-class PDClusterEnv(gym.Env):
+class PDClusterEnv(ServegymEnv):
     """HexAgent's P-D cluster scheduling problem (see the module docstring for the full table).
 
     :param cluster: preset name or YAML path (``hetero-1``, ``hetero-2``, ``homo-h200-4p4d``,
@@ -275,21 +261,9 @@ class PDClusterEnv(gym.Env):
                 f"PDCluster needs a prefill-decode ('pd') cluster; {self.cluster.name!r} is "
                 f"{self.cluster.architecture!r}"
             )
-        make_reward(reward, 1, **(reward_kwargs or {}))  # fail fast on a bad name or option
-        if invalid_action not in ("raise", "penalize"):
-            raise ValueError(
-                f"invalid_action must be 'raise' or 'penalize', got {invalid_action!r}"
-            )
-        from envs.predictors import PREDICTORS
-
-        if output_predictor not in PREDICTORS:
-            raise ValueError(
-                f"unknown output_predictor {output_predictor!r}; known: {sorted(PREDICTORS)}"
-            )
+        self._check_predictor(output_predictor)
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode {render_mode!r} not in {self.metadata['render_modes']}")
         self.model = self.cluster.models[0]
         self.workload = workload
         self.trace = trace
@@ -306,15 +280,8 @@ class PDClusterEnv(gym.Env):
             paper_rates={k: v[1] for k, v in PAPER_WORKLOADS.items()},
         )
         self.K = slots
-        self.reward_name = reward
-        self.reward_kwargs = dict(reward_kwargs or {})
         self.estimate_error = estimate_error
         self.output_predictor_name = output_predictor
-        self.invalid_action = invalid_action
-        self.invalid_penalty = invalid_penalty
-        self.max_steps = max_steps
-        self.workload_seed = workload_seed
-        self.render_mode = render_mode
 
         self.P = len(self.cluster.by_role("prefill"))
         self.D = len(self.cluster.by_role("decode"))
@@ -333,15 +300,22 @@ class PDClusterEnv(gym.Env):
         self._horizon_cache: dict[Any, float] = {}
         self.sim: Simulation | None = None
         self._ctx: DecisionContext | None = None
-        self._mask = np.zeros(self.action_space.n, dtype=bool)
+        self._init_common(
+            reward,
+            reward_kwargs,
+            invalid_action,
+            invalid_penalty,
+            max_steps,
+            workload_seed,
+            render_mode,
+        )
 
     # -- gymnasium API -----------------------------------------------------------------------
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        super().reset(seed=seed)
-        wseed = episode_seed(self, seed, self.workload_seed)
-        records = self._source.records(wseed)
+        records = self._begin_episode(seed, self._source)
+        wseed = self._workload_seed
         # "oracle" keeps the simulator's own estimate: the truth with HexAgent §7.6's error.
         predictor = None
         if self.output_predictor_name != "oracle":
@@ -363,8 +337,6 @@ class PDClusterEnv(gym.Env):
             self.sim.add_listener(PredictorFeed(predictor))
         self._reward = make_reward(self.reward_name, len(self.sim.runs), **self.reward_kwargs)
         self._completed_seen = 0
-        self._steps = 0
-        self._workload_seed = wseed
         inv = self._advance()
         if inv is None:
             raise ValueError("the workload is empty: no scheduling decision ever arises")
@@ -373,13 +345,7 @@ class PDClusterEnv(gym.Env):
     def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         if self.sim is None or self._ctx is None:
             raise RuntimeError("call reset() before step()")
-        action = int(action)
-        reward = 0.0
-        if not (0 <= action < self.action_space.n) or not self._mask[action]:
-            if self.invalid_action == "raise":
-                raise ValueError(self._explain_invalid(action))
-            reward -= self.invalid_penalty
-            action = int(np.flatnonzero(self._mask)[0])
+        action, reward = self._legal_action(action)
         slot, p, d = self._ctx.unflatten(action)
         self._pick(slot, p, d)
         self._steps += 1
@@ -391,18 +357,12 @@ class PDClusterEnv(gym.Env):
             self._refresh()
         reward += self._collect_rewards()
         terminated = inv is None
-        truncated = (
-            (not terminated) and self.max_steps is not None and self._steps >= self.max_steps
-        )
+        truncated = self._truncated(terminated, self._steps)
         if terminated or truncated:
             reward += self._reward.terminal(self._ratios())
         obs = self._observation() if not terminated else self._terminal_observation()
         info = self._info(final=terminated or truncated)
         return obs, float(reward), terminated, truncated, info
-
-    def action_masks(self) -> np.ndarray:
-        """Legal actions now (sb3-contrib MaskablePPO convention)."""
-        return self._mask.copy()
 
     # -- invocation machinery ----------------------------------------------------------------
     def _advance(self) -> Invocation | None:
@@ -819,9 +779,6 @@ class PDClusterEnv(gym.Env):
             self._inst_static = np.asarray(rows, dtype=np.float32)
             self._gpu_memory = np.asarray(mem, dtype=np.float32)
         return self._inst_static
-
-    def _terminal_observation(self) -> dict[str, np.ndarray]:
-        return {k: np.zeros(s.shape, dtype=np.float32) for k, s in self.observation_space.items()}
 
     def _explain_invalid(self, action: int) -> str:
         if not 0 <= action < self.action_space.n:

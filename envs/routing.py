@@ -84,10 +84,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.base import ServegymEnv
 from envs.predictors.feed import PredictorFeed
 from envs.rewards import make_reward
 from envs.routing_context import InstanceMonitor, RoutingContext
@@ -102,7 +102,7 @@ from envs.sim.simulation import (
     Simulation,
 )
 from envs.sim.workload import Call
-from envs.workloads import TraceSource, episode_seed
+from envs.workloads import TraceSource
 
 REQUEST_FEATURES = 10
 INSTANCE_FEATURES = 14
@@ -181,7 +181,7 @@ class RunAloneLatency:
         return t
 
 
-class RoutingEnv(gym.Env):
+class RoutingEnv(ServegymEnv):
     """GoodServe's request routing problem (see the module docstring for the full table).
 
     :param cluster: preset name or YAML path (``goodserve-4``) or a :class:`ClusterSpec`.
@@ -260,19 +260,7 @@ class RoutingEnv(gym.Env):
             raise ValueError(f"slo_scale must be > 0, got {slo_scale}")
         if slo_basis not in SLO_BASES:
             raise ValueError(f"slo_basis must be one of {SLO_BASES}, got {slo_basis!r}")
-        if invalid_action not in ("raise", "penalize"):
-            raise ValueError(
-                f"invalid_action must be 'raise' or 'penalize', got {invalid_action!r}"
-            )
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode {render_mode!r} not in {self.metadata['render_modes']}")
-        from envs.predictors import PREDICTORS
-
-        if output_predictor not in PREDICTORS:
-            raise ValueError(
-                f"unknown output_predictor {output_predictor!r}; known: {sorted(PREDICTORS)}"
-            )
-        make_reward(reward, 1, **(reward_kwargs or {}))  # fail fast on a bad name or option
+        self._check_predictor(output_predictor)
         self.model = self.cluster.models[0]
         self.slo_scale = float(slo_scale)
         self.slo_basis = slo_basis
@@ -284,13 +272,6 @@ class RoutingEnv(gym.Env):
         self.migration = migration
         self.prefix_cache = prefix_cache
         self.ema_alpha = ema_alpha
-        self.reward_name = reward
-        self.reward_kwargs = dict(reward_kwargs or {})
-        self.invalid_action = invalid_action
-        self.invalid_penalty = invalid_penalty
-        self.max_steps = max_steps
-        self.workload_seed = workload_seed
-        self.render_mode = render_mode
         self._source = TraceSource(
             workload,
             trace,
@@ -333,20 +314,27 @@ class RoutingEnv(gym.Env):
         inv = np.array([[1.0 / kv.bandwidth(a, b) for b in gpus] for a in gpus])
         self._inv_bw = inv[gi][:, gi]
         self._link_latency = kv.latency_s
+        self._init_common(
+            reward,
+            reward_kwargs,
+            invalid_action,
+            invalid_penalty,
+            max_steps,
+            workload_seed,
+            render_mode,
+        )
         self.sim: Simulation | None = None
         self._ctx: RoutingContext | None = None
-        self._mask = np.zeros(self.M, dtype=bool)
         self._predictor: Any = None
 
     # -- gymnasium API -----------------------------------------------------------------------
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        super().reset(seed=seed)
         from envs.predictors import make_predictor
 
-        wseed = episode_seed(self, seed, self.workload_seed)
-        records = self._source.records(wseed)
+        records = self._begin_episode(seed, self._source)
+        wseed = self._workload_seed
         if self._predictor is None:
             self._predictor = make_predictor(
                 self.output_predictor_name, model=self.model, error=self.predictor_error
@@ -372,9 +360,7 @@ class RoutingEnv(gym.Env):
         self._slo = self.slo_scale * self._base_latencies(self.sim.runs)
         self._reward = make_reward(self.reward_name, len(self.sim.runs), **self.reward_kwargs)
         self._completed_seen = 0
-        self._steps = 0
         self._migration_decisions = 0
-        self._workload_seed = wseed
         self._queue: list[Call] = []
         self._plan: list[Assignment] = []
         self._inv: Invocation | None = None
@@ -385,29 +371,17 @@ class RoutingEnv(gym.Env):
     def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         if self.sim is None or self._ctx is None:
             raise RuntimeError("call reset() before step()")
-        action = int(action)
-        reward = 0.0
-        if not (0 <= action < self.M) or not self._mask[action]:
-            if self.invalid_action == "raise":
-                raise ValueError(self._explain_invalid(action))
-            reward -= self.invalid_penalty
-            action = int(np.flatnonzero(self._mask)[0])
+        action, reward = self._legal_action(action)
         self._decide(action)
         self._steps += 1
         pending = self._advance()
         reward += self._collect_rewards()
         terminated = not pending
-        truncated = (
-            (not terminated) and self.max_steps is not None and self._steps >= self.max_steps
-        )
+        truncated = self._truncated(terminated, self._steps)
         if terminated or truncated:
             reward += self._terminal_reward()
         obs = self._observation() if not terminated else self._terminal_observation()
         return obs, float(reward), terminated, truncated, self._info(final=terminated or truncated)
-
-    def action_masks(self) -> np.ndarray:
-        """Legal actions now (sb3-contrib MaskablePPO convention)."""
-        return self._mask.copy()
 
     # -- decision machinery ------------------------------------------------------------------
     def _decide(self, action: int) -> None:
@@ -645,9 +619,6 @@ class RoutingEnv(gym.Env):
         inst[:, 13] = np.log1p(ctx.tokens_per_minute) / 15
         np.clip(inst, 0.0, 10.0, out=inst)
         return {"request": req, "instances": inst}
-
-    def _terminal_observation(self) -> dict[str, np.ndarray]:
-        return {k: np.zeros(s.shape, dtype=np.float32) for k, s in self.observation_space.items()}
 
     def _explain_invalid(self, action: int) -> str:
         if not 0 <= action < self.M:

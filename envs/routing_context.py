@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from envs.base import DecisionContextBase
 
 #: Seconds of history for tokens-per-minute (LiteLLM's lowest-TPM window).
 TPM_WINDOW_S = 60.0
@@ -167,8 +169,8 @@ class InstanceMonitor:
         return self._tpm_sum * (60.0 / TPM_WINDOW_S)
 
 
-@dataclass
-class RoutingContext:
+@dataclass(eq=False)
+class RoutingContext(DecisionContextBase):
     """The scheduler-visible state at one decision (``info["decision_context"]``).
 
     Axis g = instance (M, in cluster order; the action is an index on it). Seconds and tokens
@@ -246,20 +248,6 @@ class RoutingContext:
     estimate: np.ndarray
     meets_deadline: np.ndarray
     feasible: np.ndarray
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, RoutingContext):
-            return NotImplemented
-        for f in fields(self):
-            a, b = getattr(self, f.name), getattr(other, f.name)
-            if isinstance(a, np.ndarray):
-                if not np.array_equal(a, b):
-                    return False
-            elif a != b:
-                return False
-        return True
-
-    __hash__ = None  # type: ignore[assignment]
 
     @property
     def num_instances(self) -> int:

@@ -537,23 +537,14 @@ class Simulation:
                     f"{self.cluster.name!r} (valid: "
                     f"{[i.index for i in self.instances if i.role == role]})"
                 )
-            if self.instances[p].spec.model != c.model:
-                raise SchedulingError(
-                    f"call {c.id} needs model {c.model!r} but instance {p} serves "
-                    f"{self.instances[p].spec.model!r}"
-                )
+            self._check_serves(c, p, "instance")
             d = a.decode_instance if self.pd else p
             if self.pd and (d is None or not 0 <= d < n_inst or self.instances[d].role != "decode"):
                 raise SchedulingError(
                     f"call {c.id}: decode instance {d!r} is not a decode instance (valid: "
                     f"{[i.index for i in self.decode]})"
                 )
-            cap = self.instances[d].capacity
-            if c.kv_tokens > cap:
-                raise SchedulingError(
-                    f"call {c.id} needs {c.kv_tokens} KV tokens (input {c.input_tokens} + output "
-                    f"{c.output_tokens}) but instance {d} holds at most {cap}"
-                )
+            self._check_holds(c, d, "instance")
         if inv.stage != "decode":
             for c in inv.calls:
                 if c.prefill_instance is None and c.uid not in seen:
@@ -561,6 +552,21 @@ class Simulation:
                         f"plan leaves call {c.id} without an instance; every call that has no "
                         "plan yet must be assigned"
                     )
+
+    def _check_serves(self, call: Call, index: int, what: str) -> None:
+        served = self.instances[index].spec.model
+        if served != call.model:
+            raise SchedulingError(
+                f"call {call.id} needs model {call.model!r} but {what} {index} serves {served!r}"
+            )
+
+    def _check_holds(self, call: Call, index: int, what: str) -> None:
+        cap = self.instances[index].capacity
+        if call.kv_tokens > cap:
+            raise SchedulingError(
+                f"call {call.id} needs {call.kv_tokens} KV tokens (input {call.input_tokens} + "
+                f"output {call.output_tokens}) but {what} {index} holds at most {cap}"
+            )
 
     def _validate_migration(self, inv: Invocation, plan: Sequence[Assignment]) -> None:
         src = inv.instance
@@ -593,17 +599,8 @@ class Simulation:
                     f"call {c.id}: migration target {p!r} is not a monolithic instance of cluster "
                     f"{self.cluster.name!r} (valid: {[m.index for m in self.monolithic]})"
                 )
-            if self.instances[p].spec.model != c.model:
-                raise SchedulingError(
-                    f"call {c.id} needs model {c.model!r} but migration target {p} serves "
-                    f"{self.instances[p].spec.model!r}"
-                )
-            cap = self.instances[p].capacity
-            if c.kv_tokens > cap:
-                raise SchedulingError(
-                    f"call {c.id} needs {c.kv_tokens} KV tokens (input {c.input_tokens} + output "
-                    f"{c.output_tokens}) but migration target {p} holds at most {cap}"
-                )
+            self._check_serves(c, p, "migration target")
+            self._check_holds(c, p, "migration target")
 
     # -- migration ---------------------------------------------------------------------------
     def raise_check(self, inst: MonolithicInstance, calls: list[Call]) -> None:
