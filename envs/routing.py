@@ -92,7 +92,7 @@ from envs.predictors.feed import PredictorFeed
 from envs.rewards import make_reward
 from envs.routing_context import InstanceMonitor, RoutingContext
 from envs.sim import metrics as sim_metrics
-from envs.sim.cluster import ClusterSpec, InstanceSpec, load_cluster
+from envs.sim.cluster import ClusterSpec, load_cluster, scaled_cluster
 from envs.sim.latency import LatencyModel
 from envs.sim.simulation import (
     TOKEN_ID_BYTES,
@@ -114,39 +114,6 @@ SLO_BASES = ("request", "task")
 DEFAULT_COUNT = 500
 #: GoodServe workload arrival rate at ``load_scale`` 1 (the generator's default, Mooncake's).
 PAPER_RATES = {"goodserve": 2.89}
-
-
-def scaled_cluster(base: ClusterSpec, instances: int) -> ClusterSpec:
-    """``base`` grown (or cut) to ``instances`` instances, cycling through its GPU types in order
-    (the scale experiments of GoodServe §4.3: 8 to 512 instances mixing the preset's GPUs).
-
-    :raises ValueError: if ``instances`` < 1.
-    """
-    if instances < 1:
-        raise ValueError(f"instances must be >= 1, got {instances}")
-    specs = []
-    for i in range(instances):
-        s = base.instances[i % len(base.instances)]
-        specs.append(
-            InstanceSpec(
-                index=i,
-                name=f"monolithic-{i}-{s.gpu}",
-                role=s.role,
-                gpu=s.gpu,
-                model=s.model,
-                tp=s.tp,
-                fraction=s.fraction,
-                max_batch_size=s.max_batch_size,
-            )
-        )
-    return ClusterSpec(
-        name=f"{base.name}x{instances}",
-        architecture=base.architecture,
-        instances=tuple(specs),
-        kv_transfer=base.kv_transfer,
-        source=base.source,
-        description=f"{base.description}; cycled to {instances} instances",
-    )
 
 
 class RunAloneLatency:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401  (registers the environments)
-from envs.routing import RoutingEnv, scaled_cluster
-from envs.sim.cluster import load_cluster
+from envs.routing import RoutingEnv
+from envs.sim.cluster import load_cluster, scaled_cluster
 from traces.schema import Request
 
 MODEL = "llama3.1-8b"

@@ -4,7 +4,13 @@ Main entry points: :func:`load_cluster`, :class:`Simulation`, :class:`DefaultSch
 :class:`envs.sim.latency.LatencyModel` and :mod:`envs.sim.metrics`.
 """
 
-from envs.sim.cluster import ClusterSpec, InstanceSpec, cluster_names, load_cluster
+from envs.sim.cluster import (
+    ClusterSpec,
+    InstanceSpec,
+    cluster_names,
+    load_cluster,
+    scaled_cluster,
+)
 from envs.sim.scheduler import DefaultScheduler, EarliestFinishScheduler, Scheduler
 from envs.sim.simulation import (
     LISTENER_METHODS,
@@ -43,4 +49,5 @@ __all__ = [
     "WorkloadError",
     "cluster_names",
     "load_cluster",
+    "scaled_cluster",
 ]

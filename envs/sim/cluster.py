@@ -274,3 +274,36 @@ def cluster_from_dict(
         source=str(data.get("source", "")),
         description=str(data.get("description", "")),
     )
+
+
+def scaled_cluster(base: ClusterSpec, instances: int) -> ClusterSpec:
+    """``base`` grown (or cut) to ``instances`` instances, cycling through its GPU types in order
+    (the scale experiments of GoodServe §4.3: 8 to 512 instances mixing the preset's GPUs).
+
+    :raises ValueError: if ``instances`` < 1.
+    """
+    if instances < 1:
+        raise ValueError(f"instances must be >= 1, got {instances}")
+    specs = []
+    for i in range(instances):
+        s = base.instances[i % len(base.instances)]
+        specs.append(
+            InstanceSpec(
+                index=i,
+                name=f"monolithic-{i}-{s.gpu}",
+                role=s.role,
+                gpu=s.gpu,
+                model=s.model,
+                tp=s.tp,
+                fraction=s.fraction,
+                max_batch_size=s.max_batch_size,
+            )
+        )
+    return ClusterSpec(
+        name=f"{base.name}x{instances}",
+        architecture=base.architecture,
+        instances=tuple(specs),
+        kv_transfer=base.kv_transfer,
+        source=base.source,
+        description=f"{base.description}; cycled to {instances} instances",
+    )
