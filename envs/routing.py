@@ -302,6 +302,7 @@ class RoutingEnv(ServegymEnv):
 
         records = self._begin_episode(seed, self._source)
         wseed = self._workload_seed
+        _check_requests(records)
         if self._predictor is None:
             self._predictor = make_predictor(
                 self.output_predictor_name, model=self.model, error=self.predictor_error
@@ -623,6 +624,21 @@ class RoutingEnv(ServegymEnv):
                 + ("  <- current" if j == ctx.current else "")
             )
         return "\n".join(lines)
+
+
+def _check_requests(records: Sequence[Any]) -> None:
+    """Routing serves requests: a workflow record must be a single LLM call.
+
+    :raises ValueError: naming the first record that is a multi-node workflow or a tool.
+    """
+    for i, rec in enumerate(records):
+        nodes = getattr(rec, "nodes", None)
+        if nodes is not None and (len(nodes) != 1 or getattr(nodes[0], "kind", "") != "llm"):
+            raise ValueError(
+                f"record {i} ({rec.id!r}) is a workflow of {len(nodes)} node(s); Routing-v0 routes "
+                "single requests (servegym.request/1 records or one-LLM-call workflows). Use "
+                "servegym/PDCluster-v0 for workflow DAGs"
+            )
 
 
 def _reference_tp(cluster: ClusterSpec, gpu: str) -> int:

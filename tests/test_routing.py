@@ -12,7 +12,7 @@ import pytest
 import envs  # noqa: F401  (registers the environments)
 from envs.routing import RoutingEnv
 from envs.sim.cluster import load_cluster, scaled_cluster
-from traces.schema import Request
+from traces.schema import LLMNode, Request, Workflow
 
 MODEL = "llama3.1-8b"
 SMALL = {"workload_count": 24, "load_scale": 2.0, "output_predictor": "task-mean"}
@@ -233,6 +233,13 @@ def test_bad_options_get_clear_errors():
         RoutingEnv(slo_scale=0)
     with pytest.raises(ValueError, match="unknown reward"):
         RoutingEnv(reward="nope")
+    wf = Workflow(
+        "w",
+        0.0,
+        (LLMNode("a", MODEL, 100, 10), LLMNode("b", MODEL, 100, 10, ("a",))),
+    )
+    with pytest.raises(ValueError, match="record 0 \\('w'\\) is a workflow of 2 node"):
+        RoutingEnv(trace=[wf], output_predictor="task-mean").reset(seed=0)
 
 
 def test_render_ansi_lists_every_instance():
