@@ -15,7 +15,9 @@ Reads top to bottom (CleanRL style):
 1. options (:class:`TrainConfig`; ``--config FILE`` (JSON/YAML) sets defaults, flags override);
 2. reference numbers: the expert and the baselines on the held-out evaluation seeds;
 3. behaviour cloning from ``--bc-expert`` (expert-labelled states, optional DAgger rounds);
-4. RL fine-tuning with SB3 on ``--n-envs`` vectorised envs, periodic evaluation, checkpoints;
+4. RL fine-tuning with SB3 on ``--n-envs`` vectorised envs, periodic evaluation on validation
+   seeds (``agents.validation_seeds``: the best checkpoint is chosen there, never on the held-out
+   seeds), checkpoints;
 5. the final comparison through ``evaluate.py``'s own code on the same seeds.
 
 Writes ``<out>/config.json``, ``model.zip`` (final), ``bc_model.zip`` (after BC),
@@ -329,8 +331,11 @@ def check_config(cfg: TrainConfig) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def eval_config(cfg: TrainConfig, policies: tuple[str, ...]) -> Any:
-    """The ``evaluate.EvalConfig`` for ``policies`` on this run's env and held-out seeds."""
+def eval_config(
+    cfg: TrainConfig, policies: tuple[str, ...], seeds: tuple[int, ...] | None = None
+) -> Any:
+    """The ``evaluate.EvalConfig`` for ``policies`` on this run's env, on ``seeds`` (default:
+    the held-out evaluation seeds)."""
     import evaluate
     from agents import eval_seeds
 
@@ -343,7 +348,7 @@ def eval_config(cfg: TrainConfig, policies: tuple[str, ...]) -> Any:
         env=cfg.env,
         workloads=(cfg.workload,),
         policies=policies,
-        seeds=eval_seeds(cfg.eval_episodes),
+        seeds=eval_seeds(cfg.eval_episodes) if seeds is None else seeds,
         quiet=True,
         **opts,
     )
@@ -407,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901  (the script reads
         make_env,
         make_vec_env,
         train_env_spec,
+        validation_seeds,
     )
     from agents.callbacks import (
         EpisodeMetricsCallback,
@@ -465,9 +471,16 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901  (the script reads
         print(f"      {name:>16}: " + "  ".join(f"{k} {v:.3f}" for k, v in vals.items()))
         for k, v in vals.items():
             run.summary[f"reference/{name}/{k}"] = v
-    ref_lines = {reference: references[reference]}
+    # Reference lines for the learning curves: the expert and the best baseline on the
+    # validation seeds, the same seeds the model is evaluated on during training.
+    val_seeds = validation_seeds(cfg.eval_episodes)
+    report["validation_seeds"] = list(val_seeds)
+    val_policies = (reference,) if best is None else (reference, best)
+    val_rows = evaluate.evaluate(eval_config(cfg, val_policies, val_seeds))
+    ref_lines = {reference: mean_metrics(val_rows, reference, metrics)}
     if best is not None:
-        ref_lines["best_baseline"] = references[best]
+        ref_lines["best_baseline"] = mean_metrics(val_rows, best, metrics)
+    report["validation_references"] = ref_lines
 
     eval_env = make_env(spec, kwargs)
     vec_env = TimedVecEnv(make_vec_env(cfg.env, kwargs, cfg.n_envs, cfg.seed, cfg.vec))
@@ -567,8 +580,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901  (the script reads
             ]
         bc_s = time.perf_counter() - t0
         model.save(out / "bc_model.zip")
-        bc_metrics = evaluate_model(model, eval_env, seeds, metrics)
-        print("      BC-only: " + "  ".join(f"{k} {v:.3f}" for k, v in bc_metrics.items()))
+        bc_metrics = evaluate_model(model, eval_env, val_seeds, metrics)
+        print(
+            "      BC-only (validation seeds): "
+            + "  ".join(f"{k} {v:.3f}" for k, v in bc_metrics.items())
+        )
         report["bc"] = {
             "samples": len(demos),
             "train_seeds": train_seeds,
@@ -592,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901  (the script reads
     remaining = max(0, cfg.timesteps - (model.num_timesteps if ckpt is not None else 0))
     timing = TimingCallback(vec_env)
     evaluator = PeriodicEvalCallback(
-        lambda m: evaluate_model(m, eval_env, seeds, metrics),
+        lambda m: evaluate_model(m, eval_env, val_seeds, metrics),
         every=cfg.eval_every,
         select=entry.select,
         better=entry.select_metric.better,

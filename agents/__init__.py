@@ -19,6 +19,7 @@ from agents.envs import (
     make_env,
     make_vec_env,
     train_env_spec,
+    validation_seeds,
 )
 from agents.extractors import PDClusterScorer, RoutingScorer, SetPoolingExtractor
 from agents.policies import ActionScoresActorCriticPolicy, ActionScoresPolicy
@@ -44,6 +45,7 @@ __all__ = [
     "collect",
     "env_kwargs",
     "eval_seeds",
+    "validation_seeds",
     "load_model",
     "load_policy",
     "make_env",

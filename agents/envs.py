@@ -8,8 +8,10 @@ training selects its best checkpoint by the same rule as the evaluation tables. 
 ``train.py`` names an env.
 
 Seeds: training workloads come from reset seeds in ``[0, EVAL_SEED_BASE)``, drawn by
-:class:`TrainingSeeds`; held-out evaluation uses seeds ``EVAL_SEED_BASE + i``, so a policy is
-never evaluated on a workload it trained on.
+:class:`TrainingSeeds`; held-out evaluation (the final tables) uses seeds ``EVAL_SEED_BASE + i``,
+so a policy is never evaluated on a workload it trained on; evaluation *during* training (the
+best checkpoint, learning curves) uses a third set, ``VALIDATION_SEED_BASE + i``, so that no
+choice is ever made on the held-out seeds.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from envs import CLI_ENVS
 
 #: First held-out evaluation seed; training resets draw seeds below it.
 EVAL_SEED_BASE = 1_000_000
+#: First validation seed (model selection during training), disjoint from both sets above.
+VALIDATION_SEED_BASE = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -207,3 +211,8 @@ def make_vec_env(
 def eval_seeds(n: int) -> tuple[int, ...]:
     """The first ``n`` held-out evaluation seeds."""
     return tuple(EVAL_SEED_BASE + i for i in range(n))
+
+
+def validation_seeds(n: int) -> tuple[int, ...]:
+    """The first ``n`` validation seeds (evaluation during training, best-checkpoint choice)."""
+    return tuple(VALIDATION_SEED_BASE + i for i in range(n))

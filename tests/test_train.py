@@ -126,3 +126,6 @@ def test_routing_smoke_run_selects_by_goodput(tmp_path):
     assert set(report["final"]["goodserve"]) == {"goodput", "slo_violation_ratio"}
     assert "gain (goodserve)" in (out / "table.txt").read_text()
     assert (out / "best_model.zip").is_file()
+    # model selection never looks at the held-out seeds of the final table
+    assert not set(report["validation_seeds"]) & set(report["eval_seeds"])
+    assert set(report["validation_references"]) >= {"goodserve"}
