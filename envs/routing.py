@@ -273,6 +273,7 @@ class RoutingEnv(ServegymEnv):
         self._max_context = np.array([m.model.max_context_tokens for m in lat], dtype=np.int64)
         self._kv_capacity = np.array([m.kv_capacity_tokens for m in lat], dtype=np.float64)
         self._footprint_ok = self._max_context <= self._kv_capacity
+        self._holds: dict[str, np.ndarray] = {}
         self._served = np.array([s.model for s in self.cluster.instances])
         self._gpu_names = [s.gpu for s in self.cluster.instances]
         self._kvb = np.array([m.kv_bytes_per_token for m in lat], dtype=np.float64)
@@ -327,13 +328,16 @@ class RoutingEnv(ServegymEnv):
         self.monitor = InstanceMonitor(self.sim.monolithic, self.ema_alpha)
         self.sim.add_listener(self.monitor)
         self.sim.add_listener(PredictorFeed(self._predictor))
-        self._slo = self.slo_scale * self._base_latencies(self.sim.runs)
+        nodes = [run.workflow.nodes[0] for run in self.sim.runs]
+        self._alone = np.array([self._run_alone(n.input_tokens, n.output_tokens) for n in nodes])
+        self._slo = self.slo_scale * self._slo_base(nodes)
         self._reward = make_reward(self.reward_name, len(self.sim.runs), **self.reward_kwargs)
         self._completed_seen = 0
         self._migration_decisions = 0
         self._queue: list[Call] = []
         self._plan: list[Assignment] = []
         self._inv: Invocation | None = None
+        self._remaining: dict[int, int] = {}  # uid -> L̂_rem of the calls at risk at this check
         if not self._advance():
             raise ValueError("the workload is empty: no routing decision ever arises")
         return self._observation(), self._info()
@@ -358,17 +362,12 @@ class RoutingEnv(ServegymEnv):
         ctx = self._ctx
         assert ctx is not None and self.sim is not None
         call = self._queue.pop(0)
+        prefill = float(self._prefill_tokens[action])  # what the estimate assumed for g
         if ctx.kind == "route":
-            prefill = max(0.0, ctx.input_tokens - ctx.prefix_hit_tokens[action])
             self.monitor.on_routed(call, action, self.sim.now, prefill)
         elif action == ctx.current:
             return
         else:
-            prefill = (
-                0.0
-                if self.migration == "kv"
-                else ctx.input_tokens + ctx.generated - ctx.prefix_hit_tokens[action]
-            )
             self.monitor.on_departed(call, ctx.current, action, prefill)
         self._plan.append(Assignment(call, call.revealed_at, self.sim.monolithic[action].index))
 
@@ -390,22 +389,28 @@ class RoutingEnv(ServegymEnv):
             if inv.stage == "route":
                 self._queue = list(inv.new_calls)
             else:
-                self._queue = [c for c in inv.calls if self._at_risk(c, inv.instance)]
+                self._queue = self._at_risk(inv.calls, inv.instance)
         self._build_context(self._queue[0])
         return True
 
-    def _at_risk(self, call: Call, instance: int | None) -> bool:
-        """GoodServe §3.4: the re-estimated finish t + L̂_rem · d_g misses the deadline."""
+    def _at_risk(self, calls: Sequence[Call], instance: int | None) -> list[Call]:
+        """GoodServe §3.4: the running calls whose re-estimated finish t + L̂_rem · d_g misses
+        their deadline. Their L̂_rem is kept for the decisions they raise."""
         sim = self.sim
         assert sim is not None and instance is not None
-        j = self.monitor.pos[instance]
-        deadline = call.workflow.arrival + self._slo[call.workflow.index]
-        return sim.now + self._predictor.remaining(call) * self.monitor.d[j] > deadline
+        d = self.monitor.d[self.monitor.pos[instance]]
+        self._remaining.clear()
+        out = []
+        for c in calls:
+            left = self._predictor.remaining(c)
+            if sim.now + left * d > c.workflow.arrival + self._slo[c.workflow.index]:
+                self._remaining[c.uid] = left
+                out.append(c)
+        return out
 
-    def _base_latencies(self, runs: Sequence[Any]) -> np.ndarray:
-        """Run-alone latency on the reference GPU per request, or its task's median."""
-        nodes = [run.workflow.nodes[0] for run in runs]
-        alone = np.array([self._run_alone(n.input_tokens, n.output_tokens) for n in nodes])
+    def _slo_base(self, nodes: Sequence[Any]) -> np.ndarray:
+        """Per request, its run-alone latency on the reference GPU, or its task's median."""
+        alone = self._alone
         if self.slo_basis == "request":
             return alone
         tasks = np.array([n.task for n in nodes])
@@ -425,7 +430,7 @@ class RoutingEnv(ServegymEnv):
         slo = float(self._slo[run.index])
         deadline = run.arrival + slo
         generated = call.generated if migrate else 0
-        remaining = self._predictor.remaining(call) if migrate else call.predicted_output_tokens
+        remaining = self._remaining[call.uid] if migrate else call.predicted_output_tokens
         current = mon.pos[call.prefill_instance] if migrate else -1
         hits = np.zeros(self.M)
         for i, tokens in sim.prefix_hits(call).items():
@@ -436,15 +441,16 @@ class RoutingEnv(ServegymEnv):
             per_token = self._kvb[current] if self.migration == "kv" else TOKEN_ID_BYTES
             transfer = self._link_latency + per_token * prompt * self._inv_bw[current]
             transfer[current] = 0.0
-        prefill_tokens = np.maximum(0.0, prompt - hits)
         if migrate and self.migration == "kv":
-            prefill_tokens[:] = 0.0
+            prefill_tokens = np.zeros(self.M)
+        else:
+            prefill_tokens = np.maximum(0.0, prompt - hits)
+        self._prefill_tokens = prefill_tokens
         estimate = transfer + mon.q + prefill_tokens * mon.p + remaining * mon.d
-        feasible = (
-            (self._served == call.model)
-            & (call.input_tokens < self._max_context)
-            & self._footprint_ok
-        )
+        holds = self._holds.get(call.model)
+        if holds is None:  # serves the model, and its context window fits the KV capacity
+            holds = self._holds[call.model] = (self._served == call.model) & self._footprint_ok
+        feasible = holds & (call.input_tokens < self._max_context)
         if migrate:
             estimate[current] = remaining * mon.d[current]
             feasible[current] = True
@@ -479,7 +485,7 @@ class RoutingEnv(ServegymEnv):
             free_kv_tokens=self._kv_capacity - mon.kv_used,
             kv_capacity=self._kv_capacity,
             queued_prefill_tokens=mon.queued_prefill.copy(),
-            tokens_per_minute=mon.tokens_per_minute(now).copy(),
+            tokens_per_minute=mon.tokens_per_minute(now),
             prefix_hit_tokens=hits,
             transfer_time=transfer,
             estimate=estimate,
@@ -530,19 +536,16 @@ class RoutingEnv(ServegymEnv):
         metrics = sim_metrics.summarize_requests(lat, self._slo, duration)
         metrics["migrations"] = float(sum(c.migrations for c in sim.calls))
         metrics["migration_decisions"] = float(self._migration_decisions)
-        alone = np.array(
-            [
-                self._run_alone(r.workflow.nodes[0].input_tokens, r.workflow.nodes[0].output_tokens)
-                for r in runs
-            ]
-        )
-        alphas, curve = sim_metrics.attainment_curve(lat / alone)
+        alphas, curve = sim_metrics.attainment_curve(lat / self._alone)
         end = sim.now
         busy = np.array([inst.busy_time for inst in sim.monolithic])
         per_instance = (busy / end).tolist() if end > 0 else [0.0] * self.M
         util = {"monolithic": float(np.mean(per_instance))}
         util.update(
-            {f"{j}:{g}": u for j, (g, u) in enumerate(zip(self._gpus(), per_instance, strict=True))}
+            {
+                f"{j}:{g}": u
+                for j, (g, u) in enumerate(zip(self._gpu_names, per_instance, strict=True))
+            }
         )
         return {
             "metrics": metrics,
@@ -555,9 +558,6 @@ class RoutingEnv(ServegymEnv):
             "steps": self._steps,
             "invocations": sim.invocation_count,
         }
-
-    def _gpus(self) -> list[str]:
-        return [s.gpu for s in self.cluster.instances]
 
     # -- observation -------------------------------------------------------------------------
     def _observation(self) -> dict[str, np.ndarray]:

@@ -147,6 +147,20 @@ class LearnedPredictor(BasePredictor):
     """
 
     name = "learned"
+    #: ``cfg -> state`` (the training run) and ``state -> predictor``, set by each subclass.
+    train_state: Any = None
+    from_state: Any = None
+
+    @classmethod
+    def trained(cls, cfg: TrainConfig, use_cache: bool = True) -> Any:
+        """The predictor for ``cfg``: trained (on one torch thread) or loaded from the cache."""
+        from envs.predictors import nets
+        from envs.predictors.cache import cached
+
+        def train() -> dict[str, np.ndarray]:
+            return nets.single_threaded(cls.train_state, cfg)
+
+        return cached(cls.name, asdict(cfg), train, cls.from_state, use_cache)
 
     def __init__(self, net: Model, state: dict[str, np.ndarray]):
         meta = json.loads(str(state["meta"]))

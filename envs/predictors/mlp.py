@@ -9,12 +9,10 @@ width so its parameter count is comparable to a few experts) on the TF-IDF featu
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 
 import numpy as np
 
 from envs.predictors import nets
-from envs.predictors.cache import cached
 from envs.predictors.learned import (
     LearnedPredictor,
     TrainConfig,
@@ -56,9 +54,5 @@ class MLPPredictor(LearnedPredictor):
     """STAR-style single MLP (see the module docstring)."""
 
     name = "mlp"
-
-    @classmethod
-    def trained(cls, cfg: TrainConfig, use_cache: bool = True) -> MLPPredictor:
-        """The predictor for ``cfg``, trained or loaded from the cache."""
-        train = lambda: nets.single_threaded(train_mlp, cfg)  # noqa: E731
-        return cached("mlp", asdict(cfg), train, _build, use_cache)
+    train_state = staticmethod(train_mlp)
+    from_state = staticmethod(_build)

@@ -15,13 +15,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 
 import numpy as np
 import torch
 
 from envs.predictors import nets
-from envs.predictors.cache import cached
 from envs.predictors.learned import (
     LearnedPredictor,
     TrainConfig,
@@ -132,9 +130,5 @@ class MoEPredictor(LearnedPredictor):
     """GoodServe's MoE predictor (see the module docstring)."""
 
     name = "moe"
-
-    @classmethod
-    def trained(cls, cfg: TrainConfig, use_cache: bool = True) -> MoEPredictor:
-        """The predictor for ``cfg``, trained or loaded from the cache."""
-        train = lambda: nets.single_threaded(train_moe, cfg)  # noqa: E731
-        return cached("moe", asdict(cfg), train, _build, use_cache)
+    train_state = staticmethod(train_moe)
+    from_state = staticmethod(_build)

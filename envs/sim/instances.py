@@ -462,18 +462,6 @@ class MonolithicInstance(_BatchEngine):
             if not holders:
                 del index[h]
 
-    def waiting_prefill_tokens(self) -> int:
-        """Prompt tokens still to compute here: the uncached prompts (plus generated tokens of
-        token-migrated requests) of the queue, and the prefill left of running requests."""
-        total = 0
-        for c in self.waiting:
-            if not c.resident:
-                total += c.input_tokens + c.generated - self.prefix_hit_tokens(c)
-        for c in self.running:
-            if c.stage == PREFILL:
-                total += c.prefill_left
-        return total
-
     def enqueue(self, call: Call) -> None:
         call.prefill_instance = self.index
         super().enqueue(call)

@@ -513,11 +513,7 @@ class Simulation:
         n_inst = len(self.instances)
         for a in plan:
             c = a.call
-            if c.uid in seen:
-                raise SchedulingError(f"plan assigns call {c.id} twice")
-            seen.add(c.uid)
-            if not math.isfinite(a.priority):
-                raise SchedulingError(f"call {c.id}: priority must be finite, got {a.priority}")
+            self._check_once(a, seen)
             if inv.stage == "decode":
                 if c.stage != WAIT_DECODE or c.uid not in self.waiting_decode:
                     raise SchedulingError(
@@ -553,6 +549,15 @@ class Simulation:
                         "plan yet must be assigned"
                     )
 
+    @staticmethod
+    def _check_once(a: Assignment, seen: set[int]) -> None:
+        """A call appears once in a plan, with a finite priority."""
+        if a.call.uid in seen:
+            raise SchedulingError(f"plan assigns call {a.call.id} twice")
+        seen.add(a.call.uid)
+        if not math.isfinite(a.priority):
+            raise SchedulingError(f"call {a.call.id}: priority must be finite, got {a.priority}")
+
     def _check_serves(self, call: Call, index: int, what: str) -> None:
         served = self.instances[index].spec.model
         if served != call.model:
@@ -574,11 +579,7 @@ class Simulation:
         seen: set[int] = set()
         for a in plan:
             c = a.call
-            if c.uid in seen:
-                raise SchedulingError(f"plan assigns call {c.id} twice")
-            seen.add(c.uid)
-            if not math.isfinite(a.priority):
-                raise SchedulingError(f"call {c.id}: priority must be finite, got {a.priority}")
+            self._check_once(a, seen)
             if c.uid not in listed:
                 raise SchedulingError(
                     f"call {c.id} is not one of this migrate invocation's calls (the running "
