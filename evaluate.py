@@ -254,8 +254,10 @@ class EvalConfig:
     :param instances: Routing: grow the cluster to this many instances (GoodServe §4.3 scale).
     :param output_predictor: output-length predictor name (``envs.predictors``).
     :param predictor_error: Routing: e of the ``oracle-error`` predictor.
-    :param prefill_mode: Routing: ``chunked`` or ``prefill-first``.
-    :param token_budget: Routing: chunked-prefill tokens per iteration.
+    :param engine: Routing: serving-engine preset (``vllm``, ``sglang``, ``trtllm``).
+    :param prefill_mode: Routing: override the engine's scheduling (``chunked``,
+        ``prefill-first``, ``chunked-prefill-first``, ``mixed-whole``).
+    :param token_budget: Routing: override the engine's tokens per iteration.
     :param check_interval: Routing: τ, decode iterations between migration checks (0: none).
     :param migration: Routing: ``token`` or ``kv``.
     :param sweep: one env option swept over values (columns = workload × value).
@@ -286,8 +288,13 @@ class EvalConfig:
     instances: int | None = env_option(int, "grow the cluster to this many instances", "inst")
     output_predictor: str | None = env_option(str, "output-length predictor", "pred")
     predictor_error: float | None = env_option(float, "error e of oracle-error", "perr")
-    prefill_mode: str | None = env_option(str, "chunked or prefill-first", "prefill")
-    token_budget: int | None = env_option(int, "chunked-prefill tokens per iteration", "budget")
+    engine: str | None = env_option(str, "serving-engine preset: vllm, sglang or trtllm", "eng")
+    prefill_mode: str | None = env_option(
+        str, "override the engine's scheduling: chunked, prefill-first, ...", "prefill"
+    )
+    token_budget: int | None = env_option(
+        int, "override the engine's tokens per iteration", "budget"
+    )
     check_interval: int | None = env_option(
         int, "decode iterations between migration checks (0: none)", "tau"
     )

@@ -73,8 +73,9 @@ class TrainConfig:
     :param instances: Routing: grow the cluster to this many instances.
     :param output_predictor: output-length predictor (``envs.predictors``).
     :param predictor_error: Routing: error e of ``oracle-error``.
-    :param prefill_mode: Routing: ``chunked`` or ``prefill-first``.
-    :param token_budget: Routing: chunked-prefill tokens per iteration.
+    :param engine: Routing: serving-engine preset (``vllm``, ``sglang``, ``trtllm``).
+    :param prefill_mode: Routing: override the engine's scheduling.
+    :param token_budget: Routing: override the engine's tokens per iteration.
     :param check_interval: Routing: decode iterations between migration checks.
     :param migration: Routing: ``token`` or ``kv``.
     :param reward: env reward name.
@@ -120,6 +121,7 @@ class TrainConfig:
     instances: int | None = None
     output_predictor: str | None = None
     predictor_error: float | None = None
+    engine: str | None = None
     prefill_mode: str | None = None
     token_budget: int | None = None
     check_interval: int | None = None
@@ -155,7 +157,8 @@ class TrainConfig:
 #: TrainConfig fields that configure the env (``envs.CLI_ENVS`` option names).
 ENV_OPTIONS = (
     "cluster", "model", "workload", "count", "load_scale", "estimate_error", "slots", "slo_scale",
-    "slo_basis", "instances", "output_predictor", "predictor_error", "prefill_mode", "token_budget",
+    "slo_basis", "instances", "output_predictor", "predictor_error", "engine", "prefill_mode",
+    "token_budget",
     "check_interval", "migration", "reward",
 )  # fmt: skip
 

@@ -43,6 +43,7 @@ CLI_ENVS: dict[str, tuple[str, dict[str, str]]] = {
             "instances": "instances",
             "output_predictor": "output_predictor",
             "predictor_error": "predictor_error",
+            "engine": "engine",
             "prefill_mode": "prefill_mode",
             "token_budget": "token_budget",
             "check_interval": "check_interval",

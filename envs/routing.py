@@ -92,8 +92,10 @@ from envs.predictors.feed import PredictorFeed
 from envs.rewards import make_reward
 from envs.routing_context import InstanceMonitor, RoutingContext
 from envs.sim import metrics as sim_metrics
+from envs.sim.catalog import get_gpu, get_model
 from envs.sim.cluster import ClusterSpec, load_cluster, scaled_cluster
-from envs.sim.latency import LatencyModel
+from envs.sim.engines import get_engine
+from envs.sim.latency import LatencyModel, load_calibration
 from envs.sim.simulation import (
     TOKEN_ID_BYTES,
     Assignment,
@@ -119,13 +121,14 @@ PAPER_RATES = {"goodserve": 2.89}
 class RunAloneLatency:
     """Seconds a request takes alone on one instance of ``latency``'s kind (the SLO base).
 
-    Chunked prefill: ``ceil(L_in / budget)`` iterations over growing context; prefill-first: one
-    pass. Then ``L_out`` decode steps at batch 1. Cached by (L_in, L_out).
+    Chunked prefill: ``ceil(L_in / budget)`` iterations over growing context; whole-prompt modes:
+    one pass. The prefill emits the first token, then ``L_out − 1`` decode steps at batch 1.
+    Cached by (L_in, L_out).
     """
 
     def __init__(self, latency: LatencyModel, prefill_mode: str, token_budget: int):
         self.latency = latency
-        self.chunked = prefill_mode == "chunked"
+        self.chunked = prefill_mode in ("chunked", "chunked-prefill-first")
         self.budget = token_budget
         self._cache: dict[tuple[int, int], float] = {}
 
@@ -142,8 +145,8 @@ class RunAloneLatency:
                     done += n
             else:
                 t = lat.prefill_time(input_tokens)
-            if output_tokens:
-                t += lat.decode_steps_time(1, input_tokens, output_tokens)
+            if output_tokens > 1:
+                t += lat.decode_steps_time(1, input_tokens + 1, output_tokens - 1)
             self._cache[key] = t
         return t
 
@@ -169,8 +172,12 @@ class RoutingEnv(ServegymEnv):
     :param output_predictor: a name from :data:`envs.predictors.PREDICTORS` (``moe`` default;
         ``oracle``, ``oracle-error``, ``mlp``, ``history``, ``task-mean``).
     :param predictor_error: e for ``oracle-error`` (truth × U[1 − e, 1 + e]).
-    :param prefill_mode: ``chunked`` (vLLM's default, default) or ``prefill-first``.
-    :param token_budget: chunked-prefill tokens per iteration (vLLM: 2,048 / 8,192).
+    :param engine: serving-engine preset of the instances (``vllm``, default: GoodServe §4 runs
+        vLLM; ``sglang``, ``trtllm``; None: the engine-neutral defaults), see
+        :mod:`envs.sim.engines`: scheduling, token budget by GPU, batch cap, paged KV with
+        preemption, fitted overheads.
+    :param prefill_mode: override the engine's scheduling (``chunked``, ``prefill-first``, ...).
+    :param token_budget: override the engine's tokens per iteration.
     :param check_interval: τ, decode iterations between migration checks (GoodServe §3.4: 50);
         None or 0 disables checks (no migrate decisions).
     :param migration: ``token`` (re-prefill token IDs, §3.4) or ``kv`` (transfer the KV, §4.3).
@@ -203,8 +210,9 @@ class RoutingEnv(ServegymEnv):
         slo_basis: str = "request",
         output_predictor: str = "moe",
         predictor_error: float = 0.0,
-        prefill_mode: str = "chunked",
-        token_budget: int = 2048,
+        engine: str | None = "vllm",
+        prefill_mode: str | None = None,
+        token_budget: int | None = None,
         check_interval: int | None = 50,
         migration: str = "token",
         prefix_cache: bool = True,
@@ -235,6 +243,9 @@ class RoutingEnv(ServegymEnv):
         self.slo_basis = slo_basis
         self.output_predictor_name = output_predictor
         self.predictor_error = predictor_error
+        self.engine = None if engine is None else get_engine(engine)
+        if prefill_mode is None:
+            prefill_mode = "chunked" if self.engine is None else self.engine.scheduling
         self.prefill_mode = prefill_mode
         self.token_budget = token_budget
         self.check_interval = check_interval or None
@@ -260,13 +271,25 @@ class RoutingEnv(ServegymEnv):
             }
         )
         self._latency_cache = LatencyCache()
-        lat = [self._latency_cache.get(s) for s in self.cluster.instances]
+        lat = [self._latency_cache.get(s, self.engine) for s in self.cluster.instances]
         ref_tp = _reference_tp(self.cluster, slo_reference_gpu)
-        self._run_alone = RunAloneLatency(
-            LatencyModel.from_names(gpu=slo_reference_gpu, model=self.model, tp=ref_tp),
-            prefill_mode,
-            token_budget,
-        )
+        ref_gpu = get_gpu(slo_reference_gpu)
+        if self.engine is None:
+            ref_lat = LatencyModel.from_names(gpu=slo_reference_gpu, model=self.model, tp=ref_tp)
+            ref_budget = 2048 if token_budget is None else token_budget
+        else:
+            ref_lat = LatencyModel(
+                ref_gpu,
+                get_model(self.model),
+                ref_tp,
+                1.0,
+                calibration=self.engine.calibration(load_calibration()),
+                memory_utilization=self.engine.memory_utilization,
+            )
+            ref_budget = (
+                self.engine.token_budget_for(ref_gpu) if token_budget is None else token_budget
+            )
+        self._run_alone = RunAloneLatency(ref_lat, prefill_mode, ref_budget)
         self._capability = np.array(
             [m.prefill_time(1024) + m.decode_steps_time(1, 1024, 256) for m in lat]
         )
@@ -324,6 +347,7 @@ class RoutingEnv(ServegymEnv):
             token_budget=self.token_budget,
             check_interval=self.check_interval,
             migration=self.migration,
+            engine=self.engine,
         )
         self.monitor = InstanceMonitor(self.sim.monolithic, self.ema_alpha)
         self.sim.add_listener(self.monitor)

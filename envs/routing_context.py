@@ -114,6 +114,13 @@ class InstanceMonitor:
         if iterations > 0:
             self._ema(self.d, self.pos[inst.index], seconds / iterations, 2, iterations)
 
+    def on_preempted(self, call: Any, inst: Any, now: float) -> None:
+        """A paging engine evicted running ``call`` back to its queue (it re-prefills)."""
+        j = self.pos[inst.index]
+        self.running[j] -= 1
+        self.waiting[j] += 1
+        self._release_kv(call.uid)
+
     def on_call_done(self, call: Any, inst: Any, now: float) -> None:
         j = self.pos.get(inst.index)
         if j is None:

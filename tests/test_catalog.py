@@ -33,6 +33,8 @@ REQUIRED_MODELS = [
     "llama3.1-8b-prm",
     "qwen2.5-14b",
     "qwen3-235b-a22b",
+    "qwen3-32b",
+    "minimax-m2.5",
     "e5-base-v2",
     "bge-reranker-base",
 ]

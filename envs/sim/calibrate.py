@@ -12,6 +12,15 @@ Fit procedure (deterministic grid searches in numpy, loss = mean squared log(pre
    ``comp/V100-PCIE-16GB/gemm_0_subset.csv``; Ampere GDDR: Vidur ``compute/a40/.../mlp.csv``
    QKV/output/up/down projections), rows with n, k >= 256, every j-th row kept so each table
    contributes at most 3000 points.
+1b. **FP8 GEMM** (Hopper only; ``gemm_*_fp8``): the same model with 1-byte operands and a
+   bf16 output, ``t = max(2mnk / (e_c·peak_fp8), (mk + kn + 2mn) / (e_m·bw)) + t_0``, fitted on
+   InferSim ``infersim/h800/gemm.csv`` (DeepGEMM ``fp8_gemm_nt`` on H800, whose compute and
+   memory are H100-SXM's), rows with n, k >= 256. Only e_c and e_m are kept: the fitted floor
+   (DeepGEMM's small-shape minimum, about 2.5x the bf16 tables' floor) is a property of that
+   kernel library (and perhaps of how it was timed), and charged on every linear layer it would
+   make fp8 decode of many-layer MoE models slower than bf16; fp8 kernels share the family's
+   ``gemm_floor_seconds``, which is what ``--summary`` evaluates. Other families have no FP8
+   measurements and fall back to their bf16 constants at the FP8 peak.
 2. **Attention** per family (A100, Hopper; aiconfigurator): decode attention
    (``generation_attention_perf.csv``) fixes the KV-read efficiency and kernel floor, then prefill
    attention (``context_attention_perf.csv``, isl >= 16) the attention compute efficiency.
@@ -131,7 +140,11 @@ def _msle(pred: np.ndarray, meas: np.ndarray, axis: int = -1) -> np.ndarray:
 # 1. GEMM
 @dataclass
 class GemmTable:
-    """GEMM shapes and times of one GPU: m, n, k (elements), seconds; peak FLOP/s, bytes/s."""
+    """GEMM shapes and times of one GPU: m, n, k (elements), seconds; peak FLOP/s, bytes/s.
+
+    ``operand_bytes`` is the size of one input element (2 for bf16/fp16, 1 for fp8); the m×n
+    output is always 2-byte (bf16/fp16).
+    """
 
     m: np.ndarray
     n: np.ndarray
@@ -140,6 +153,11 @@ class GemmTable:
     peak_flops: np.ndarray
     bandwidth: np.ndarray
     label: str
+    operand_bytes: int = 2
+
+    def moved_bytes(self) -> np.ndarray:
+        """Bytes each GEMM reads and writes: both operands once, the output once."""
+        return self.operand_bytes * (self.m * self.k + self.k * self.n) + 2 * self.m * self.n
 
 
 def _gemm_rows_aic(path: Path, gpu: str) -> GemmTable:
@@ -213,6 +231,33 @@ def _gemm_rows_vidur(path: Path, gpu: str) -> GemmTable:
     )
 
 
+def _gemm_rows_infersim_fp8(path: Path, gpu: str) -> GemmTable:
+    """DeepGEMM FP8 kernels (InferSim): 1-byte operands, bf16 output, FP8 peak."""
+    rows = [r for r in _read_csv(path) if int(r["n"]) >= 256 and int(r["k"]) >= 256]
+    rows = _thin(rows)
+    spec = get_gpu(gpu)
+    m, n, k = (np.array([float(r[c]) for r in rows]) for c in ("m", "n", "k"))
+    t = np.array([float(r["latency_us"]) for r in rows]) / 1e6
+    return GemmTable(
+        m,
+        n,
+        k,
+        t,
+        np.full(len(t), spec.peak_flops_fp8),
+        np.full(len(t), spec.hbm_bandwidth),
+        f"{gpu} DeepGEMM fp8 gemm",
+        operand_bytes=1,
+    )
+
+
+def fp8_gemm_tables(data_dir: Path) -> dict[str, list[GemmTable]]:
+    """FP8 GEMM measurements grouped by GPU family (only Hopper has any).
+
+    :param data_dir: the measured-latency folder.
+    """
+    return {"hopper": [_gemm_rows_infersim_fp8(data_dir / "infersim/h800/gemm.csv", "h800")]}
+
+
 def gemm_tables(data_dir: Path) -> dict[str, list[GemmTable]]:
     """GEMM measurements grouped by GPU family.
 
@@ -234,17 +279,19 @@ def gemm_tables(data_dir: Path) -> dict[str, list[GemmTable]]:
 
 def _gemm_predict(t: GemmTable, ec: float, em: float, t0: float) -> np.ndarray:
     flops = 2 * t.m * t.n * t.k
-    data = 2 * (t.m * t.k + t.k * t.n + t.m * t.n)
-    return np.maximum(flops / (ec * t.peak_flops), data / (em * t.bandwidth)) + t0
+    return np.maximum(flops / (ec * t.peak_flops), t.moved_bytes() / (em * t.bandwidth)) + t0
 
 
 def _concat(tables: Iterable[GemmTable]) -> GemmTable:
     tables = list(tables)
+    widths = {t.operand_bytes for t in tables}
+    if len(widths) != 1:
+        raise ValueError(f"cannot pool GEMM tables of different operand widths {sorted(widths)}")
     cat = [
         np.concatenate([getattr(t, f) for t in tables])
         for f in ("m", "n", "k", "seconds", "peak_flops", "bandwidth")
     ]
-    return GemmTable(*cat, label="+".join(t.label for t in tables))
+    return GemmTable(*cat, label="+".join(t.label for t in tables), operand_bytes=widths.pop())
 
 
 EFF_GRID = np.round(np.arange(0.30, 1.0001, 0.01), 2)
@@ -257,7 +304,7 @@ def fit_gemm(table: GemmTable) -> tuple[float, float, float]:
     :param table: GEMM measurements of one family.
     """
     flops = 2 * table.m * table.n * table.k / table.peak_flops
-    data = 2 * (table.m * table.k + table.k * table.n + table.m * table.n) / table.bandwidth
+    data = table.moved_bytes() / table.bandwidth
     best = (math.inf, 0.0, 0.0, 0.0)
     for t0 in FLOOR_GRID_S:
         # shape (ec, em, points)
@@ -572,7 +619,10 @@ def _to_dict(cal: Calibration) -> dict:
         "gemms_per_layer": cal.gemms_per_layer,
         "target_heldout_median_error": cal.target_heldout_median_error,
         "links": {k: vars(v).copy() for k, v in cal.links.items()},
-        "families": {k: vars(v).copy() for k, v in cal.families.items()},
+        # unset optional constants (fp8 fits of families without FP8 data) are left out
+        "families": {
+            k: {n: x for n, x in vars(v).items() if x is not None} for k, v in cal.families.items()
+        },
     }
 
 
@@ -586,6 +636,9 @@ def fit(data_dir: Path) -> Calibration:
     for fam, tables in gemm_tables(data_dir).items():
         ec, em, t0 = fit_gemm(_concat(tables))
         families[fam] = {"gemm_compute": ec, "gemm_memory": em, "gemm_floor_seconds": t0}
+    for fam, tables in fp8_gemm_tables(data_dir).items():
+        ec, em, _ = fit_gemm(_concat(tables))  # floor not kept, see step 1b
+        families[fam].update(gemm_compute_fp8=ec, gemm_memory_fp8=em)
     attn = {
         "ampere-hbm": [("a100_sxm", "a100-80g")],
         "hopper": [("h100_sxm", "h100-sxm"), ("h200_sxm", "h200")],
@@ -653,6 +706,12 @@ YAML_HEADER = """\
 #   ampere-gddr vidur/compute/a40/meta-llama/Llama-2-7b-hf/mlp.csv (attn_pre_proj,
 #               attn_post_proj, mlp_up_proj, mlp_down_proj medians as GEMMs)
 #   default     geometric mean of the four (used by Ada / L40S, which has no measurements)
+# families.hopper.gemm_*_fp8: the same fit for fp8-weight linear layers, with 1-byte operands and
+#   a bf16 output, t = max(2mnk/(gemm_compute_fp8*peak_fp8), (mk+kn+2mn)/(gemm_memory_fp8*bw))
+#   + floor, on infersim/h800/gemm.csv (DeepGEMM fp8_gemm_nt kernels on H800 = H100-SXM compute
+#   and memory, n,k >= 256). The fitted floor (DeepGEMM's small-shape minimum) is not kept: fp8
+#   kernels share gemm_floor_seconds (see envs/sim/calibrate.py step 1b). Families without
+#   these keys (no FP8 data) use their bf16 gemm_* constants at the FP8 peak.
 # families.<f>.attention_*: ampere-hbm and hopper from aiconfigurator/<gpu>/
 #   generation_attention_perf.csv (memory efficiency + floor) then context_attention_perf.csv
 #   (isl >= 16; compute efficiency). volta and ampere-gddr have no attention tables: their
@@ -702,6 +761,15 @@ def kernel_points(data_dir: Path, cal: Calibration) -> list[Point]:
             pred = _gemm_predict(t, eff.gemm_compute, eff.gemm_memory, eff.gemm_floor_seconds)
             points += [
                 Point(f"gemm {fam}", f"{t.label} m={m:.0f} n={n:.0f} k={k:.0f}", p, s)
+                for m, n, k, p, s in zip(t.m, t.n, t.k, pred, t.seconds, strict=True)
+            ]
+    for fam, tables in fp8_gemm_tables(data_dir).items():
+        eff = cal.family(fam)
+        ec, em = eff.gemm_efficiency("fp8")
+        for t in tables:
+            pred = _gemm_predict(t, ec, em, eff.gemm_floor_seconds)
+            points += [
+                Point(f"gemm {fam} fp8", f"{t.label} m={m:.0f} n={n:.0f} k={k:.0f}", p, s)
                 for m, n, k, p, s in zip(t.m, t.n, t.k, pred, t.seconds, strict=True)
             ]
     for fam, gpus in (

@@ -9,6 +9,7 @@ Example::
 
     from envs.sim.catalog import get_gpu, get_model
     get_gpu("h100-sxm").hbm_bandwidth      # 3.35e12 bytes/s
+    get_gpu("a100-80g").supports("fp8")    # False: Ampere has no FP8 tensor cores
     get_model("llama3.1-70b").num_kv_heads  # 8
 """
 
@@ -25,6 +26,8 @@ import yaml
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 GPUS_YAML = CONFIG_DIR / "gpus.yaml"
 MODELS_YAML = CONFIG_DIR / "models.yaml"
+# Numeric precisions of weights / KV cache that the latency model prices (envs/sim/latency.py).
+PRECISIONS = ("bf16", "fp8")
 
 
 class UnknownNameError(KeyError, ValueError):
@@ -46,6 +49,8 @@ class GPUSpec:
         0 if none.
     :param pcie_bandwidth: PCIe bandwidth per GPU (datasheet, bidirectional), bytes/s.
     :param family: architecture group used to look up calibrated efficiencies.
+    :param peak_flops_fp8: peak dense FP8 tensor-core throughput, FLOP/s; 0 when the GPU has no
+        FP8 tensor cores (Ampere, Volta).
     """
 
     name: str
@@ -55,6 +60,17 @@ class GPUSpec:
     nvlink_bandwidth: float
     pcie_bandwidth: float
     family: str = "default"
+    peak_flops_fp8: float = 0.0
+
+    def supports(self, precision: str) -> bool:
+        """Whether the tensor cores run ``precision`` natively.
+
+        :param precision: one of ``PRECISIONS``.
+        :raises ValueError: if ``precision`` is not one of ``PRECISIONS``.
+        """
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}; expected one of {PRECISIONS}")
+        return precision == "bf16" or self.peak_flops_fp8 > 0
 
     @property
     def has_nvlink(self) -> bool:
@@ -84,7 +100,8 @@ class ModelSpec:
     :param num_experts: routed experts per MoE layer; 0 for dense models.
     :param experts_per_token: experts each token is routed to; 0 for dense models.
     :param expert_intermediate_size: FFN width of one expert, elements; 0 for dense models.
-    :param dtype_bytes: bytes per weight / KV element (2 for bf16/fp16).
+    :param dtype_bytes: bytes per weight / KV element at the bf16 baseline (2 for bf16/fp16);
+        ``LatencyModel``'s ``precision`` / ``kv_precision`` override it for fp8.
     :param encoder_only: prefill only (embedding model, cross-encoder); no decode, no KV cache.
     :param max_context_tokens: longest supported sequence, tokens.
     :param gated_mlp: SwiGLU FFN with three matrices (else GELU with two).
@@ -137,12 +154,21 @@ class ModelSpec:
         return matrices * self.hidden_size * self.intermediate_size
 
     @property
+    def embedding_params(self) -> int:
+        """Input embedding plus the separate LM head unless tied (elements).
+
+        These are the weights FP8 checkpoints keep in bf16; the rest of ``total_params`` is (up to
+        norms and biases) linear-layer weights.
+        """
+        matrices = 1 if self.tie_word_embeddings else 2
+        return matrices * self.vocab_size * self.hidden_size
+
+    @property
     def architecture_params(self) -> float:
         """Parameter count implied by the architecture fields (to cross-check ``total_params``)."""
         per_layer = self.attention_params_per_layer + self.dense_ffn_params_per_layer
         per_layer += self.num_experts * self.expert_params
-        heads = 1 if self.tie_word_embeddings else 2
-        return self.num_layers * per_layer + heads * self.vocab_size * self.hidden_size
+        return self.num_layers * per_layer + self.embedding_params
 
 
 def _require(entry: Mapping[str, Any], key: str, name: str, source: str) -> Any:
@@ -169,6 +195,7 @@ def _gpu_from_entry(name: str, entry: Mapping[str, Any], source: str) -> GPUSpec
         nvlink_bandwidth=float(nvlink),
         pcie_bandwidth=float(_require(entry, "pcie_bandwidth", name, source)),
         family=str(entry.get("family", "default")),
+        peak_flops_fp8=float(entry.get("peak_flops_fp8", 0.0)),
     )
     for field in ("peak_flops", "hbm_bandwidth", "memory_bytes", "pcie_bandwidth"):
         if getattr(spec, field) <= 0:
@@ -176,6 +203,11 @@ def _gpu_from_entry(name: str, entry: Mapping[str, Any], source: str) -> GPUSpec
                 f"{source}: GPU {name!r} has {field}={getattr(spec, field)!r}; "
                 "expected a positive number"
             )
+    if "peak_flops_fp8" in entry and spec.peak_flops_fp8 <= 0:
+        raise ValueError(
+            f"{source}: GPU {name!r} has peak_flops_fp8={spec.peak_flops_fp8!r}; expected a "
+            "positive FLOP/s figure, or no peak_flops_fp8 field for a GPU without FP8 tensor cores"
+        )
     return spec
 
 

@@ -12,6 +12,10 @@ A cluster preset is a YAML file in ``envs/configs/clusters/`` (or any path). Thr
 
 Tensor-parallel degrees are given per model and GPU type, because the papers change TP with the
 model (HexAgent §7.1: Llama-3.1-70B TP4 everywhere; Qwen3-235B-A22B TP8 on A100/H100, TP4 on H200).
+
+A pool entry may set ``precision:`` (weights) and ``kv_precision:`` (KV cache), each ``bf16``
+(default) or ``fp8``, e.g. ``{gpu: h100-sxm, count: 2, precision: fp8}``; whether the GPU runs
+fp8 is checked when the instance's latency model is built (``envs.sim.latency``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from envs.sim.catalog import PRECISIONS
 
 CLUSTER_DIR = Path(__file__).resolve().parent.parent / "configs" / "clusters"
 ARCHITECTURES = ("pd", "monolithic", "pool")
@@ -43,6 +49,9 @@ class InstanceSpec:
     :param tp: tensor-parallel degree (GPUs per instance).
     :param fraction: share of each GPU (1.0 = whole GPUs; Scepsy §5 fractional GPUs).
     :param max_batch_size: cap on concurrently decoding sequences (None = KV capacity only).
+    :param precision: weight precision, one of ``PRECISIONS`` (``bf16`` or ``fp8``; see
+        ``envs.sim.latency``).
+    :param kv_precision: KV-cache precision, one of ``PRECISIONS``; None = same as ``precision``.
     """
 
     index: int
@@ -53,6 +62,8 @@ class InstanceSpec:
     tp: int
     fraction: float = 1.0
     max_batch_size: int | None = None
+    precision: str = "bf16"
+    kv_precision: str | None = None
 
 
 @dataclass(frozen=True)
@@ -190,6 +201,16 @@ def _pool_instances(
                 f"{where}[{k}]: no tensor-parallel degree for model {model!r} on GPU {gpu!r}; "
                 f"give 'tp' or add it to tensor_parallel[{model!r}] (has {sorted(tp_table)})"
             )
+        precision = entry.get("precision", "bf16")
+        kv_precision = entry.get("kv_precision")  # None: same as precision
+        for key, value, allowed in (
+            ("precision", precision, PRECISIONS),
+            ("kv_precision", kv_precision, (*PRECISIONS, None)),
+        ):
+            if value not in allowed:
+                raise ClusterConfigError(
+                    f"{where}[{k}]: {key} {value!r} is not one of {PRECISIONS}"
+                )
         for _ in range(count):
             idx = start + len(out)
             out.append(
@@ -202,6 +223,8 @@ def _pool_instances(
                     tp=int(tp),
                     fraction=float(entry.get("fraction", 1.0)),
                     max_batch_size=entry.get("max_batch_size"),
+                    precision=precision,
+                    kv_precision=kv_precision,
                 )
             )
     return out
@@ -297,6 +320,8 @@ def scaled_cluster(base: ClusterSpec, instances: int) -> ClusterSpec:
                 tp=s.tp,
                 fraction=s.fraction,
                 max_batch_size=s.max_batch_size,
+                precision=s.precision,
+                kv_precision=s.kv_precision,
             )
         )
     return ClusterSpec(

@@ -14,12 +14,18 @@ Queues are priority queues: lower ``priority`` is served first, ties by arrival 
 Queues stay short (tens of calls) and are re-prioritised by every scheduler invocation, so a list
 scanned with ``min`` beats a heap that would need rebuilding.
 
-KV accounting: a decode (or monolithic) engine reserves a call's final footprint
+KV accounting (``kv_policy``): under ``reserve`` (the default; TensorRT-LLM's
+GUARANTEED_NO_EVICT) a decode or monolithic engine reserves a call's final footprint
 ``input_tokens + output_tokens`` when it admits the call, and admits in strict priority order: the
 first waiting call that does not fit blocks the ones behind it (no preemption, no overtaking).
-The reservation therefore never exceeds ``kv_capacity_tokens``. A migrating call (GoodServe §3.4)
-leaves the source's batch at once; by token IDs it frees its reservation at once, by KV transfer
-only when its KV has arrived at the target.
+Under ``paged`` (monolithic engines; vLLM, SGLang) a call holds its prompt + generated tokens and
+grows by one token per decode iteration; admission needs room for the prompt after this
+iteration's decode tokens; when the running decodes would overflow the cache, the running call
+with the lowest priority (latest admitted among equals) is preempted: its KV is freed and it
+rejoins the waiting queue at its original position, to recompute prompt + generated tokens when
+re-admitted. Either way ``reserved`` (the sum of the running calls' ``kv_held``) never exceeds
+``kv_capacity_tokens``. A migrating call (GoodServe §3.4) leaves the source's batch at once; by
+token IDs it frees its KV at once, by KV transfer only when its KV has arrived at the target.
 
 Monolithic engines schedule prefill-first or chunked (see :class:`MonolithicInstance`). With a
 check interval τ they count decode iterations, cut jumps so that a boundary falls on every
@@ -32,12 +38,15 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from envs.sim.cluster import InstanceSpec
-from envs.sim.workload import DECODE, DONE, PREFILL, Call
+from envs.sim.workload import DECODE, DONE, PREFILL, WAIT_PREFILL, Call
 
 if TYPE_CHECKING:
     from envs.sim.simulation import Simulation
 
 _NO_BATCH_CAP = 1 << 30
+KV_POLICIES = ("reserve", "paged")
+# Monolithic scheduling modes (see MonolithicInstance).
+SCHEDULING_MODES = ("prefill-first", "chunked", "chunked-prefill-first", "mixed-whole")
 
 
 def _queue_key(call: Call) -> tuple[float, int]:
@@ -141,14 +150,28 @@ class _BatchEngine:
 
     role = "decode"
 
-    def __init__(self, sim: Simulation, spec: InstanceSpec, latency: Any, token_by_token: bool):
+    def __init__(
+        self,
+        sim: Simulation,
+        spec: InstanceSpec,
+        latency: Any,
+        token_by_token: bool,
+        kv_policy: str = "reserve",
+        max_batch: int | None = None,
+    ):
         self.sim = sim
         self.spec = spec
         self.index = spec.index
         self.gpu = spec.gpu
         self.latency = latency
         self.capacity = int(latency.kv_capacity_tokens)
-        self.max_batch = spec.max_batch_size or _NO_BATCH_CAP
+        caps = [b for b in (spec.max_batch_size, max_batch) if b]
+        self.max_batch = min(caps) if caps else _NO_BATCH_CAP
+        if kv_policy not in KV_POLICIES:
+            raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {kv_policy!r}")
+        self.kv_policy = kv_policy
+        self.paged = kv_policy == "paged"
+        self.preemptions = 0
         self.token_by_token = token_by_token
         self.waiting: list[Call] = []
         self._sorted = True  # ``waiting`` is in (priority, enqueue order)
@@ -204,7 +227,10 @@ class _BatchEngine:
         if not self.waiting or self.paused:
             return
         if not self._scheduled:
-            self._schedule_boundary(0.0, 0)
+            # An idle engine starts after every event of this instant, so requests that
+            # arrive together are scheduled together (a real engine's loop picks up its whole
+            # queue at each step).
+            self._schedule_boundary(0.0, 0, late=True)
             return
         if self.seg_prefill or self.token_by_token or self.seg_n <= 1:
             return  # the segment already ends at the next iteration boundary
@@ -220,10 +246,25 @@ class _BatchEngine:
         end = self.seg_start + self.latency.decode_steps_time(self.seg_b, self.seg_c, new_n)
         self._schedule_boundary(max(0.0, end - self.sim.now), new_n)
 
-    def _fits(self, call: Call) -> bool:
+    def _need(self, call: Call) -> int:
+        """KV tokens ``call`` takes at admission: its final footprint when reserving; when
+        paging, its prompt plus generated tokens plus the slot of the token its prefill emits."""
+        if self.paged:
+            return min(call.input_tokens + call.generated + 1, call.kv_tokens)
+        return call.kv_tokens
+
+    def _fits(self, call: Call, growth: int = 0) -> bool:
+        """Room for ``call`` in the batch and the KV cache, after ``growth`` tokens the running
+        decodes add in this iteration (paging)."""
         return (
-            len(self.running) < self.max_batch and self.reserved + call.kv_tokens <= self.capacity
+            len(self.running) < self.max_batch
+            and self.reserved + growth + self._need(call) <= self.capacity
         )
+
+    def release(self, call: Call) -> None:
+        """Free the KV ``call`` holds here (it finished, left by migration or was preempted)."""
+        self.reserved -= call.kv_held
+        call.kv_held = 0
 
     def _can_admit(self, call: Call) -> bool:
         """Would ``call`` be admitted at the end of the current decode segment?"""
@@ -244,13 +285,16 @@ class _BatchEngine:
         return len(self.waiting)
 
     # -- segment machinery -------------------------------------------------------------------
-    def _schedule_boundary(self, delay: float, n: int) -> None:
+    def _schedule_boundary(self, delay: float, n: int, late: bool = False) -> None:
         self._version += 1
         self._scheduled = True
         self.seg_n = n
         self.seg_end = self.sim.now + delay
         version = self._version
-        self.sim.schedule(delay, lambda _e: self._boundary(version))
+        if late:
+            self.sim.schedule_late(lambda _e: self._boundary(version))
+        else:
+            self.sim.schedule(delay, lambda _e: self._boundary(version))
 
     def _boundary(self, version: int) -> None:
         if version != self._version:
@@ -299,6 +343,10 @@ class _BatchEngine:
             c.generated += n
             if c.generated >= c.output_tokens:
                 finished.append(c)
+        if self.paged:
+            for c in calls:
+                c.kv_held += n
+            self.reserved += n * len(calls)
         self._count_decode_iterations(n)
         for f in self.sim.listeners["on_decode_progress"]:
             f(self, n, now - self.seg_start, len(calls))  # seg_calls still names the batch
@@ -311,7 +359,7 @@ class _BatchEngine:
 
     def _finish_call(self, call: Call, now: float) -> None:
         self.running.remove(call)
-        self.reserved -= call.kv_tokens
+        self.release(call)
         call.decode_end = now
         call.stage = DONE
         self.sim.on_decode_done(call, self)
@@ -334,7 +382,9 @@ class _BatchEngine:
 
     def _take(self, call: Call) -> None:
         self.running.append(call)
-        self.reserved += call.kv_tokens
+        need = self._need(call)
+        call.kv_held = need
+        self.reserved += need
         self.sim.on_started(call)
         self._on_admit(call)
         for f in self.sim.listeners["on_admit"]:
@@ -344,8 +394,43 @@ class _BatchEngine:
         call.stage = DECODE
         call.decode_start = self.sim.now
 
+    def _preempt(self, keep: list[Call] | None = None) -> Call:
+        """Preempt the running call with the lowest priority (latest admitted among equals):
+        free its KV and put it back in the waiting queue at its original position; it recomputes
+        its prompt and generated tokens when re-admitted (vLLM's recompute preemption)."""
+        victim = max(self.running, key=_decode_key)
+        self.running.remove(victim)
+        if keep is not None and victim in keep:
+            keep.remove(victim)
+        # KV actually computed and now lost (a prompt in prefill loses its chunks so far)
+        context = victim.input_tokens + victim.generated
+        victim.evicted_tokens += (
+            context - victim.prefill_left if victim.stage == PREFILL else context
+        )
+        victim.preemptions += 1
+        self.preemptions += 1
+        self.release(victim)
+        victim.stage = WAIT_PREFILL
+        victim.prefill_left = 0
+        victim.enqueued_at = self.sim.now  # back in the queue
+        waiting = self.waiting
+        waiting.append(victim)  # keeps its enqueue_seq: it sorts back to where it was
+        if len(waiting) > 1:
+            self._sorted = False
+        for f in self.sim.listeners["on_preempted"]:
+            f(victim, self, self.sim.now)
+        return victim
+
+    def _make_room(self, decodes: list[Call]) -> None:
+        """Paging: preempt until the KV cache has a token for each of ``decodes`` (which loses
+        the preempted calls)."""
+        while decodes and self.reserved + len(decodes) > self.capacity:
+            self._preempt(decodes)
+
     def _start_decode_segment(self, calls: list[Call]) -> None:
         """Jump over the iterations of ``calls`` to the next completion (or check boundary)."""
+        if self.paged and calls:
+            self._make_room(calls)
         self.seg_start = self.sim.now
         self.seg_calls = calls
         if not calls:
@@ -364,6 +449,8 @@ class _BatchEngine:
             n = min(n, 1)
         if self.check_interval:
             n = min(n, self.check_interval - self.decode_iterations % self.check_interval)
+        if self.paged:  # stop where the cache is full (the next boundary preempts)
+            n = min(n, (self.capacity - self.reserved) // b)
         if n <= 0:
             self._schedule_boundary(0.0, 0)
             return
@@ -391,19 +478,34 @@ class MonolithicInstance(_BatchEngine):
     decoding request takes one (decodes always run, even beyond the budget); the rest goes to
     prefill chunks, first to requests whose prefill is partly done (in admission order), then to
     newly admitted requests in priority order, each taking min(its uncached prompt tokens left,
-    budget left). A request whose last chunk runs in an iteration decodes from the next one. An
-    iteration with chunks is one event priced by ``mixed_iteration_time``; a pure decode batch
-    keeps the closed-form jump. Encoder-only models (embeddings, rerankers) always prefill whole
-    prompts (vLLM runs pooling models without chunked prefill).
+    budget left). An iteration with chunks is one event priced by ``mixed_iteration_time``; a
+    pure decode batch keeps the closed-form jump. Encoder-only models (embeddings, rerankers)
+    always prefill whole prompts (vLLM runs pooling models without chunked prefill).
+
+    ``chunked-prefill-first`` (SGLang's default): chunks are formed the same way but with the
+    whole budget, and an iteration with chunks carries no decodes: decodes run only when no
+    prompt is pending.
+
+    ``mixed-whole`` (TensorRT-LLM's in-flight batching without chunked context): decodes and
+    whole prompts share an iteration; a prompt joins only if all its uncached tokens fit the
+    budget left (a prompt larger than the whole budget runs alone); the first that does not fit
+    blocks the queue.
+
+    In every mode the iteration that computes a prompt's last token emits the first output
+    token, so a request decodes ``output_tokens - 1`` iterations (a one-token request ends with
+    its prefill).
 
     Requests that arrive by migration re-prefill their prompt and generated tokens (token-ID
     migration) or, when ``resident`` (KV migration), join the decode batch at admission.
 
     :param prefix_cache_blocks: LRU capacity in blocks (0 disables the prefix cache).
     :param block_tokens: tokens per prefix block (Mooncake hashes 512-token blocks).
-    :param prefill_mode: ``prefill-first`` or ``chunked``.
-    :param token_budget: tokens per chunked iteration (decode tokens + prefill chunk tokens).
+    :param prefill_mode: one of ``SCHEDULING_MODES``.
+    :param token_budget: tokens per iteration (decode tokens + prefill tokens) of the chunked
+        and mixed modes.
     :param check_interval: τ, decode iterations between migration checks (None = no checks).
+    :param kv_policy: ``reserve`` or ``paged`` (see the module docstring).
+    :param max_batch: cap on running requests (None: the spec's ``max_batch_size`` only).
     """
 
     role = "monolithic"
@@ -419,13 +521,23 @@ class MonolithicInstance(_BatchEngine):
         prefill_mode: str = "prefill-first",
         token_budget: int = 2048,
         check_interval: int | None = None,
+        kv_policy: str = "reserve",
+        max_batch: int | None = None,
     ):
-        super().__init__(sim, spec, latency, token_by_token)
+        super().__init__(sim, spec, latency, token_by_token, kv_policy, max_batch)
+        if prefill_mode not in SCHEDULING_MODES:
+            raise ValueError(
+                f"prefill_mode must be one of {SCHEDULING_MODES}, got {prefill_mode!r}"
+            )
         self.block_tokens = block_tokens
         self.prefix_cache_blocks = prefix_cache_blocks
         self.prefix_cache: OrderedDict[int, None] = OrderedDict()
         self.prefill_mode = prefill_mode
-        self.chunked = prefill_mode == "chunked" and not latency.model.encoder_only
+        self.chunked = prefill_mode != "prefill-first" and not latency.model.encoder_only
+        # chunked-prefill-first: iterations with prompt tokens carry no decodes
+        self.mix_decodes = prefill_mode != "chunked-prefill-first"
+        # mixed-whole: prompts are never split across iterations
+        self.whole_prompts = prefill_mode == "mixed-whole"
         self.token_budget = token_budget
         self.check_interval = check_interval
         self.seg_chunks: list[tuple[Call, int]] = []  # (call, prompt tokens) of a mixed iteration
@@ -467,10 +579,13 @@ class MonolithicInstance(_BatchEngine):
         super().enqueue(call)
 
     def _can_admit(self, call: Call) -> bool:
-        if not self._fits(call):
+        if not self._fits(call, self.seg_b if self.paged and self.mix_decodes else 0):
             return False
         # In chunked mode a prompt is admitted only if the decodes leave budget for a chunk.
-        return not self.chunked or call.resident or self.seg_b < self.token_budget
+        if not self.chunked or call.resident or not self.mix_decodes:
+            return True
+        left = self.token_budget - self.seg_b
+        return left >= call.input_tokens + call.generated if self.whole_prompts else left > 0
 
     def _on_admit(self, call: Call) -> None:
         if call.resident:  # KV-migrated: its KV is here, it decodes at once
@@ -485,17 +600,23 @@ class MonolithicInstance(_BatchEngine):
         call.cached_tokens = self.prefix_hit_tokens(call)
         self._touch_prefix(call)
         call.prefill_left = call.input_tokens + call.generated - call.cached_tokens
+        if call.preemptions:  # the re-prefill recomputes everything evicted so far
+            call.recomputed_tokens = call.evicted_tokens
 
     def _prefill_finished(self, call: Call, now: float) -> None:
+        """The last prompt chunk of ``call`` ran: it emits its next output token (the first one,
+        unless this was a recompute or a migration's re-prefill)."""
         call.prefill_left = 0
         call.stage = DECODE
+        tokens = call.input_tokens + call.generated - call.cached_tokens  # computed here
+        if call.generated < call.output_tokens:
+            call.generated += 1  # its KV slot was taken at admission (see _need)
         if call.prefill_end < 0:  # records keep the first prefill (time to first token)
             call.prefill_end = now
             call.transfer_end = now
             call.decode_start = now
         listeners = self.sim.listeners["on_prefill_done"]
         if listeners:
-            tokens = call.input_tokens + call.generated - call.cached_tokens
             for f in listeners:
                 f(call, self, now, tokens, now - call.prefill_began)
 
@@ -525,14 +646,19 @@ class MonolithicInstance(_BatchEngine):
         now = self.sim.now
         for c in calls:
             self._prefill_finished(c, now)
-        # Encoder-only calls (embeddings, rerankers) and zero-output calls end with the prefill.
-        for c in [c for c in calls if c.output_tokens == 0]:
+        # Encoder-only calls (embeddings, rerankers) and one- or zero-token outputs end with the
+        # prefill.
+        for c in [c for c in calls if c.generated >= c.output_tokens]:
             self._finish_call(c, now)
 
     # -- chunked prefill ---------------------------------------------------------------------
     def _next_chunked_iteration(self) -> None:
+        mix = self.mix_decodes
         decodes = [c for c in self.running if c.stage == DECODE]
-        budget = self.token_budget - len(decodes)
+        if mix and self.paged and decodes:
+            self._make_room(decodes)  # running decodes get their KV slots first (vLLM)
+        budget = self.token_budget - (len(decodes) if mix else 0)
+        growth = len(decodes) if mix and self.paged else 0
         chunks: list[tuple[Call, int]] = []
         if budget > 0:
             for c in self.running:
@@ -545,21 +671,37 @@ class MonolithicInstance(_BatchEngine):
         if self.waiting:
             waiting = self.waiting
             self._sort_waiting()
-            while waiting and self._fits(waiting[0]) and (budget > 0 or waiting[0].resident):
-                c = waiting.pop(0)
-                self._take(c)
-                if c.stage == DECODE:
+            whole = self.whole_prompts
+            while waiting:
+                c = waiting[0]
+                if not self._fits(c, growth):
+                    break
+                if c.resident:
+                    waiting.pop(0)
+                    self._take(c)
                     decodes.append(c)
                     budget -= 1
-                else:
-                    k = min(c.prefill_left, budget)
-                    chunks.append((c, k))
-                    budget -= k
+                    growth += 1 if self.paged else 0
+                    continue
+                if whole:
+                    uncached = c.input_tokens + c.generated - self.prefix_hit_tokens(c)
+                    alone = not chunks and uncached > self.token_budget
+                    if uncached > budget and not alone:
+                        break
+                elif budget <= 0:
+                    break
+                waiting.pop(0)
+                self._take(c)
+                k = c.prefill_left if whole else min(c.prefill_left, budget)
+                chunks.append((c, k))
+                budget -= k
             if self.reserved > self.peak_reserved:
                 self.peak_reserved = self.reserved
         if not chunks:
             self._start_decode_segment(decodes)
             return
+        if not mix:
+            decodes = []  # prefill-only iteration: the decodes wait
         decode_context = sum(c.input_tokens + c.generated for c in decodes)
         prefill_tokens = 0
         prefill_context = 0
@@ -582,6 +724,10 @@ class MonolithicInstance(_BatchEngine):
             c.generated += 1
             if c.generated >= c.output_tokens:
                 finished.append(c)
+        if self.paged:
+            for c in decodes:
+                c.kv_held += 1
+            self.reserved += len(decodes)
         if decodes:
             self._count_decode_iterations(1)
             for f in self.sim.listeners["on_decode_progress"]:
@@ -592,7 +738,7 @@ class MonolithicInstance(_BatchEngine):
             c.prefill_left -= k
             if c.prefill_left == 0:
                 self._prefill_finished(c, now)
-                if c.output_tokens == 0:
+                if c.generated >= c.output_tokens:
                     finished.append(c)
         for c in finished:
             self._finish_call(c, now)

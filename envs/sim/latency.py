@@ -23,6 +23,28 @@ efficiency constants are fitted in ``envs/configs/latency_calibration.yaml`` by
 
 ``f`` is the GPU fraction; it scales compute, memory bandwidth and memory capacity.
 
+**Numeric precision** (``precision`` for weights, ``kv_precision`` for the KV cache; one of
+``PRECISIONS``; ``kv_precision=None`` follows ``precision``):
+
+- ``bf16`` (default): 2-byte weights, KV and activations (``ModelSpec.dtype_bytes``) at the bf16
+  tensor-core peak; exactly the model above.
+- ``fp8`` weights: linear-layer weights (attention projections, dense FFN, MoE experts and the
+  router) take 1 byte per parameter; the input embedding and LM head stay bf16, as in the common
+  FP8 checkpoints (nvidia/Llama-3.1-8B-Instruct-FP8, Qwen/Qwen3-235B-A22B-FP8 keep ``lm_head``
+  unquantised). Real checkpoints (MiniMax-M2.5's, llm-compressor's MoE recipes) also keep the
+  MoE router in bf16; it is at most ~0.5% of the weights a token touches and is priced as fp8
+  here. Weight memory and the memory-bound weight reads shrink accordingly; compute-bound
+  linear layers run at ``GPUSpec.peak_flops_fp8`` times the family's ``gemm_compute_fp8`` and
+  weight reads at ``gemm_memory_fp8`` (families without an FP8 fit use their bf16 values; every GEMM kernel keeps the family's ``gemm_floor_seconds``).
+  The LM head GEMM stays at the bf16 rates.
+- ``fp8`` KV cache: 1 byte per K/V element, so ``kv_bytes_per_token`` halves, KV capacity grows
+  and decode-attention KV reads halve. Attention compute stays at the bf16 peak (FlashAttention
+  computes in bf16).
+- Tensor-parallel all-reduces always move bf16 activations.
+
+A GPU without FP8 tensor cores (Ampere, Volta: ``GPUSpec.supports("fp8")`` is False) asked for
+fp8 weights or KV raises :class:`UnsupportedPrecisionError`.
+
 A decode step's time is therefore ``K(B) + max(a₁·x, a₂·x + b₂)`` with ``x`` the total context
 tokens of the batch, so the time of n steps (x grows by B per step) has a closed form
 (``decode_steps_time``), which the simulator uses to jump over unchanged decode batches.
@@ -35,6 +57,7 @@ Command line::
 
     python -m envs.sim.latency --gpu a100-80g --model llama3.1-70b --tp 4 \\
         --prefill 2048 --decode-batch 32 --context 65536
+    python -m envs.sim.latency --gpu h100-sxm --model qwen3-32b --precision fp8 --prefill 8192
 """
 
 from __future__ import annotations
@@ -49,13 +72,25 @@ from typing import Any
 
 import yaml
 
-from envs.sim.catalog import CONFIG_DIR, GPUSpec, ModelSpec, get_gpu, get_model
+from envs.sim.catalog import (
+    CONFIG_DIR,
+    PRECISIONS,
+    GPUSpec,
+    ModelSpec,
+    get_gpu,
+    get_model,
+    load_gpus,
+)
 
 CALIBRATION_YAML = CONFIG_DIR / "latency_calibration.yaml"
 
 
 class InsufficientMemoryError(ValueError):
     """The model's weights do not fit in the instance's usable memory."""
+
+
+class UnsupportedPrecisionError(ValueError):
+    """A precision the GPU's tensor cores do not run (fp8 on Ampere or Volta)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +103,10 @@ class FamilyEfficiency:
     :param attention_memory: achieved / peak bytes/s of decode attention (KV reads).
     :param gemm_floor_seconds: fixed time of one GEMM kernel (launch + tail), seconds.
     :param attention_floor_seconds: fixed time of one attention kernel, seconds.
+    :param gemm_compute_fp8: achieved / FP8 peak FLOP/s of compute-bound fp8-weight linear
+        layers; ``None`` to use ``gemm_compute``.
+    :param gemm_memory_fp8: achieved / peak bytes/s of weight-read-bound fp8 linear layers;
+        ``None`` to use ``gemm_memory``. (fp8 GEMM kernels share ``gemm_floor_seconds``.)
     """
 
     gemm_compute: float
@@ -76,6 +115,25 @@ class FamilyEfficiency:
     attention_memory: float
     gemm_floor_seconds: float = 0.0
     attention_floor_seconds: float = 0.0
+    gemm_compute_fp8: float | None = None
+    gemm_memory_fp8: float | None = None
+
+    def gemm_efficiency(self, precision: str) -> tuple[float, float]:
+        """Linear-layer efficiencies for weights stored in ``precision``.
+
+        :param precision: one of ``PRECISIONS``.
+        :return: (compute efficiency, memory efficiency); the fp8 values fall back to the bf16
+            ones where the family has no FP8 fit.
+        """
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}; expected one of {PRECISIONS}")
+        if precision == "bf16":
+            return self.gemm_compute, self.gemm_memory
+        compute, memory = self.gemm_compute_fp8, self.gemm_memory_fp8
+        return (
+            self.gemm_compute if compute is None else compute,
+            self.gemm_memory if memory is None else memory,
+        )
 
 
 @dataclass(frozen=True)
@@ -100,6 +158,10 @@ class Calibration:
     :param iteration_overhead_seconds: framework time per engine iteration, seconds.
     :param iteration_overhead_per_extra_gpu_seconds: added per iteration for each TP shard beyond
         the first (driver-to-worker synchronisation), seconds.
+    :param iteration_overhead_per_seq_seconds: added per iteration for each sequence in it
+        (scheduling, sampling and detokenisation on the CPU), seconds.
+    :param moe_kernel_efficiency: achieved / dense-GEMM efficiency of the grouped MoE expert
+        kernels (weight reads and compute of routed experts), in (0, 1.5].
     :param gemms_per_layer: GEMM kernels per transformer layer (QKV, output, gate/up, down).
     :param target_heldout_median_error: the committed accuracy target of the held-out check.
     """
@@ -108,6 +170,8 @@ class Calibration:
     links: Mapping[str, LinkEfficiency]
     iteration_overhead_seconds: float
     iteration_overhead_per_extra_gpu_seconds: float = 0.0
+    iteration_overhead_per_seq_seconds: float = 0.0
+    moe_kernel_efficiency: float = 1.0
     gemms_per_layer: int = 4
     target_heldout_median_error: float = 0.15
     source: str = field(default="", compare=False)
@@ -150,30 +214,50 @@ class Calibration:
                 raise ValueError(
                     f"{source}: calibration links must include {kind!r}, got {sorted(links)}"
                 )
+        efficiencies = (
+            "gemm_compute",
+            "gemm_memory",
+            "attention_compute",
+            "attention_memory",
+            "gemm_compute_fp8",
+            "gemm_memory_fp8",
+        )
         for fam, eff in families.items():
-            for name in ("gemm_compute", "gemm_memory", "attention_compute", "attention_memory"):
+            for name in efficiencies:
                 value = getattr(eff, name)
-                if not 0 < value <= 1.5:
+                if value is not None and not 0 < value <= 1.5:
                     raise ValueError(
                         f"{source}: family {fam!r} {name}={value}; expected an "
                         "efficiency in (0, 1.5]"
                     )
         per_gpu = float(data.get("iteration_overhead_per_extra_gpu_seconds", 0.0))
-        if overhead < 0 or per_gpu < 0:
+        per_seq = float(data.get("iteration_overhead_per_seq_seconds", 0.0))
+        moe_eff = float(data.get("moe_kernel_efficiency", 1.0))
+        if overhead < 0 or per_gpu < 0 or per_seq < 0:
             raise ValueError(
                 f"{source}: overheads must be >= 0 seconds, got "
                 f"iteration_overhead_seconds={overhead}, "
-                f"iteration_overhead_per_extra_gpu_seconds={per_gpu}"
+                f"iteration_overhead_per_extra_gpu_seconds={per_gpu}, "
+                f"iteration_overhead_per_seq_seconds={per_seq}"
             )
+        if not 0 < moe_eff <= 1.5:
+            raise ValueError(f"{source}: moe_kernel_efficiency={moe_eff}; expected (0, 1.5]")
         return cls(
             families=families,
             links=links,
             iteration_overhead_seconds=overhead,
             iteration_overhead_per_extra_gpu_seconds=per_gpu,
+            iteration_overhead_per_seq_seconds=per_seq,
+            moe_kernel_efficiency=moe_eff,
             gemms_per_layer=int(data.get("gemms_per_layer", 4)),
             target_heldout_median_error=float(data.get("target_heldout_median_error", 0.15)),
             source=source,
         )
+
+
+def _element_bytes(precision: str, bf16_bytes: int) -> int:
+    """Bytes per weight or KV element: the model's bf16 baseline, or 1 for fp8."""
+    return bf16_bytes if precision == "bf16" else 1
 
 
 @functools.lru_cache(maxsize=4)
@@ -201,8 +285,11 @@ class LatencyModel:
     :param calibration: fitted constants; ``None`` for the packaged fit.
     :param memory_utilization: share of the (fractional) memory the engine may use, in (0, 1]
         (vLLM's ``gpu_memory_utilization``).
+    :param precision: weight precision, one of ``PRECISIONS`` (see the module docstring).
+    :param kv_precision: KV-cache precision, one of ``PRECISIONS``; ``None`` = ``precision``.
     :raises InsufficientMemoryError: if the weights exceed the usable memory.
-    :raises ValueError: on a nonsensical tp, fraction or memory_utilization.
+    :raises UnsupportedPrecisionError: if the GPU has no fp8 tensor cores and fp8 is asked for.
+    :raises ValueError: on a nonsensical tp, fraction, memory_utilization or precision.
     """
 
     def __init__(
@@ -213,6 +300,9 @@ class LatencyModel:
         fraction: float,
         calibration: Calibration | None = None,
         memory_utilization: float = 0.9,
+        *,
+        precision: str = "bf16",
+        kv_precision: str | None = None,
     ) -> None:
         if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
             raise ValueError(f"tp={tp!r}; expected a positive integer")
@@ -230,6 +320,20 @@ class LatencyModel:
             raise ValueError(f"fraction={fraction!r}; expected a GPU share in (0, 1]")
         if not 0 < memory_utilization <= 1:
             raise ValueError(f"memory_utilization={memory_utilization!r}; expected (0, 1]")
+        if kv_precision is None:
+            kv_precision = precision
+        for what, value in (("precision", precision), ("kv_precision", kv_precision)):
+            if value not in PRECISIONS:
+                raise ValueError(f"{what}={value!r}; expected one of {PRECISIONS}")
+            if not gpu.supports(value):
+                able = sorted(name for name, g in load_gpus().items() if g.supports(value))
+                raise UnsupportedPrecisionError(
+                    f"{what}={value!r} is not supported on {gpu.name}: it has no {value} tensor "
+                    f"cores (no peak_flops_{value} in the GPU catalog); GPUs that support "
+                    f"{value}: {', '.join(able)}; or use {what}='bf16'"
+                )
+        self.precision = precision
+        self.kv_precision = kv_precision
         self.gpu = gpu
         self.model = model
         self.tp = tp
@@ -239,23 +343,27 @@ class LatencyModel:
         cal = self.calibration
         eff = cal.family(gpu.family)
         m = model
-        dtype = m.dtype_bytes
+        dtype = m.dtype_bytes  # bf16 baseline: activations, embedding, LM head
+        weight_elem = _element_bytes(precision, dtype)  # linear-layer weights
+        kv_elem = _element_bytes(kv_precision, dtype)
         layers = m.num_layers
 
         # --- memory -------------------------------------------------------------------
-        self.weight_bytes: float = m.total_params * dtype
+        linear_params = max(0.0, m.total_params - m.embedding_params)
+        self.weight_bytes: float = m.total_params * dtype - linear_params * (dtype - weight_elem)
         self.usable_memory_bytes: float = (
             tp * self.fraction * gpu.memory_bytes * self.memory_utilization
         )
         config = (
             f"{m.name} on {tp}x {gpu.name} (fraction {self.fraction:g}, memory "
-            f"utilization {self.memory_utilization:g})"
+            f"utilization {self.memory_utilization:g}, precision {precision}, "
+            f"kv_precision {kv_precision})"
         )
         if self.weight_bytes > self.usable_memory_bytes:
             raise InsufficientMemoryError(
                 f"{config}: weights need {self.weight_bytes:.4g} bytes but only "
                 f"{self.usable_memory_bytes:.4g} bytes of memory are usable; use a larger tp, "
-                "a larger fraction or a GPU with more memory"
+                "a larger fraction, a GPU with more memory or fp8 weights"
             )
         free = self.usable_memory_bytes - self.weight_bytes
         # Replicated KV heads (tp > num_kv_heads) are stored once per shard.
@@ -268,16 +376,22 @@ class LatencyModel:
             act_bytes_per_token = dtype * (4 * m.hidden_size + m.intermediate_size)
             self.max_batch_tokens: int = int(free // act_bytes_per_token)
         else:
-            self.kv_bytes_per_token = 2 * layers * kv_heads_total * m.head_dim * dtype
+            self.kv_bytes_per_token = 2 * layers * kv_heads_total * m.head_dim * kv_elem
             self.kv_capacity_tokens = int(free // self.kv_bytes_per_token)
             self.max_batch_tokens = self.kv_capacity_tokens
-        kv_bytes_per_token_shard = 2 * layers * kv_heads_shard * m.head_dim * dtype
+        kv_bytes_per_token_shard = 2 * layers * kv_heads_shard * m.head_dim * kv_elem
 
         # --- per-shard rates (FLOP/s, bytes/s) ------------------------------------------
         flops = gpu.peak_flops * self.fraction
         bandwidth = gpu.hbm_bandwidth * self.fraction
+        # bf16 GEMMs (the LM head; every linear layer when precision is bf16)
         gemm_flop_rate = eff.gemm_compute * flops
         gemm_byte_rate = eff.gemm_memory * bandwidth
+        # linear layers with weights in `precision`
+        linear_compute, linear_memory = eff.gemm_efficiency(precision)
+        linear_peak = gpu.peak_flops if precision == "bf16" else gpu.peak_flops_fp8
+        linear_flop_rate = linear_compute * (linear_peak * self.fraction)
+        linear_byte_rate = linear_memory * bandwidth
         attn_flop_rate = eff.attention_compute * flops
         attn_byte_rate = eff.attention_memory * bandwidth
 
@@ -285,17 +399,26 @@ class LatencyModel:
         # seconds per token of compute-bound GEMM work on one shard
         dense_params_layer = m.attention_params_per_layer + m.dense_ffn_params_per_layer
         routed_params_token = m.experts_per_token * m.expert_params
+        moe_eff = cal.moe_kernel_efficiency
         self._gemm_s_per_token = (
-            2.0 * layers * (dense_params_layer + routed_params_token) / tp / gemm_flop_rate
-        )
+            2.0 * layers * (dense_params_layer + routed_params_token / moe_eff) / tp
+        ) / linear_flop_rate
         # Decoders compute logits for the last token of each sequence; encoders pool instead.
         lm_head_params = 0 if m.encoder_only else m.vocab_size * m.hidden_size
         self._lm_head_s_per_seq = 2.0 * lm_head_params / tp / gemm_flop_rate
-        # seconds to read the always-touched weights (attention, dense FFN/router, LM head)
+        # seconds to read the always-touched weights (attention, dense FFN/router, LM head),
+        # counted in bf16-read equivalents: a linear weight costs (weight_elem / dtype) of a bf16
+        # weight at its own read rate. In bf16 both ratios are exactly 1.0, leaving the sum as is.
+        linear_read_scale = (weight_elem / dtype) * (gemm_byte_rate / linear_byte_rate)
         self._dense_weight_read_s = (
-            (layers * dense_params_layer + lm_head_params) * dtype / tp / gemm_byte_rate
+            (layers * dense_params_layer * linear_read_scale + lm_head_params)
+            * dtype
+            / tp
+            / gemm_byte_rate
         )
-        self._expert_read_s = layers * m.expert_params * dtype / tp / gemm_byte_rate
+        self._expert_read_s = (
+            layers * m.expert_params * weight_elem / tp / linear_byte_rate / moe_eff
+        )
         self._num_experts = m.num_experts
         self._expert_miss = 1.0 - m.experts_per_token / m.num_experts if m.is_moe else 1.0
 
@@ -325,6 +448,7 @@ class LatencyModel:
             + (tp - 1) * cal.iteration_overhead_per_extra_gpu_seconds
             + self._allreduce_fixed_s
         )
+        self._seq_s = cal.iteration_overhead_per_seq_seconds  # per sequence per iteration
 
         # Decode step = K(B) + max(a1·x, a2·x + b2·B), x = total context tokens.
         self._dec_a1 = self._attn_flop_s_per_pair  # attention compute per context token
@@ -341,6 +465,9 @@ class LatencyModel:
         fraction: float = 1.0,
         calibration: Calibration | None = None,
         memory_utilization: float = 0.9,
+        *,
+        precision: str = "bf16",
+        kv_precision: str | None = None,
     ) -> LatencyModel:
         """Build from catalog names (see ``envs.sim.catalog``).
 
@@ -350,13 +477,29 @@ class LatencyModel:
         :param fraction: GPU share in (0, 1].
         :param calibration: fitted constants; ``None`` for the packaged fit.
         :param memory_utilization: usable share of memory in (0, 1].
+        :param precision: weight precision, one of ``PRECISIONS``.
+        :param kv_precision: KV-cache precision; ``None`` = ``precision``.
         """
-        return cls(get_gpu(gpu), get_model(model), tp, fraction, calibration, memory_utilization)
+        return cls(
+            get_gpu(gpu),
+            get_model(model),
+            tp,
+            fraction,
+            calibration,
+            memory_utilization,
+            precision=precision,
+            kv_precision=kv_precision,
+        )
 
     def __repr__(self) -> str:
+        extra = ""
+        if self.precision != "bf16":
+            extra += f", precision={self.precision!r}"
+        if self.kv_precision != self.precision:
+            extra += f", kv_precision={self.kv_precision!r}"
         return (
             f"LatencyModel(gpu={self.gpu.name!r}, model={self.model.name!r}, tp={self.tp}, "
-            f"fraction={self.fraction:g})"
+            f"fraction={self.fraction:g}{extra})"
         )
 
     # ------------------------------------------------------------------------------------
@@ -410,6 +553,7 @@ class LatencyModel:
             + attn
             + num_tokens * self._allreduce_s_per_token
             + self._fixed_s
+            + num_seqs * self._seq_s
         )
 
     def _decode_fixed(self, batch_size: int) -> float:
@@ -424,6 +568,7 @@ class LatencyModel:
             self._gemm_time(batch_size, batch_size)
             + batch_size * self._allreduce_s_per_token
             + self._fixed_s
+            + batch_size * self._seq_s
         )
 
     def decode_iteration_time(self, batch_size: int, total_context_tokens: int) -> float:
@@ -568,6 +713,10 @@ def _main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tp", type=int, default=1)
     parser.add_argument("--fraction", type=float, default=1.0)
     parser.add_argument("--memory-utilization", type=float, default=0.9)
+    parser.add_argument("--precision", choices=PRECISIONS, default="bf16", help="weights")
+    parser.add_argument(
+        "--kv-precision", choices=PRECISIONS, help="KV cache (default: same as --precision)"
+    )
     parser.add_argument("--prefill", type=int, help="prefill this many tokens (one sequence)")
     parser.add_argument("--decode-batch", type=int, help="decode batch size, sequences")
     parser.add_argument(
@@ -575,7 +724,13 @@ def _main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     m = LatencyModel.from_names(
-        args.gpu, args.model, args.tp, args.fraction, memory_utilization=args.memory_utilization
+        args.gpu,
+        args.model,
+        args.tp,
+        args.fraction,
+        memory_utilization=args.memory_utilization,
+        precision=args.precision,
+        kv_precision=args.kv_precision,
     )
     print(m)
     print(f"  weights              {m.weight_bytes / 2**30:10.2f} GiB")

@@ -58,8 +58,15 @@ import simpy
 
 from envs.sim import metrics as _metrics
 from envs.sim.cluster import ClusterSpec, InstanceSpec
-from envs.sim.instances import DecodeInstance, MonolithicInstance, PrefillInstance
-from envs.sim.latency import LatencyModel
+from envs.sim.engines import EnginePreset, get_engine
+from envs.sim.instances import (
+    KV_POLICIES,
+    SCHEDULING_MODES,
+    DecodeInstance,
+    MonolithicInstance,
+    PrefillInstance,
+)
+from envs.sim.latency import LatencyModel, load_calibration
 from envs.sim.workload import (
     DECODE,
     DONE,
@@ -75,7 +82,7 @@ from envs.sim.workload import (
 from traces.schema import LLMNode, Request, ToolNode, Workflow
 
 STAGES = ("prefill", "decode", "route", "migrate")
-PREFILL_MODES = ("prefill-first", "chunked")
+PREFILL_MODES = SCHEDULING_MODES
 MIGRATION_MODES = ("token", "kv")
 TOKEN_ID_BYTES = 4  # bytes per token ID shipped by token-ID migration (int32)
 # Methods a listener may define (all optional), with their arguments:
@@ -89,12 +96,15 @@ TOKEN_ID_BYTES = 4  # bytes per token ID shipped by token-ID migration (int32)
 #   on_call_done(call, inst, now)                  ``call`` finished on ``inst``
 #   on_migrated(call, src, dst, now, seconds)      a migration landed in ``dst``'s queue after
 #       ``seconds`` in transit
+#   on_preempted(call, inst, now)                  a paging engine evicted running ``call``
+#       back to its waiting queue (it is admitted again later: ``on_admit`` fires again)
 LISTENER_METHODS = (
     "on_admit",
     "on_prefill_done",
     "on_decode_progress",
     "on_call_done",
     "on_migrated",
+    "on_preempted",
 )
 
 
@@ -152,7 +162,10 @@ class CallRecord:
     """What happened to one LLM call (times in seconds; -1 where a stage did not apply).
 
     A migrated call keeps the prefill times of its first prefill (``prefill_end`` is its first
-    token); ``prefill_instance`` is the instance that finished it.
+    token); ``prefill_instance`` is the instance that finished it. ``preemptions`` counts the
+    times a paging engine evicted it; ``recomputed_tokens`` the tokens it prefilled again.
+
+    Client-side latencies (what a benchmark client measures): :attr:`ttft` and :attr:`tpot`.
     """
 
     workflow_id: str
@@ -173,6 +186,32 @@ class CallRecord:
     cached_tokens: int
     migrations: int = 0
     migration_seconds: float = 0.0
+    preemptions: int = 0
+    recomputed_tokens: int = 0
+
+    @property
+    def ttft(self) -> float:
+        """Time to first token, seconds: from the call's reveal (its arrival at the serving
+        system) to the end of its first prefill, queueing included; NaN if it never got there."""
+        if self.prefill_end < 0:
+            return math.nan
+        return self.prefill_end - self.revealed_at
+
+    @property
+    def tpot(self) -> float:
+        """Time per output token after the first, seconds: ``(end − first token) /
+        (output_tokens − 1)``, stalls, transfers and migrations included; NaN for calls with
+        fewer than two output tokens or unfinished ones."""
+        if self.output_tokens < 2 or self.decode_end < 0 or self.prefill_end < 0:
+            return math.nan
+        return (self.decode_end - self.prefill_end) / (self.output_tokens - 1)
+
+    @property
+    def latency(self) -> float:
+        """End-to-end seconds from reveal to the last token (NaN if unfinished)."""
+        if self.decode_end < 0:
+            return math.nan
+        return self.decode_end - self.revealed_at
 
 
 @dataclass
@@ -208,17 +247,40 @@ class SimulationResult:
 
 
 class LatencyCache:
-    """One :class:`LatencyModel` per distinct (GPU, model, TP, fraction); shared by simulations."""
+    """One :class:`LatencyModel` per distinct (GPU, model, TP, fraction, precision, engine);
+    shared by simulations."""
 
     def __init__(self) -> None:
-        self._models: dict[tuple[str, str, int, float], LatencyModel] = {}
+        self._models: dict[tuple, LatencyModel] = {}
 
-    def get(self, spec: InstanceSpec) -> LatencyModel:
-        key = (spec.gpu, spec.model, spec.tp, spec.fraction)
+    def get(self, spec: InstanceSpec, engine: EnginePreset | None = None) -> LatencyModel:
+        """The latency model of ``spec``'s instances, with ``engine``'s fitted constants and
+        memory share when given (monolithic instances only)."""
+        key = (
+            spec.gpu,
+            spec.model,
+            spec.tp,
+            spec.fraction,
+            spec.precision,
+            spec.kv_precision,
+            None if engine is None else engine.name,
+        )
         m = self._models.get(key)
         if m is None:
+            extra: dict[str, Any] = {}
+            if engine is not None:
+                extra = {
+                    "calibration": engine.calibration(load_calibration()),
+                    "memory_utilization": engine.memory_utilization,
+                }
             m = LatencyModel.from_names(
-                gpu=spec.gpu, model=spec.model, tp=spec.tp, fraction=spec.fraction
+                gpu=spec.gpu,
+                model=spec.model,
+                tp=spec.tp,
+                fraction=spec.fraction,
+                precision=spec.precision,
+                kv_precision=spec.kv_precision,
+                **extra,
             )
             self._models[key] = m
         return m
@@ -247,9 +309,18 @@ class Simulation:
         ``"kv"``: as many 512-token blocks as the instance's KV capacity holds (vLLM keeps cached
         prefixes in free KV blocks; the LRU bound is that memory).
     :param time_limit: stop the simulation at this simulated time in seconds (None = run out).
-    :param prefill_mode: monolithic scheduling, ``prefill-first`` (a prefill pass stalls the
-        decodes) or ``chunked`` (vLLM's default: per-iteration token budget, decodes first).
-    :param token_budget: tokens per chunked iteration (decodes + prefill chunks), >= 1.
+    :param engine: serving-engine preset of the monolithic instances (``vllm``, ``sglang``,
+        ``trtllm``; see :mod:`envs.sim.engines`): sets their scheduling, token budget, batch
+        cap, KV policy, memory share and fitted overheads. None: the engine-neutral defaults
+        below (prefill-first, 2048-token budget, reserve-at-admission, no batch cap).
+    :param prefill_mode: monolithic scheduling, one of ``PREFILL_MODES``: ``prefill-first`` (a
+        prefill pass stalls the decodes), ``chunked`` (vLLM: per-iteration token budget,
+        decodes first), ``chunked-prefill-first`` (SGLang), ``mixed-whole`` (TensorRT-LLM);
+        None: the engine's, else ``prefill-first``.
+    :param token_budget: tokens per iteration (decodes + prefill tokens), >= 1; None: the
+        engine's for each instance's GPU, else 2048.
+    :param kv_policy: ``reserve`` or ``paged`` (monolithic instances); None: the engine's, else
+        ``reserve``.
     :param check_interval: τ, decode iterations of a monolithic instance between ``migrate``
         invocations (GoodServe §3.4: 50); None = no checks, no migration.
     :param migration: ``token`` (ship token IDs, re-prefill on the target; GoodServe §3.4) or
@@ -272,10 +343,12 @@ class Simulation:
         prefix_cache_blocks: int | str = 0,
         online_horizons: bool = True,
         time_limit: float | None = None,
-        prefill_mode: str = "prefill-first",
-        token_budget: int = 2048,
+        prefill_mode: str | None = None,
+        token_budget: int | None = None,
         check_interval: int | None = None,
         migration: str = "token",
+        engine: str | EnginePreset | None = None,
+        kv_policy: str | None = None,
     ):
         if cluster.architecture == "pool":
             raise WorkloadError(
@@ -284,9 +357,18 @@ class Simulation:
             )
         if not 0.0 <= estimate_error < 1.0:
             raise ValueError(f"estimate_error must be in [0, 1), got {estimate_error}")
+        preset = None if engine is None else get_engine(engine)
+        if prefill_mode is None:
+            prefill_mode = "prefill-first" if preset is None else preset.scheduling
+        if kv_policy is None:
+            kv_policy = "reserve" if preset is None else preset.kv_policy
         if prefill_mode not in PREFILL_MODES:
             raise ValueError(f"prefill_mode must be one of {PREFILL_MODES}, got {prefill_mode!r}")
-        if isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1:
+        if kv_policy not in KV_POLICIES:
+            raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {kv_policy!r}")
+        if token_budget is not None and (
+            isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1
+        ):
             raise ValueError(f"token_budget must be an integer >= 1 token, got {token_budget!r}")
         if check_interval is not None and (
             isinstance(check_interval, bool)
@@ -299,8 +381,10 @@ class Simulation:
             )
         if migration not in MIGRATION_MODES:
             raise ValueError(f"migration must be one of {MIGRATION_MODES}, got {migration!r}")
+        self.engine = preset
         self.prefill_mode = prefill_mode
         self.token_budget = token_budget
+        self.kv_policy = kv_policy
         self.check_interval = check_interval
         self.migration = migration
         self.listeners: dict[str, list[Callable[..., None]]] = {m: [] for m in LISTENER_METHODS}
@@ -326,7 +410,8 @@ class Simulation:
         self.monolithic: list[MonolithicInstance] = []
         self.instances: list[PrefillInstance | DecodeInstance | MonolithicInstance] = []
         for spec in cluster.instances:
-            lat = self.latency_cache.get(spec)
+            mono = spec.role == "monolithic"
+            lat = self.latency_cache.get(spec, preset if mono else None)
             if spec.role == "prefill":
                 inst: Any = PrefillInstance(self, spec, lat)
                 self.prefill.append(inst)
@@ -334,6 +419,12 @@ class Simulation:
                 inst = DecodeInstance(self, spec, lat, token_by_token)
                 self.decode.append(inst)
             else:
+                if token_budget is not None:
+                    budget = token_budget
+                elif preset is not None:
+                    budget = preset.token_budget_for(lat.gpu)
+                else:
+                    budget = 2048
                 inst = MonolithicInstance(
                     self,
                     spec,
@@ -345,8 +436,10 @@ class Simulation:
                         else int(prefix_cache_blocks)
                     ),
                     prefill_mode=prefill_mode,
-                    token_budget=token_budget,
+                    token_budget=budget,
                     check_interval=check_interval,
+                    kv_policy=kv_policy,
+                    max_batch=None if preset is None else preset.max_batch_for(lat.gpu),
                 )
                 self.monolithic.append(inst)
             self.instances.append(inst)
@@ -420,6 +513,11 @@ class Simulation:
         """Run ``fn(event)`` after ``delay`` seconds of simulated time."""
         ev = self.env.timeout(delay)
         ev.callbacks.append(fn)
+
+    def schedule_late(self, fn: Callable[[Any], None]) -> None:
+        """Run ``fn(event)`` at the current instant, after every other event of this instant
+        (including those scheduled later at the same time)."""
+        _LateEvent(self.env).callbacks.append(fn)
 
     @property
     def done(self) -> bool:
@@ -626,7 +724,7 @@ class Simulation:
         tokens = call.input_tokens + call.generated
         src.running.remove(call)
         if self.migration == "token":
-            src.reserved -= call.kv_tokens
+            src.release(call)
             num_bytes = TOKEN_ID_BYTES * tokens
         else:
             num_bytes = src.latency.kv_bytes_per_token * tokens
@@ -641,7 +739,7 @@ class Simulation:
     ) -> None:
         call.migration_seconds += seconds
         if self.migration == "kv":
-            src.reserved -= call.kv_tokens
+            src.release(call)
             call.resident = True
             call.stage = WAIT_DECODE
         else:
@@ -694,8 +792,8 @@ class Simulation:
                     continue
                 lat = m.latency
                 t = lat.prefill_time(input_tokens)
-                if output_tokens:
-                    t += lat.decode_steps_time(1, input_tokens, output_tokens)
+                if output_tokens > 1:  # the prefill emits the first token
+                    t += lat.decode_steps_time(1, input_tokens + 1, output_tokens - 1)
                 best = min(best, t)
         return best
 
@@ -739,9 +837,12 @@ class Simulation:
     def _reveal(self, run: WorkflowRun, nodes: list[LLMNode | ToolNode], trigger: str) -> None:
         now = self.env.now
         new_calls: list[Call] = []
+        online = self.online_horizons
         for node in nodes:
             run.revealed.append(node.id)
-            parent_end = max((run.path_end[p] for p in node.parents), default=0.0)
+            parent_end = (
+                max((run.path_end[p] for p in node.parents), default=0.0) if online else 0.0
+            )
             if isinstance(node, ToolNode):
                 run.path_end[node.id] = parent_end + node.latency
                 self.schedule(node.latency, lambda _e, r=run, n=node: self._node_done(r, n.id))
@@ -833,7 +934,14 @@ class Simulation:
         """H_w: the completion time of ``run``'s workflow alone on this cluster (HexAgent §7.3),
         simulated with the horizon scheduler on true lengths."""
         wf = run.workflow
-        key = (self.cluster, self.prefill_mode, self.token_budget, _workflow_key(wf))
+        key = (
+            self.cluster,
+            self.prefill_mode,
+            self.token_budget,
+            self.kv_policy,
+            None if self.engine is None else self.engine.name,
+            _workflow_key(wf),
+        )
         h = self.horizon_cache.get(key)
         if h is None:
             from envs.sim.scheduler import EarliestFinishScheduler
@@ -846,6 +954,8 @@ class Simulation:
                 latency_cache=self.latency_cache,
                 prefill_mode=self.prefill_mode,
                 token_budget=self.token_budget,
+                engine=self.engine,
+                kv_policy=self.kv_policy,
             )
             res = sim.run(self.horizon_scheduler or EarliestFinishScheduler())
             h = res.workflows[0].completion_time
@@ -874,6 +984,8 @@ class Simulation:
                 cached_tokens=c.cached_tokens,
                 migrations=c.migrations,
                 migration_seconds=c.migration_seconds,
+                preemptions=c.preemptions,
+                recomputed_tokens=c.recomputed_tokens,
             )
             for c in self.calls
         ]
@@ -916,6 +1028,17 @@ class Simulation:
             events=self.events,
             invocations=self.invocation_count,
         )
+
+
+class _LateEvent(simpy.events.Event):
+    """A zero-delay event processed after all normal-priority events of the same instant
+    (SimPy orders its queue by time, then priority: URGENT 0, NORMAL 1; this uses 2)."""
+
+    def __init__(self, env: simpy.Environment) -> None:
+        super().__init__(env)
+        self._ok = True
+        self._value = None
+        env.schedule(self, 2, 0)
 
 
 def _by_uid(call: Call) -> int:

@@ -42,6 +42,16 @@ class Call:
     the time (seconds) the call last entered an instance's queue. ``prefill_left`` and
     ``prefill_began`` are engine bookkeeping: uncached prompt tokens still to compute on the
     current instance, and when that prefill started (seconds).
+
+    KV (batch engines): ``kv_held`` is the KV tokens the call holds on its current instance (the
+    whole ``kv_tokens`` under reserve-at-admission; prompt + generated tokens under paging).
+    Paging engines may preempt a running call: ``preemptions`` counts it, ``evicted_tokens`` sums
+    the KV tokens freed, ``recomputed_tokens`` the tokens prefilled again on re-admission.
+
+    Monolithic engines emit the first output token at the end of the prefill (as vLLM, SGLang
+    and TensorRT-LLM do), so ``generated`` is 1 when a call starts decoding there and it runs
+    ``output_tokens - 1`` decode iterations; a decode engine of a P-D cluster runs
+    ``output_tokens`` iterations after the KV transfer.
     """
 
     __slots__ = (
@@ -73,6 +83,10 @@ class Call:
         "resident",
         "prefill_left",
         "prefill_began",
+        "kv_held",
+        "preemptions",
+        "evicted_tokens",
+        "recomputed_tokens",
     )
 
     def __init__(self, uid: int, workflow: WorkflowRun, node: LLMNode, revealed_at: float):
@@ -96,6 +110,10 @@ class Call:
         self.decode_start = -1.0
         self.decode_end = -1.0
         self.generated = 0
+        self.kv_held = 0
+        self.preemptions = 0
+        self.evicted_tokens = 0
+        self.recomputed_tokens = 0
         self.cached_tokens = 0
         self.isolated_duration = 0.0
         self.migrations = 0

@@ -1,0 +1,199 @@
+"""Serving-engine presets for monolithic instances: ``vllm``, ``sglang``, ``trtllm``.
+
+A preset is a documented set of scheduling behaviours of one engine in its default
+configuration (``envs/configs/engines.yaml`` cites where each comes from) plus the system-level
+constants fitted for it on measured deployments (``python -m envs.sim.calibrate_serving``):
+
+- ``scheduling``: how prompts and decodes share iterations (see
+  :class:`envs.sim.instances.MonolithicInstance`);
+- ``token_budget`` and ``max_batch``: tokens per iteration and running requests, possibly by
+  GPU memory (the engines pick larger defaults on larger GPUs);
+- ``kv_policy``: ``reserve`` (final footprint reserved at admission) or ``paged`` (on-demand KV,
+  recompute preemption);
+- ``memory_utilization``: share of GPU memory the engine manages;
+- ``calibrated``: overrides of :class:`envs.sim.latency.Calibration` fields (per-iteration
+  framework overhead, its growth with the TP degree, ...).
+
+Example::
+
+    from envs.sim.engines import get_engine
+    vllm = get_engine("vllm")
+    vllm.token_budget_for(get_gpu("h100-sxm"))   # 8192
+    Simulation(cluster, workload, engine="vllm")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envs.sim.catalog import CONFIG_DIR, GPUSpec, UnknownNameError
+from envs.sim.instances import KV_POLICIES, SCHEDULING_MODES
+from envs.sim.latency import Calibration
+
+ENGINES_YAML = CONFIG_DIR / "engines.yaml"
+_GIB = 2**30
+
+
+def _tiers(value: Any, field: str, where: str) -> tuple[tuple[float, int], ...]:
+    """``8192`` or ``[[0, 2048], [70, 8192]]`` -> ((0.0, 2048), (70.0, 8192))."""
+    if isinstance(value, bool):
+        raise ValueError(f"{where}: {field}={value!r}; expected a positive integer or tiers")
+    if isinstance(value, int):
+        tiers = ((0.0, value),)
+    elif isinstance(value, list) and value:
+        try:
+            tiers = tuple((float(gib), int(n)) for gib, n in value)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"{where}: {field}={value!r}; expected a list of [min GPU memory GiB, value] pairs"
+            ) from exc
+    else:
+        raise ValueError(f"{where}: {field}={value!r}; expected a positive integer or tiers")
+    if tiers[0][0] != 0 or any(b[0] <= a[0] for a, b in zip(tiers, tiers[1:], strict=False)):
+        raise ValueError(
+            f"{where}: {field} tiers {value!r} must start at 0 GiB and increase strictly"
+        )
+    if any(n < 1 for _, n in tiers):
+        raise ValueError(f"{where}: {field} values must be >= 1, got {value!r}")
+    return tiers
+
+
+@dataclass(frozen=True)
+class EnginePreset:
+    """One serving engine's scheduling behaviour and fitted constants.
+
+    :param name: catalog key (``vllm``, ``sglang``, ``trtllm``).
+    :param description: what the preset models and where each default comes from.
+    :param scheduling: one of ``SCHEDULING_MODES``.
+    :param token_budget: (min GPU memory GiB, tokens per iteration) tiers.
+    :param max_batch: (min GPU memory GiB, running requests) tiers.
+    :param kv_policy: ``reserve`` or ``paged``.
+    :param memory_utilization: share of GPU memory the engine manages, in (0, 1].
+    :param small_tier_families: GPU families that always take the first tier.
+    :param calibrated: :class:`Calibration` fields this engine overrides.
+    """
+
+    name: str
+    description: str
+    scheduling: str
+    token_budget: tuple[tuple[float, int], ...]
+    max_batch: tuple[tuple[float, int], ...]
+    kv_policy: str
+    memory_utilization: float
+    small_tier_families: tuple[str, ...] = ()
+    calibrated: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+    def _tier(self, tiers: tuple[tuple[float, int], ...], gpu: GPUSpec) -> int:
+        if gpu.family in self.small_tier_families:
+            return tiers[0][1]
+        gib = gpu.memory_bytes / _GIB
+        return [n for floor, n in tiers if gib >= floor][-1]
+
+    def token_budget_for(self, gpu: GPUSpec) -> int:
+        """Tokens per iteration on ``gpu`` (the engine's default for its memory)."""
+        return self._tier(self.token_budget, gpu)
+
+    def max_batch_for(self, gpu: GPUSpec) -> int:
+        """Running-request cap on ``gpu``."""
+        return self._tier(self.max_batch, gpu)
+
+    def calibration(self, base: Calibration) -> Calibration:
+        """``base`` with this engine's fitted constants substituted."""
+        return dataclasses.replace(base, **self.calibrated) if self.calibrated else base
+
+
+def _preset_from_entry(name: str, entry: Mapping[str, Any], source: str) -> EnginePreset:
+    where = f"{source}: engine {name!r}"
+    known = {
+        "description",
+        "scheduling",
+        "token_budget",
+        "max_batch",
+        "kv_policy",
+        "memory_utilization",
+        "small_tier_families",
+        "calibrated",
+    }
+    unknown = set(entry) - known
+    if unknown:
+        raise ValueError(f"{where} has unknown fields {sorted(unknown)}; expected {sorted(known)}")
+    for key in ("scheduling", "token_budget", "max_batch", "kv_policy"):
+        if key not in entry:
+            raise ValueError(f"{where} is missing required field {key!r}")
+    if entry["scheduling"] not in SCHEDULING_MODES:
+        raise ValueError(
+            f"{where}: scheduling={entry['scheduling']!r}; expected one of {SCHEDULING_MODES}"
+        )
+    if entry["kv_policy"] not in KV_POLICIES:
+        raise ValueError(
+            f"{where}: kv_policy={entry['kv_policy']!r}; expected one of {KV_POLICIES}"
+        )
+    mem = float(entry.get("memory_utilization", 0.9))
+    if not 0 < mem <= 1:
+        raise ValueError(f"{where}: memory_utilization={mem}; expected a share in (0, 1]")
+    calibrated = dict(entry.get("calibrated") or {})
+    fields = {f.name for f in dataclasses.fields(Calibration)}
+    bad = set(calibrated) - fields
+    if bad:
+        raise ValueError(
+            f"{where}: calibrated has unknown constants {sorted(bad)}; expected Calibration "
+            f"fields {sorted(fields - {'families', 'links', 'source'})}"
+        )
+    for key, value in calibrated.items():
+        if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{where}: calibrated.{key}={value!r}; expected a number >= 0")
+    return EnginePreset(
+        name=name,
+        description=" ".join(str(entry.get("description", "")).split()),
+        scheduling=entry["scheduling"],
+        token_budget=_tiers(entry["token_budget"], "token_budget", where),
+        max_batch=_tiers(entry["max_batch"], "max_batch", where),
+        kv_policy=entry["kv_policy"],
+        memory_utilization=mem,
+        small_tier_families=tuple(entry.get("small_tier_families") or ()),
+        calibrated={k: float(v) for k, v in calibrated.items()},
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str) -> dict[str, EnginePreset]:
+    with open(path) as fh:
+        data = yaml.safe_load(fh) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of engine name -> fields")
+    return {name: _preset_from_entry(name, entry, path) for name, entry in data.items()}
+
+
+def load_engines(path: str | Path | None = None) -> dict[str, EnginePreset]:
+    """All engine presets of ``path`` (the packaged ``engines.yaml`` by default)."""
+    return dict(_load(str(ENGINES_YAML if path is None else path)))
+
+
+def engine_names() -> list[str]:
+    """Sorted names of the packaged engine presets."""
+    return sorted(_load(str(ENGINES_YAML)))
+
+
+def get_engine(engine: str | EnginePreset) -> EnginePreset:
+    """Look up an engine preset by name (a preset passes through).
+
+    :raises UnknownNameError: naming the known engines.
+    """
+    if isinstance(engine, EnginePreset):
+        return engine
+    presets = _load(str(ENGINES_YAML))
+    if engine not in presets:
+        raise UnknownNameError(
+            f"unknown engine {engine!r}; known engines: {', '.join(sorted(presets))}"
+        )
+    return presets[engine]
+
+
+__all__ = ["ENGINES_YAML", "EnginePreset", "engine_names", "get_engine", "load_engines"]

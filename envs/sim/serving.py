@@ -1,0 +1,325 @@
+"""One serving deployment under a closed-loop benchmark client: TTFT, TPOT and latency.
+
+This is how serving engines are benchmarked (aiperf, genai-perf, vLLM's ``benchmark_serving``
+with ``--max-concurrency``): ``concurrency`` clients each send ``requests_per_client`` requests
+back to back, every request with ``isl`` prompt tokens and exactly ``osl`` output tokens. The
+deployment is one monolithic instance (``tp`` GPUs) run by an engine preset
+(:mod:`envs.sim.engines`); each client is a chain of LLM calls with no think time, all clients
+starting together (or spread over ``start_spread_s`` seconds, drawn from ``seed``).
+
+Usage::
+
+    from envs.sim.serving import closed_loop
+    r = closed_loop(gpu="h200", model="llama3.1-70b", tp=4, precision="fp8", engine="vllm",
+                    isl=1024, osl=1024, concurrency=32, requests_per_client=20, seed=0)
+    r["ttft_mean_s"], r["tpot_mean_s"], r["latency_mean_s"]
+
+Command line::
+
+    python -m envs.sim.serving --gpu h200 --model llama3.1-70b --tp 4 --precision fp8 \\
+        --engine vllm --isl 1024 --osl 1024 --concurrency 32
+
+Definitions (as benchmark clients report them): TTFT = first token time − send time (queueing
+included); TPOT = (last token − first token) / (osl − 1) per request; latency = last token − send
+time; all three averaged over requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+import numpy as np
+
+from envs.sim.catalog import get_gpu, get_model
+from envs.sim.cluster import ClusterSpec, InstanceSpec
+from envs.sim.engines import engine_names, get_engine
+from envs.sim.latency import InsufficientMemoryError, LatencyModel
+from envs.sim.simulation import Assignment, Invocation, Simulation
+from traces.schema import LLMNode, Workflow
+
+
+class ServingConfigError(ValueError):
+    """A deployment the simulator cannot represent (the message names the culprit)."""
+
+
+class _FCFSRouter:
+    """Sends every request to the one instance, first come first served."""
+
+    def plan(self, sim: Simulation, inv: Invocation) -> list[Assignment]:
+        return [Assignment(c, c.revealed_at, prefill_instance=0) for c in inv.new_calls]
+
+
+def closed_loop_workload(
+    model: str,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    requests_per_client: int,
+    start_spread_s: float = 0.0,
+    seed: int = 0,
+) -> list[Workflow]:
+    """The clients as workflows: one chain of ``requests_per_client`` calls per client.
+
+    :param start_spread_s: clients start at uniform random times in [0, start_spread_s).
+    """
+    rng = np.random.default_rng(seed)
+    starts = (
+        np.sort(rng.uniform(0.0, start_spread_s, concurrency))
+        if start_spread_s > 0
+        else np.zeros(concurrency)
+    )
+    out = []
+    for i in range(concurrency):
+        nodes = tuple(
+            LLMNode(
+                id=f"r{j}",
+                model=model,
+                input_tokens=isl,
+                output_tokens=osl,
+                parents=(f"r{j - 1}",) if j else (),
+                task="benchmark",
+            )
+            for j in range(requests_per_client)
+        )
+        out.append(Workflow(id=f"client-{i}", arrival=float(starts[i]), nodes=nodes))
+    return out
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ServingConfigError(f"{name}={value!r}; expected an integer >= 1")
+    return int(value)
+
+
+def deployment(
+    gpu: str,
+    model: str,
+    tp: int = 1,
+    precision: str = "bf16",
+    kv_precision: str | None = None,
+    fraction: float = 1.0,
+) -> ClusterSpec:
+    """A one-instance monolithic cluster serving ``model`` on ``tp`` GPUs of type ``gpu``."""
+    spec = InstanceSpec(
+        index=0,
+        name=f"{model}-tp{tp}-{gpu}",
+        role="monolithic",
+        gpu=gpu,
+        model=model,
+        tp=tp,
+        fraction=fraction,
+        precision=precision,
+        kv_precision=kv_precision,
+    )
+    return ClusterSpec(name=f"deployment-{spec.name}", architecture="monolithic", instances=(spec,))
+
+
+def closed_loop(
+    *,
+    gpu: str,
+    model: str,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    tp: int = 1,
+    precision: str = "bf16",
+    kv_precision: str | None = None,
+    engine: str = "vllm",
+    requests_per_client: int = 20,
+    seed: int = 0,
+    start_spread_s: float = 0.0,
+    fraction: float = 1.0,
+    token_budget: int | None = None,
+) -> dict[str, Any]:
+    """Simulate one deployment under a closed-loop client and report what the client measures.
+
+    :param gpu: catalog GPU (``h100-sxm``, ``h200``, ...).
+    :param model: catalog model.
+    :param isl: prompt tokens per request (>= 1).
+    :param osl: output tokens per request (>= 1).
+    :param concurrency: concurrent clients (>= 1).
+    :param tp: tensor-parallel degree.
+    :param precision: ``bf16`` or ``fp8`` weights/GEMMs.
+    :param kv_precision: KV-cache precision (None: same as ``precision``).
+    :param engine: engine preset (``vllm``, ``sglang``, ``trtllm``).
+    :param requests_per_client: requests each client sends back to back.
+    :param seed: seeds the clients' start times (only used with ``start_spread_s`` > 0).
+    :param start_spread_s: clients start uniformly over this many seconds (0: all at once).
+    :param fraction: GPU share of the instance.
+    :param token_budget: override the engine's tokens per iteration.
+    :return: ``ttft_mean_s``, ``ttft_p50_s``, ``ttft_p90_s``, ``ttft_p99_s``, ``tpot_mean_s``,
+        ``tpot_p50_s``, ``tpot_p90_s``, ``tpot_p99_s``, ``latency_mean_s``, ``latency_p99_s``,
+        ``requests``, ``duration_s``, ``request_throughput`` (requests/s),
+        ``output_token_throughput`` (tokens/s), ``preemptions``, ``kv_capacity_tokens``,
+        ``token_budget``, ``max_batch``, ``events``, ``wall_seconds`` and the configuration.
+    :raises ServingConfigError: for a combination the simulator cannot represent (unknown
+        engine/GPU/model, unsupported precision on the GPU, bad TP, weights that do not fit,
+        a request larger than the KV cache).
+    """
+    isl = _positive_int("isl", isl)
+    osl = _positive_int("osl", osl)
+    concurrency = _positive_int("concurrency", concurrency)
+    requests_per_client = _positive_int("requests_per_client", requests_per_client)
+    if not (isinstance(start_spread_s, int | float) and start_spread_s >= 0):
+        raise ServingConfigError(f"start_spread_s={start_spread_s!r}; expected seconds >= 0")
+    config = {
+        "gpu": gpu,
+        "model": model,
+        "tp": tp,
+        "precision": precision,
+        "kv_precision": kv_precision or precision,
+        "engine": engine,
+        "isl": isl,
+        "osl": osl,
+        "concurrency": concurrency,
+        "requests_per_client": requests_per_client,
+        "seed": seed,
+    }
+    where = ", ".join(f"{k}={v}" for k, v in config.items() if k not in ("seed",))
+    try:
+        preset = get_engine(engine)
+        cluster = deployment(gpu, model, tp, precision, kv_precision, fraction)
+        lat = LatencyModel(
+            get_gpu(gpu),
+            get_model(model),
+            tp,
+            fraction,
+            calibration=preset.calibration(_base_calibration()),
+            memory_utilization=preset.memory_utilization,
+            precision=precision,
+            kv_precision=kv_precision,
+        )
+    except (KeyError, ValueError, InsufficientMemoryError) as exc:
+        raise ServingConfigError(f"cannot represent deployment ({where}): {exc}") from exc
+    if lat.model.encoder_only:
+        raise ServingConfigError(
+            f"cannot represent deployment ({where}): {model} is encoder-only and generates no "
+            "tokens; TTFT/TPOT do not apply"
+        )
+    if isl + osl > lat.kv_capacity_tokens:
+        raise ServingConfigError(
+            f"cannot represent deployment ({where}): one request needs {isl + osl} KV tokens "
+            f"but the instance holds {lat.kv_capacity_tokens}"
+        )
+    workload = closed_loop_workload(
+        model, isl, osl, concurrency, requests_per_client, start_spread_s, seed
+    )
+    sim = Simulation(
+        cluster,
+        workload,
+        seed=seed,
+        compute_horizons=False,
+        online_horizons=False,
+        engine=preset,
+        token_budget=token_budget,
+    )
+    res = sim.run(_FCFSRouter())
+    calls = res.calls
+    if any(c.decode_end < 0 for c in calls):  # pragma: no cover - the run always drains
+        raise RuntimeError(f"closed-loop run ({where}) ended with unfinished requests")
+    ttft = np.array([c.ttft for c in calls])
+    latency = np.array([c.latency for c in calls])
+    out: dict[str, Any] = dict(config)
+    out.update(_summary("ttft", ttft))
+    if osl > 1:
+        out.update(_summary("tpot", np.array([c.tpot for c in calls])))
+    else:
+        out.update({f"tpot_{k}_s": math.nan for k in ("mean", "p50", "p90", "p99")})
+    out["latency_mean_s"] = float(latency.mean())
+    out["latency_p99_s"] = float(np.percentile(latency, 99))
+    inst = sim.monolithic[0]
+    duration = res.end_time - float(min(w.arrival for w in workload))
+    out.update(
+        {
+            "requests": len(calls),
+            "duration_s": duration,
+            "request_throughput": len(calls) / duration,
+            "output_token_throughput": len(calls) * osl / duration,
+            "preemptions": int(sum(c.preemptions for c in calls)),
+            "kv_capacity_tokens": inst.capacity,
+            "token_budget": inst.token_budget,
+            "max_batch": inst.max_batch,
+            "events": res.events,
+            "wall_seconds": res.wall_seconds,
+        }
+    )
+    return out
+
+
+def _base_calibration() -> Any:
+    from envs.sim.latency import load_calibration
+
+    return load_calibration()
+
+
+def _summary(name: str, values: np.ndarray) -> dict[str, float]:
+    p50, p90, p99 = np.percentile(values, [50, 90, 99])
+    return {
+        f"{name}_mean_s": float(values.mean()),
+        f"{name}_p50_s": float(p50),
+        f"{name}_p90_s": float(p90),
+        f"{name}_p99_s": float(p99),
+    }
+
+
+def _main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m envs.sim.serving",
+        description="Simulate one deployment under a closed-loop benchmark client "
+        "(N clients, each sending R fixed-size requests back to back).",
+    )
+    parser.add_argument("--gpu", required=True, help="catalog GPU, e.g. h100-sxm, h200")
+    parser.add_argument("--model", required=True, help="catalog model, e.g. llama3.1-70b")
+    parser.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    parser.add_argument("--precision", default="bf16", help="bf16 or fp8 (weights and GEMMs)")
+    parser.add_argument("--kv-precision", default=None, help="KV-cache precision (default: same)")
+    parser.add_argument("--engine", default="vllm", choices=engine_names())
+    parser.add_argument("--isl", type=int, required=True, help="prompt tokens per request")
+    parser.add_argument("--osl", type=int, required=True, help="output tokens per request")
+    parser.add_argument("--concurrency", type=int, required=True, help="concurrent clients")
+    parser.add_argument("--requests-per-client", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        r = closed_loop(
+            gpu=args.gpu,
+            model=args.model,
+            tp=args.tp,
+            precision=args.precision,
+            kv_precision=args.kv_precision,
+            engine=args.engine,
+            isl=args.isl,
+            osl=args.osl,
+            concurrency=args.concurrency,
+            requests_per_client=args.requests_per_client,
+            seed=args.seed,
+        )
+    except ServingConfigError as exc:
+        parser.exit(2, f"error: {exc}\n")
+    print(
+        f"{r['model']} on {r['tp']}x {r['gpu']} ({r['precision']}, KV {r['kv_precision']}), "
+        f"{r['engine']}: budget {r['token_budget']} tokens/iteration, max batch {r['max_batch']}, "
+        f"KV capacity {r['kv_capacity_tokens']:,} tokens"
+    )
+    print(
+        f"{r['concurrency']} clients x {r['requests_per_client']} requests, "
+        f"isl {r['isl']} / osl {r['osl']}"
+    )
+    for key, label in (("ttft", "TTFT"), ("tpot", "TPOT")):
+        print(
+            f"  {label}  mean {r[f'{key}_mean_s'] * 1e3:9.2f} ms   p50 "
+            f"{r[f'{key}_p50_s'] * 1e3:9.2f}   p90 {r[f'{key}_p90_s'] * 1e3:9.2f}   p99 "
+            f"{r[f'{key}_p99_s'] * 1e3:9.2f}"
+        )
+    print(
+        f"  latency mean {r['latency_mean_s']:.3f} s, throughput {r['request_throughput']:.2f} "
+        f"req/s = {r['output_token_throughput']:,.0f} output tokens/s, "
+        f"{r['preemptions']} preemptions ({r['wall_seconds']:.2f} s wall)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
