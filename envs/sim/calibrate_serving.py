@@ -203,16 +203,14 @@ def load_rows(data_dir: str | Path | None = None) -> tuple[list[SiliconRow], Cou
 
 # -- prediction ----------------------------------------------------------------------------------
 def predict_row(row: SiliconRow, overrides: dict[str, dict[str, float]] | None = None) -> dict:
-    """Simulate ``row``'s deployment; ``overrides`` maps engine -> Calibration fields to use
-    instead of the preset's fitted ones (for fitting and the leave-one-model-out check)."""
+    """Simulate ``row``'s deployment; ``overrides`` maps engine -> Calibration fields that
+    replace the preset's whole fitted block (for fitting and the leave-one-model-out check)."""
     from envs.sim.serving import closed_loop
 
     kwargs = row.closed_loop_kwargs()
     if overrides and row.backend in overrides:
         preset = get_engine(row.backend)
-        kwargs["engine"] = dataclasses.replace(
-            preset, calibrated={**preset.calibrated, **overrides[row.backend]}
-        )
+        kwargs["engine"] = dataclasses.replace(preset, calibrated=dict(overrides[row.backend]))
     r = closed_loop(**kwargs)
     return {
         "id": row.id,
@@ -272,7 +270,11 @@ def loss(rows: list[SiliconRow], preds: list[dict]) -> float:
 
 
 def fit_engine(
-    rows: list[SiliconRow], engine: str, jobs: int = 1, log=print
+    rows: list[SiliconRow],
+    engine: str,
+    jobs: int = 1,
+    log=print,
+    factors: tuple[float, ...] = STEP_FACTORS,
 ) -> tuple[dict[str, float], float]:
     """Coordinate search of :data:`FIT_PARAMS` for ``engine`` on its rows in ``rows``.
 
@@ -293,7 +295,7 @@ def fit_engine(
 
     best = evaluate(params)
     log(f"  {engine}: {len(mine)} rows, start loss {best:.4f}")
-    for factor in STEP_FACTORS:
+    for factor in factors:
         for name in list(params):
             lo, hi = FIT_PARAMS[name][1:]
             for cand in (params[name] * factor, params[name] / factor):
@@ -313,22 +315,30 @@ def _fmt(params: dict[str, float]) -> str:
 
 
 def fit_all(
-    rows: list[SiliconRow], jobs: int = 1, log=print, stride: int = 1
+    rows: list[SiliconRow],
+    jobs: int = 1,
+    log=print,
+    stride: int = 1,
+    factors: tuple[float, ...] = STEP_FACTORS,
 ) -> dict[str, dict[str, float]]:
     """Fit every engine that has rows; ``stride`` > 1 fits on every stride-th row of each."""
     out = {}
     for engine in sorted({r.backend for r in rows}):
         mine = [r for r in rows if r.backend == engine][::stride]
-        out[engine], _ = fit_engine(mine, engine, jobs=jobs, log=log)
+        out[engine], _ = fit_engine(mine, engine, jobs=jobs, log=log, factors=factors)
     return out
 
 
 def leave_one_model_out(
-    rows: list[SiliconRow], jobs: int = 1, log=print, stride: int = 2
+    rows: list[SiliconRow],
+    jobs: int = 1,
+    log=print,
+    stride: int = 3,
+    factors: tuple[float, ...] = STEP_FACTORS[:2],
 ) -> list[tuple[SiliconRow, dict]]:
-    """For each model: refit on the other models' rows (every ``stride``-th row, to bound the
-    cost), predict the model's rows with those constants. Engines with no rows left keep the
-    committed constants.
+    """For each model: refit on the other models' rows (every ``stride``-th row and the first
+    ``factors`` steps only, to bound the cost), predict the model's rows with those constants.
+    Engines with no rows left keep the committed constants.
 
     :return: (row, prediction) for every row, each predicted without its model in the fit.
     """
@@ -337,7 +347,12 @@ def leave_one_model_out(
         test = [r for r in rows if r.model == model]
         train = [r for r in rows if r.model != model]
         log(f"held out {model}: {len(test)} rows; fitting on {len(train)} rows of other models")
-        fitted = fit_all(train, jobs=jobs, log=log, stride=stride)
+        fitted = fit_all(train, jobs=jobs, log=log, stride=stride, factors=factors)
+        # an engine with no MoE rows left borrows the other engines' MoE kernel efficiency
+        moe = [p["moe_kernel_efficiency"] for p in fitted.values() if "moe_kernel_efficiency" in p]
+        for p in fitted.values():
+            if moe and "moe_kernel_efficiency" not in p:
+                p["moe_kernel_efficiency"] = float(np.exp(np.mean(np.log(moe))))
         out += list(zip(test, predict_rows(test, fitted, jobs=jobs), strict=True))
     return out
 

@@ -35,7 +35,8 @@ efficiency constants are fitted in ``envs/configs/latency_calibration.yaml`` by
   MoE router in bf16; it is at most ~0.5% of the weights a token touches and is priced as fp8
   here. Weight memory and the memory-bound weight reads shrink accordingly; compute-bound
   linear layers run at ``GPUSpec.peak_flops_fp8`` times the family's ``gemm_compute_fp8`` and
-  weight reads at ``gemm_memory_fp8`` (families without an FP8 fit use their bf16 values; every GEMM kernel keeps the family's ``gemm_floor_seconds``).
+  weight reads at ``gemm_memory_fp8`` (families without an FP8 fit use their bf16 values;
+  every GEMM kernel keeps the family's ``gemm_floor_seconds``).
   The LM head GEMM stays at the bf16 rates.
 - ``fp8`` KV cache: 1 byte per K/V element, so ``kv_bytes_per_token`` halves, KV capacity grows
   and decode-attention KV reads halve. Attention compute stays at the bf16 peak (FlashAttention
