@@ -344,11 +344,22 @@ def _attention_arrays(path: Path, decode: bool) -> dict[str, np.ndarray]:
         isl = np.array([float(r["isl"]) for r in rows])
         flops = 4 * b * isl * isl / 2 * h * HEAD_DIM  # causal: half the score matrix
         data = 2 * b * isl * kv * HEAD_DIM * 2
-    return {"flops": flops, "bytes": data, "seconds": t, "b": b}
+    out = {"flops": flops, "bytes": data, "seconds": t, "b": b}
+    if not decode:
+        out["isl"] = isl
+    return out
 
 
-def fit_attention(data_dir: Path, gpus: Sequence[tuple[str, str]]) -> tuple[float, float, float]:
-    """Fit (attention compute eff, attention memory eff, floor seconds) for one family.
+HALF_TOKENS_GRID = np.array([0, 64, 128, 256, 384, 512, 768, 1024, 1280, 1536, 2048, 3072, 4096])
+
+
+def fit_attention(
+    data_dir: Path, gpus: Sequence[tuple[str, str]]
+) -> tuple[float, float, float, float]:
+    """Fit (attention compute eff, attention memory eff, floor seconds, half-efficiency tokens)
+    for one family: decode attention fixes the memory efficiency and floor, then prefill
+    attention the asymptotic compute efficiency and the sequence length s_half at which it
+    reaches half of it (time = FLOPs · (1 + s_half / isl) / (eff · peak), a 2-D grid).
 
     :param data_dir: the measured-latency folder.
     :param gpus: (aiconfigurator folder, catalog GPU) pairs of the family.
@@ -365,6 +376,8 @@ def fit_attention(data_dir: Path, gpus: Sequence[tuple[str, str]]) -> tuple[floa
             acc["f"].append(a["flops"] / spec.peak_flops)
             acc["b"].append(a["bytes"] / spec.hbm_bandwidth)
             acc["t"].append(a["seconds"])
+            if not decode:
+                acc.setdefault("isl", []).append(a["isl"])
     df, db, dt = (np.concatenate(dec[k]) for k in ("f", "b", "t"))
     best = (math.inf, 0.0, 0.0, 0.0)
     for t0 in FLOOR_GRID_S:
@@ -380,10 +393,17 @@ def fit_attention(data_dir: Path, gpus: Sequence[tuple[str, str]]) -> tuple[floa
         if loss[i, j] < best[0]:
             best = (float(loss[i, j]), float(EFF_GRID[i]), float(EFF_GRID[j]), float(t0))
     _, _, em, t0 = best
-    pf, pb, pt = (np.concatenate(pre[k]) for k in ("f", "b", "t"))
-    pred = np.maximum(pf[None, :] / EFF_GRID[:, None], pb[None, :] / em) + t0
-    ec = float(EFF_GRID[int(np.argmin(_msle(pred, pt[None, :])))])
-    return ec, em, t0
+    pf, pb, pt, pisl = (np.concatenate(pre[k]) for k in ("f", "b", "t", "isl"))
+    best_pre = (math.inf, 0.0, 0.0)
+    for half in HALF_TOKENS_GRID:
+        flops = pf * (1.0 + half / pisl)
+        pred = np.maximum(flops[None, :] / EFF_GRID[:, None], pb[None, :] / em) + t0
+        loss = _msle(pred, pt[None, :])
+        i = int(np.argmin(loss))
+        if loss[i] < best_pre[0]:
+            best_pre = (float(loss[i]), float(EFF_GRID[i]), float(half))
+    _, ec, half = best_pre
+    return ec, em, t0, half
 
 
 # ---------------------------------------------------------------------------------------------
@@ -657,20 +677,26 @@ def fit(data_dir: Path) -> Calibration:
     )
     ratio_c, ratio_m = np.exp(np.log(ratios).mean(axis=0))
     floor_attn = float(np.mean([attn_fit[f][2] for f in attn_fit]))
+    half_attn = float(np.mean([attn_fit[f][3] for f in attn_fit]))
     for fam, vals in families.items():
         if fam in attn_fit:
-            ec, em, t0 = attn_fit[fam]
+            ec, em, t0, half = attn_fit[fam]
         else:
             ec = min(1.0, round(float(ratio_c * vals["gemm_compute"]), 2))
             em = min(1.0, round(float(ratio_m * vals["gemm_memory"]), 2))
-            t0 = floor_attn
-        vals.update(attention_compute=ec, attention_memory=em, attention_floor_seconds=t0)
+            t0, half = floor_attn, half_attn
+        vals.update(
+            attention_compute=ec,
+            attention_memory=em,
+            attention_floor_seconds=t0,
+            attention_half_tokens=half,
+        )
     # GPUs with no measurements (Ada L40S) get the geometric mean of the fitted families.
     keys = ("gemm_compute", "gemm_memory", "attention_compute", "attention_memory")
     default = {
         k: round(float(np.exp(np.mean([np.log(v[k]) for v in families.values()]))), 2) for k in keys
     }
-    for k in ("gemm_floor_seconds", "attention_floor_seconds"):
+    for k in ("gemm_floor_seconds", "attention_floor_seconds", "attention_half_tokens"):
         default[k] = float(np.mean([v[k] for v in families.values()]))
     families["default"] = default
     links = {}
@@ -784,8 +810,11 @@ def kernel_points(data_dir: Path, cal: Calibration) -> list[Point]:
                 a = _attention_arrays(
                     data_dir / "aiconfigurator" / folder / f"{name}_attention_perf.csv", decode
                 )
+                flops = a["flops"]
+                if not decode:
+                    flops = flops * (1.0 + eff.attention_half_tokens / a["isl"])
                 pred = np.maximum(
-                    a["flops"] / (eff.attention_compute * spec.peak_flops),
+                    flops / (eff.attention_compute * spec.peak_flops),
                     a["bytes"] / (eff.attention_memory * spec.hbm_bandwidth),
                 )
                 pred = pred + eff.attention_floor_seconds

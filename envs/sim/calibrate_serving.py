@@ -19,8 +19,9 @@ tensor parallelism: the same GPUs read the same expert bytes in total; the all-t
 and expert load imbalance are not modelled.
 
 KV-cache precision: TensorRT-LLM's FP8 deployments quantise the KV cache to FP8 (its FP8
-checkpoints carry ``kv_cache_quant_algo: FP8``); vLLM and SGLang keep it in bf16 unless told
-otherwise (``kv_cache_dtype=auto``), so their fp8 rows use fp8 weights with a bf16 KV cache.
+checkpoints carry ``kv_cache_quant_algo: FP8``), as do NVIDIA's FP8 checkpoints on any engine;
+otherwise vLLM and SGLang keep it in bf16 (``kv_cache_dtype=auto``), so their fp8 rows use fp8
+weights with a bf16 KV cache.
 
 Fit (``--fit``): per engine, the framework overheads of :class:`envs.sim.latency.Calibration`
 (``iteration_overhead_seconds``, ``iteration_overhead_per_extra_gpu_seconds``,
@@ -71,6 +72,9 @@ UNSUPPORTED_MODELS = {
     "openai/gpt-oss-120b": "sliding-window attention and MXFP4 weights are not modelled",
 }
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200"}
+#: Checkpoints whose quantisation config also puts the KV cache in FP8 (NVIDIA ModelOpt FP8
+#: checkpoints carry ``kv_cache_quant_algo: FP8``), so every engine serves them with an FP8 KV.
+FP8_KV_CHECKPOINTS = ("nvidia/Llama-3.1-8B-Instruct-FP8",)
 PRECISIONS = {"": "bf16", "bf16": "bf16", "fp8": "fp8"}
 
 
@@ -151,7 +155,7 @@ def classify(raw: dict[str, str]) -> tuple[SiliconRow | None, str]:
     if raw["system"] not in SYSTEMS:
         return None, f"system={raw['system']} not in the catalog"
     backend = raw["backend"]
-    kv = precision if backend == "trtllm" else "bf16"
+    kv = precision if backend == "trtllm" or hf in FP8_KV_CHECKPOINTS else "bf16"
     try:
         ttft = float(raw["silicon_ttft_ms"]) / 1e3
         tpot = float(raw["silicon_tpot_ms"]) / 1e3
@@ -252,6 +256,7 @@ FIT_PARAMS: dict[str, tuple[float, float, float]] = {
     "iteration_overhead_per_extra_gpu_seconds": (3e-4, 1e-6, 0.01),
     "iteration_overhead_per_seq_seconds": (1e-5, 1e-7, 1e-3),
     "moe_kernel_efficiency": (1.0, 0.1, 1.5),
+    "frontend_seconds": (0.02, 1e-4, 0.5),
 }
 STEP_FACTORS = (3.0, 1.7, 1.3)
 

@@ -12,7 +12,9 @@ constants fitted for it on measured deployments (``python -m envs.sim.calibrate_
   recompute preemption);
 - ``memory_utilization``: share of GPU memory the engine manages;
 - ``calibrated``: overrides of :class:`envs.sim.latency.Calibration` fields (per-iteration
-  framework overhead, its growth with the TP degree, ...).
+  framework overhead, its growth with the TP degree and batch, MoE kernel efficiency), plus
+  ``frontend_seconds``: the API server's per-request path (HTTP, tokenisation, hand-off to the
+  engine loop) that a client sees in its TTFT, used by :func:`envs.sim.serving.closed_loop`.
 
 Example::
 
@@ -38,6 +40,8 @@ from envs.sim.instances import KV_POLICIES, SCHEDULING_MODES
 from envs.sim.latency import Calibration
 
 ENGINES_YAML = CONFIG_DIR / "engines.yaml"
+#: Fitted constants of a preset that are not latency-model (Calibration) fields.
+ENGINE_CONSTANTS = ("frontend_seconds",)
 _GIB = 2**30
 
 
@@ -105,8 +109,14 @@ class EnginePreset:
         return self._tier(self.max_batch, gpu)
 
     def calibration(self, base: Calibration) -> Calibration:
-        """``base`` with this engine's fitted constants substituted."""
-        return dataclasses.replace(base, **self.calibrated) if self.calibrated else base
+        """``base`` with this engine's fitted latency constants substituted."""
+        fields = {k: v for k, v in self.calibrated.items() if k not in ENGINE_CONSTANTS}
+        return dataclasses.replace(base, **fields) if fields else base
+
+    @property
+    def frontend_seconds(self) -> float:
+        """Fitted client-to-engine seconds per request (0 when not fitted)."""
+        return float(self.calibrated.get("frontend_seconds", 0.0))
 
 
 def _preset_from_entry(name: str, entry: Mapping[str, Any], source: str) -> EnginePreset:
@@ -139,7 +149,7 @@ def _preset_from_entry(name: str, entry: Mapping[str, Any], source: str) -> Engi
     if not 0 < mem <= 1:
         raise ValueError(f"{where}: memory_utilization={mem}; expected a share in (0, 1]")
     calibrated = dict(entry.get("calibrated") or {})
-    fields = {f.name for f in dataclasses.fields(Calibration)}
+    fields = {f.name for f in dataclasses.fields(Calibration)} | set(ENGINE_CONSTANTS)
     bad = set(calibrated) - fields
     if bad:
         raise ValueError(

@@ -100,10 +100,16 @@ class FamilyEfficiency:
 
     :param gemm_compute: achieved / peak FLOP/s of compute-bound linear layers.
     :param gemm_memory: achieved / peak bytes/s of weight-read-bound linear layers.
-    :param attention_compute: achieved / peak FLOP/s of prefill (flash) attention.
+    :param attention_compute: achieved / peak FLOP/s of prefill (flash) attention on long
+        sequences (the asymptote; see ``attention_half_tokens``).
     :param attention_memory: achieved / peak bytes/s of decode attention (KV reads).
     :param gemm_floor_seconds: fixed time of one GEMM kernel (launch + tail), seconds.
     :param attention_floor_seconds: fixed time of one attention kernel, seconds.
+    :param attention_half_tokens: sequence length at which prefill attention reaches half its
+        asymptotic efficiency: a prefill of s new tokens runs at ``attention_compute · s / (s +
+        attention_half_tokens)``, i.e. its time is the causal pairs plus
+        ``attention_half_tokens / 2`` pairs per new token at the asymptotic rate (FlashAttention
+        kernels are far from peak on short sequences). 0: a constant efficiency.
     :param gemm_compute_fp8: achieved / FP8 peak FLOP/s of compute-bound fp8-weight linear
         layers; ``None`` to use ``gemm_compute``.
     :param gemm_memory_fp8: achieved / peak bytes/s of weight-read-bound fp8 linear layers;
@@ -116,6 +122,7 @@ class FamilyEfficiency:
     attention_memory: float
     gemm_floor_seconds: float = 0.0
     attention_floor_seconds: float = 0.0
+    attention_half_tokens: float = 0.0
     gemm_compute_fp8: float | None = None
     gemm_memory_fp8: float | None = None
 
@@ -427,6 +434,7 @@ class LatencyModel:
         heads_shard = m.num_heads // tp
         attn_flop_per_pair = 4.0 * layers * heads_shard * m.head_dim  # QK^T and AV per (q, k)
         self._attn_flop_s_per_pair = attn_flop_per_pair / attn_flop_rate
+        self._attn_pairs_per_token = eff.attention_half_tokens / 2.0  # short-sequence penalty
         self._kv_read_s_per_token = kv_bytes_per_token_shard / attn_byte_rate
         self._causal = not m.encoder_only
 
@@ -546,6 +554,7 @@ class LatencyModel:
         pairs = num_tokens * context_tokens / num_seqs
         square = num_tokens * num_tokens / num_seqs
         pairs += 0.5 * square if self._causal else square
+        pairs += self._attn_pairs_per_token * num_tokens
         attn_compute = pairs * self._attn_flop_s_per_pair
         attn_read = (context_tokens + num_tokens) * self._kv_read_s_per_token
         attn = attn_compute if attn_compute > attn_read else attn_read

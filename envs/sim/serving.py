@@ -21,7 +21,9 @@ Command line::
 
 Definitions (as benchmark clients report them): TTFT = first token time − send time (queueing
 included); TPOT = (last token − first token) / (osl − 1) per request; latency = last token − send
-time; all three averaged over requests.
+time; all three averaged over requests. The send time is the engine's arrival time minus the
+preset's fitted ``frontend_seconds`` (API server, tokenisation), modelled as a delay in front of
+every request.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from envs.sim.cluster import ClusterSpec, InstanceSpec
 from envs.sim.engines import engine_names, get_engine
 from envs.sim.latency import InsufficientMemoryError, LatencyModel
 from envs.sim.simulation import Assignment, Invocation, Simulation
-from traces.schema import LLMNode, Workflow
+from traces.schema import LLMNode, ToolNode, Workflow
 
 
 class ServingConfigError(ValueError):
@@ -59,8 +61,11 @@ def closed_loop_workload(
     requests_per_client: int,
     start_spread_s: float = 0.0,
     seed: int = 0,
+    frontend_seconds: float = 0.0,
 ) -> list[Workflow]:
-    """The clients as workflows: one chain of ``requests_per_client`` calls per client.
+    """The clients as workflows: one chain of ``requests_per_client`` calls per client, each
+    call behind a ``frontend_seconds`` tool node (the API server's path to the engine) when
+    that is > 0.
 
     :param start_spread_s: clients start at uniform random times in [0, start_spread_s).
     """
@@ -72,17 +77,23 @@ def closed_loop_workload(
     )
     out = []
     for i in range(concurrency):
-        nodes = tuple(
-            LLMNode(
-                id=f"r{j}",
-                model=model,
-                input_tokens=isl,
-                output_tokens=osl,
-                parents=(f"r{j - 1}",) if j else (),
-                task="benchmark",
+        nodes: list[LLMNode | ToolNode] = []
+        for j in range(requests_per_client):
+            parents: tuple[str, ...] = (f"r{j - 1}",) if j else ()
+            if frontend_seconds > 0:
+                nodes.append(ToolNode(id=f"f{j}", latency=frontend_seconds, parents=parents))
+                parents = (f"f{j}",)
+            nodes.append(
+                LLMNode(
+                    id=f"r{j}",
+                    model=model,
+                    input_tokens=isl,
+                    output_tokens=osl,
+                    parents=parents,
+                    task="benchmark",
+                )
             )
-            for j in range(requests_per_client)
-        )
+        nodes = tuple(nodes)
         out.append(Workflow(id=f"client-{i}", arrival=float(starts[i]), nodes=nodes))
     return out
 
@@ -203,8 +214,9 @@ def closed_loop(
             f"cannot represent deployment ({where}): one request needs {isl + osl} KV tokens "
             f"but the instance holds {lat.kv_capacity_tokens}"
         )
+    frontend = preset.frontend_seconds
     workload = closed_loop_workload(
-        model, isl, osl, concurrency, requests_per_client, start_spread_s, seed
+        model, isl, osl, concurrency, requests_per_client, start_spread_s, seed, frontend
     )
     sim = Simulation(
         cluster,
@@ -219,8 +231,9 @@ def closed_loop(
     calls = res.calls
     if any(c.decode_end < 0 for c in calls):  # pragma: no cover - the run always drains
         raise RuntimeError(f"closed-loop run ({where}) ended with unfinished requests")
-    ttft = np.array([c.ttft for c in calls])
-    latency = np.array([c.latency for c in calls])
+    # the client sent each request ``frontend`` seconds before the engine saw it
+    ttft = np.array([c.ttft for c in calls]) + frontend
+    latency = np.array([c.latency for c in calls]) + frontend
     out: dict[str, Any] = dict(config)
     out.update(_summary("ttft", ttft))
     if osl > 1:
