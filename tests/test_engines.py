@@ -412,3 +412,57 @@ def test_engine_file_errors_name_the_engine_and_field(tmp_path):
     )
     with pytest.raises(ValueError, match="warp_factor"):
         load_engines(bad)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_closed_loop_runs_every_engine_and_precision(engine, precision):
+    r = closed_loop(
+        gpu="h200",
+        model=MODEL,
+        precision=precision,
+        engine=engine,
+        isl=256,
+        osl=16,
+        concurrency=4,
+        requests_per_client=2,
+    )
+    assert r["requests"] == 8 and r["engine"] == engine and r["precision"] == precision
+    assert 0 < r["ttft_mean_s"] < r["latency_mean_s"] and r["tpot_mean_s"] > 0
+
+
+def test_closed_loop_issue_example_and_fp8_kv_doubles_capacity():
+    r = closed_loop(
+        gpu="h200",
+        model="llama3.1-70b",
+        tp=4,
+        precision="fp8",
+        engine="vllm",
+        isl=1024,
+        osl=1024,
+        concurrency=32,
+        requests_per_client=20,
+        seed=0,
+    )
+    assert r["requests"] == 640 and r["ttft_mean_s"] > 0 and r["tpot_mean_s"] > 0
+    bf16_kv = closed_loop(
+        gpu="h200", model="llama3.1-70b", tp=4, precision="fp8", kv_precision="bf16",
+        engine="vllm", isl=64, osl=4, concurrency=1, requests_per_client=1,
+    )  # fmt: skip
+    fp8_kv = closed_loop(
+        gpu="h200", model="llama3.1-70b", tp=4, precision="fp8", kv_precision="fp8",
+        engine="vllm", isl=64, osl=4, concurrency=1, requests_per_client=1,
+    )  # fmt: skip
+    assert fp8_kv["kv_capacity_tokens"] == pytest.approx(2 * bf16_kv["kv_capacity_tokens"], abs=1)
+
+
+def test_frontend_seconds_add_to_the_clients_ttft_only():
+    import dataclasses
+
+    base = get_engine("vllm")
+    plain = dataclasses.replace(base, calibrated={})
+    slow = dataclasses.replace(base, calibrated={"frontend_seconds": 0.05})
+    kw = {"gpu": "h100-sxm", "model": MODEL, "isl": 256, "osl": 32, "concurrency": 1}
+    a, b = closed_loop(engine=plain, **kw), closed_loop(engine=slow, **kw)
+    assert b["ttft_mean_s"] == pytest.approx(a["ttft_mean_s"] + 0.05, rel=1e-9)
+    assert b["tpot_mean_s"] == pytest.approx(a["tpot_mean_s"], rel=1e-9)

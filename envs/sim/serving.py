@@ -36,7 +36,7 @@ import numpy as np
 
 from envs.sim.catalog import get_gpu, get_model
 from envs.sim.cluster import ClusterSpec, InstanceSpec
-from envs.sim.engines import engine_names, get_engine
+from envs.sim.engines import EnginePreset, engine_names, get_engine
 from envs.sim.latency import InsufficientMemoryError, LatencyModel
 from envs.sim.simulation import Assignment, Invocation, Simulation
 from traces.schema import LLMNode, ToolNode, Workflow
@@ -137,7 +137,7 @@ def closed_loop(
     tp: int = 1,
     precision: str = "bf16",
     kv_precision: str | None = None,
-    engine: str = "vllm",
+    engine: str | EnginePreset = "vllm",
     requests_per_client: int = 20,
     seed: int = 0,
     start_spread_s: float = 0.0,
@@ -154,7 +154,8 @@ def closed_loop(
     :param tp: tensor-parallel degree.
     :param precision: ``bf16`` or ``fp8`` weights/GEMMs.
     :param kv_precision: KV-cache precision (None: same as ``precision``).
-    :param engine: engine preset (``vllm``, ``sglang``, ``trtllm``).
+    :param engine: engine preset (``vllm``, ``sglang``, ``trtllm``) or an
+        :class:`~envs.sim.engines.EnginePreset` (e.g. with refitted constants).
     :param requests_per_client: requests each client sends back to back.
     :param seed: seeds the clients' start times (only used with ``start_spread_s`` > 0).
     :param start_spread_s: clients start uniformly over this many seconds (0: all at once).
@@ -181,7 +182,7 @@ def closed_loop(
         "tp": tp,
         "precision": precision,
         "kv_precision": kv_precision or precision,
-        "engine": engine,
+        "engine": getattr(engine, "name", engine),
         "isl": isl,
         "osl": osl,
         "concurrency": concurrency,
