@@ -53,12 +53,16 @@ def main(argv: list[str] | None = None) -> int:
     preds = predict_rows(rows, jobs=args.jobs, progress=True)
     if args.rows:
         print(
-            f"\n{'id':58} {'TTFT ms meas':>12} {'sim':>8} {'err':>6}   "
+            f"\n{'deployment':58} {'TTFT ms meas':>12} {'sim':>8} {'err':>6}   "
             f"{'TPOT ms meas':>12} {'sim':>7} {'err':>6}"
         )
         for r, p in zip(rows, preds, strict=True):
+            label = (
+                f"{r.model} {r.backend} {r.precision} {r.gpu} tp{r.tp} {r.isl}/{r.osl} "
+                f"c{r.concurrency}"
+            )
             print(
-                f"{r.id[:58]:58} {r.ttft_s * 1e3:12.1f} {p['ttft_s'] * 1e3:8.1f} "
+                f"{label[:58]:58} {r.ttft_s * 1e3:12.1f} {p['ttft_s'] * 1e3:8.1f} "
                 f"{p['ttft_s'] / r.ttft_s - 1:+6.0%}   {r.tpot_s * 1e3:12.2f} "
                 f"{p['tpot_s'] * 1e3:7.2f} {p['tpot_s'] / r.tpot_s - 1:+6.0%}"
             )

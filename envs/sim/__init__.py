@@ -1,7 +1,9 @@
 """servegym's discrete-event cluster simulator (SimPy). Knows nothing of Gymnasium.
 
 Main entry points: :func:`load_cluster`, :class:`Simulation`, :class:`DefaultScheduler`,
-:class:`envs.sim.latency.LatencyModel` and :mod:`envs.sim.metrics`.
+:class:`envs.sim.latency.LatencyModel`, :mod:`envs.sim.metrics`, the engine presets
+(:func:`get_engine`, :mod:`envs.sim.engines`) and the closed-loop benchmark
+(:func:`envs.sim.serving.closed_loop`).
 """
 
 from envs.sim.cluster import (
@@ -11,6 +13,8 @@ from envs.sim.cluster import (
     load_cluster,
     scaled_cluster,
 )
+from envs.sim.engines import EnginePreset, engine_names, get_engine
+from envs.sim.instances import KV_POLICIES, SCHEDULING_MODES
 from envs.sim.scheduler import DefaultScheduler, EarliestFinishScheduler, Scheduler
 from envs.sim.simulation import (
     LISTENER_METHODS,
@@ -28,9 +32,11 @@ from envs.sim.simulation import (
 from envs.sim.workload import Call, WorkflowRun, WorkloadError
 
 __all__ = [
+    "KV_POLICIES",
     "LISTENER_METHODS",
     "MIGRATION_MODES",
     "PREFILL_MODES",
+    "SCHEDULING_MODES",
     "STAGES",
     "Assignment",
     "Call",
@@ -38,6 +44,7 @@ __all__ = [
     "ClusterSpec",
     "DefaultScheduler",
     "EarliestFinishScheduler",
+    "EnginePreset",
     "InstanceSpec",
     "Invocation",
     "LatencyCache",
@@ -48,6 +55,8 @@ __all__ = [
     "WorkflowRun",
     "WorkloadError",
     "cluster_names",
+    "engine_names",
+    "get_engine",
     "load_cluster",
     "scaled_cluster",
 ]

@@ -280,6 +280,7 @@ def fit_engine(
     jobs: int = 1,
     log=print,
     factors: tuple[float, ...] = STEP_FACTORS,
+    names: tuple[str, ...] | None = None,
 ) -> tuple[dict[str, float], float]:
     """Coordinate search of :data:`FIT_PARAMS` for ``engine`` on its rows in ``rows``.
 
@@ -293,7 +294,8 @@ def fit_engine(
     if not mine:
         raise ValueError(f"no rows of engine {engine!r} to fit")
     moe = any(get_model(r.model).is_moe for r in mine)
-    params = {k: v[0] for k, v in FIT_PARAMS.items() if moe or k != "moe_kernel_efficiency"}
+    names = tuple(FIT_PARAMS) if names is None else names
+    params = {k: FIT_PARAMS[k][0] for k in names if moe or k != "moe_kernel_efficiency"}
 
     def evaluate(p: dict[str, float]) -> float:
         return loss(mine, predict_rows(mine, {engine: p}, jobs=jobs))
@@ -325,12 +327,13 @@ def fit_all(
     log=print,
     stride: int = 1,
     factors: tuple[float, ...] = STEP_FACTORS,
+    names: tuple[str, ...] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Fit every engine that has rows; ``stride`` > 1 fits on every stride-th row of each."""
     out = {}
     for engine in sorted({r.backend for r in rows}):
         mine = [r for r in rows if r.backend == engine][::stride]
-        out[engine], _ = fit_engine(mine, engine, jobs=jobs, log=log, factors=factors)
+        out[engine], _ = fit_engine(mine, engine, jobs=jobs, log=log, factors=factors, names=names)
     return out
 
 
@@ -340,6 +343,7 @@ def leave_one_model_out(
     log=print,
     stride: int = 3,
     factors: tuple[float, ...] = STEP_FACTORS[:2],
+    names: tuple[str, ...] | None = None,
 ) -> list[tuple[SiliconRow, dict]]:
     """For each model: refit on the other models' rows (every ``stride``-th row and the first
     ``factors`` steps only, to bound the cost), predict the model's rows with those constants.
@@ -352,7 +356,7 @@ def leave_one_model_out(
         test = [r for r in rows if r.model == model]
         train = [r for r in rows if r.model != model]
         log(f"held out {model}: {len(test)} rows; fitting on {len(train)} rows of other models")
-        fitted = fit_all(train, jobs=jobs, log=log, stride=stride, factors=factors)
+        fitted = fit_all(train, jobs=jobs, log=log, stride=stride, factors=factors, names=names)
         # an engine with no MoE rows left borrows the other engines' MoE kernel efficiency
         moe = [p["moe_kernel_efficiency"] for p in fitted.values() if "moe_kernel_efficiency" in p]
         for p in fitted.values():

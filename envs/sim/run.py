@@ -1,7 +1,8 @@
 """Run the simulator without RL: a cluster, a workload and the default scheduler.
 
     python -m envs.sim.run --cluster hetero-1 --workload mixed --seed 0
-    python -m envs.sim.run --cluster goodserve-4 --model llama3.1-8b --workload goodserve
+    python -m envs.sim.run --cluster goodserve-4 --model llama3.1-8b --workload goodserve \
+        --engine vllm
     python -m envs.sim.run --cluster hetero-1 --trace my_trace.jsonl
 
 Prints Req95/Req99 (HexAgent §7.3), latency percentiles and per-role utilisation.
@@ -14,6 +15,7 @@ import json
 import sys
 
 from envs.sim.cluster import cluster_names, load_cluster
+from envs.sim.engines import engine_names
 from envs.sim.scheduler import DefaultScheduler, EarliestFinishScheduler
 from envs.sim.simulation import Simulation, SimulationResult
 
@@ -65,12 +67,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--estimate-error", type=float, default=0.0)
     ap.add_argument("--scheduler", choices=sorted(SCHEDULERS), default="default")
+    ap.add_argument(
+        "--engine",
+        choices=engine_names(),
+        default=None,
+        help="engine preset of monolithic instances (default: engine-neutral)",
+    )
     ap.add_argument("--json", action="store_true", help="print metrics as JSON")
     args = ap.parse_args(argv)
     cluster = load_cluster(args.cluster, model=args.model)
     model = args.model or cluster.models[0]
     records = load_workload(args.workload, args.trace, args.seed, args.count, model)
-    sim = Simulation(cluster, records, seed=args.seed, estimate_error=args.estimate_error)
+    sim = Simulation(
+        cluster, records, seed=args.seed, estimate_error=args.estimate_error, engine=args.engine
+    )
     res = sim.run(SCHEDULERS[args.scheduler]())
     if args.json:
         print(json.dumps({"metrics": res.metrics, "utilisation": res.utilisation}, indent=2))
