@@ -25,6 +25,18 @@ import argparse
 import sys
 
 
+def _per_model(pairs: list, summarize, prefix: str) -> None:
+    by_model: dict[str, list] = {}
+    for r, p in pairs:
+        by_model.setdefault(r.model, []).append((r, p))
+    for model, items in sorted(by_model.items()):
+        t = summarize(items)[-1]
+        print(
+            f"  {prefix}{model:18} {t['rows']:4d} rows  TTFT median {t['ttft_median']:6.1%}  "
+            f"TPOT median {t['tpot_median']:6.1%}  TTFT within 3x {t['ttft_within_3x']:6.1%}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     from envs.sim.calibrate_serving import (
         format_summary,
@@ -69,31 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     pairs = list(zip(rows, preds, strict=True))
     print(format_summary(summarize(pairs), "\ncalibration rows (the committed constants):"))
     print("\nper model:")
-    by_model: dict[str, list] = {}
-    for r, p in pairs:
-        by_model.setdefault(r.model, []).append((r, p))
-    for model, items in sorted(by_model.items()):
-        t = summarize(items)[-1]
-        print(
-            f"  {model:18} {t['rows']:4d} rows  TTFT median {t['ttft_median']:6.1%}  "
-            f"TPOT median {t['tpot_median']:6.1%}"
-        )
+    _per_model(pairs, summarize, "")
     if args.heldout:
         held = leave_one_model_out(rows, jobs=args.jobs)
-        print(
-            format_summary(
-                summarize(held), "\nheld out (each model predicted by a fit on the others):"
-            )
-        )
-        by_model = {}
-        for r, p in held:
-            by_model.setdefault(r.model, []).append((r, p))
-        for model, items in sorted(by_model.items()):
-            t = summarize(items)[-1]
-            print(
-                f"  held-out {model:18} {t['rows']:4d} rows  TTFT median {t['ttft_median']:6.1%}  "
-                f"TPOT median {t['tpot_median']:6.1%}  TTFT within 3x {t['ttft_within_3x']:6.1%}"
-            )
+        title = "\nheld out (each model predicted by a fit on the others):"
+        print(format_summary(summarize(held), title))
+        _per_model(held, summarize, "held-out ")
     return 0
 
 
