@@ -92,10 +92,9 @@ from envs.predictors.feed import PredictorFeed
 from envs.rewards import make_reward
 from envs.routing_context import InstanceMonitor, RoutingContext
 from envs.sim import metrics as sim_metrics
-from envs.sim.catalog import get_gpu, get_model
-from envs.sim.cluster import ClusterSpec, load_cluster, scaled_cluster
-from envs.sim.engines import get_engine
-from envs.sim.latency import LatencyModel, load_calibration
+from envs.sim.cluster import ClusterSpec, InstanceSpec, load_cluster, scaled_cluster
+from envs.sim.engines import get_engine, resolve_token_budget
+from envs.sim.latency import LatencyModel
 from envs.sim.simulation import (
     TOKEN_ID_BYTES,
     Assignment,
@@ -272,23 +271,16 @@ class RoutingEnv(ServegymEnv):
         )
         self._latency_cache = LatencyCache()
         lat = [self._latency_cache.get(s, self.engine) for s in self.cluster.instances]
-        ref_tp = _reference_tp(self.cluster, slo_reference_gpu)
-        ref_gpu = get_gpu(slo_reference_gpu)
-        if self.engine is None:
-            ref_lat = LatencyModel.from_names(gpu=slo_reference_gpu, model=self.model, tp=ref_tp)
-            ref_budget = 2048 if token_budget is None else token_budget
-        else:
-            ref_lat = LatencyModel(
-                ref_gpu,
-                get_model(self.model),
-                ref_tp,
-                1.0,
-                calibration=self.engine.calibration(load_calibration()),
-                memory_utilization=self.engine.memory_utilization,
-            )
-            ref_budget = (
-                self.engine.token_budget_for(ref_gpu) if token_budget is None else token_budget
-            )
+        ref_spec = InstanceSpec(
+            index=-1,
+            name=f"slo-reference-{slo_reference_gpu}",
+            role="monolithic",
+            gpu=slo_reference_gpu,
+            model=self.model,
+            tp=_reference_tp(self.cluster, slo_reference_gpu),
+        )
+        ref_lat = self._latency_cache.get(ref_spec, self.engine)
+        ref_budget = resolve_token_budget(self.engine, ref_lat.gpu, token_budget)
         self._run_alone = RunAloneLatency(ref_lat, prefill_mode, ref_budget)
         self._capability = np.array(
             [m.prefill_time(1024) + m.decode_steps_time(1, 1024, 256) for m in lat]

@@ -160,40 +160,54 @@ class GemmTable:
         return self.operand_bytes * (self.m * self.k + self.k * self.n) + 2 * self.m * self.n
 
 
-def _gemm_rows_aic(path: Path, gpu: str) -> GemmTable:
-    rows = [r for r in _read_csv(path) if int(r["n"]) >= 256 and int(r["k"]) >= 256]
+def _gemm_rows_csv(
+    path: Path,
+    time_column: str,
+    seconds_per_unit: float,
+    peak_flops: float,
+    bandwidth: float,
+    label: str,
+    operand_bytes: int = 2,
+    dtype: str | None = None,
+) -> GemmTable:
+    """A GEMM kernel table with m, n, k columns: rows with n, k >= 256 (and ``dtype`` when
+    given), thinned to :data:`MAX_POINTS_PER_TABLE`."""
+    rows = [
+        r
+        for r in _read_csv(path)
+        if int(r["n"]) >= 256 and int(r["k"]) >= 256 and (dtype is None or r["dtype"] == dtype)
+    ]
     rows = _thin(rows)
-    spec = get_gpu(gpu)
     m, n, k = (np.array([float(r[c]) for r in rows]) for c in ("m", "n", "k"))
-    t = np.array([float(r["latency"]) for r in rows]) / 1e3
+    t = np.array([float(r[time_column]) for r in rows]) * seconds_per_unit
     return GemmTable(
         m,
         n,
         k,
         t,
-        np.full(len(t), spec.peak_flops),
-        np.full(len(t), spec.hbm_bandwidth),
-        f"{path.parent.name} gemm",
+        np.full(len(t), peak_flops),
+        np.full(len(t), bandwidth),
+        label,
+        operand_bytes=operand_bytes,
+    )
+
+
+def _gemm_rows_aic(path: Path, gpu: str) -> GemmTable:
+    spec = get_gpu(gpu)
+    return _gemm_rows_csv(
+        path, "latency", 1e-3, spec.peak_flops, spec.hbm_bandwidth, f"{path.parent.name} gemm"
     )
 
 
 def _gemm_rows_v100(path: Path) -> GemmTable:
-    rows = [
-        r
-        for r in _read_csv(path)
-        if int(r["n"]) >= 256 and int(r["k"]) >= 256 and r["dtype"] == "half"
-    ]
-    rows = _thin(rows)
-    m, n, k = (np.array([float(r[c]) for r in rows]) for c in ("m", "n", "k"))
-    t = np.array([float(r["time(us)"]) for r in rows]) / 1e6
-    return GemmTable(
-        m,
-        n,
-        k,
-        t,
-        np.full(len(t), V100_PCIE_PEAK_FLOPS),
-        np.full(len(t), V100_PCIE_BANDWIDTH),
+    return _gemm_rows_csv(
+        path,
+        "time(us)",
+        1e-6,
+        V100_PCIE_PEAK_FLOPS,
+        V100_PCIE_BANDWIDTH,
         "V100-PCIE gemm",
+        dtype="half",
     )
 
 
@@ -233,18 +247,13 @@ def _gemm_rows_vidur(path: Path, gpu: str) -> GemmTable:
 
 def _gemm_rows_infersim_fp8(path: Path, gpu: str) -> GemmTable:
     """DeepGEMM FP8 kernels (InferSim): 1-byte operands, bf16 output, FP8 peak."""
-    rows = [r for r in _read_csv(path) if int(r["n"]) >= 256 and int(r["k"]) >= 256]
-    rows = _thin(rows)
     spec = get_gpu(gpu)
-    m, n, k = (np.array([float(r[c]) for r in rows]) for c in ("m", "n", "k"))
-    t = np.array([float(r["latency_us"]) for r in rows]) / 1e6
-    return GemmTable(
-        m,
-        n,
-        k,
-        t,
-        np.full(len(t), spec.peak_flops_fp8),
-        np.full(len(t), spec.hbm_bandwidth),
+    return _gemm_rows_csv(
+        path,
+        "latency_us",
+        1e-6,
+        spec.peak_flops_fp8,
+        spec.hbm_bandwidth,
         f"{gpu} DeepGEMM fp8 gemm",
         operand_bytes=1,
     )

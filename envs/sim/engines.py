@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 from envs.sim.catalog import CONFIG_DIR, GPUSpec, UnknownNameError
-from envs.sim.instances import KV_POLICIES, SCHEDULING_MODES
+from envs.sim.instances import DEFAULT_TOKEN_BUDGET, KV_POLICIES, SCHEDULING_MODES
 from envs.sim.latency import Calibration
 
 ENGINES_YAML = CONFIG_DIR / "engines.yaml"
@@ -117,6 +117,16 @@ class EnginePreset:
     def frontend_seconds(self) -> float:
         """Fitted client-to-engine seconds per request (0 when not fitted)."""
         return float(self.calibrated.get("frontend_seconds", 0.0))
+
+
+def resolve_token_budget(
+    engine: EnginePreset | None, gpu: GPUSpec, override: int | None = None
+) -> int:
+    """Tokens per iteration of an instance on ``gpu``: ``override`` if given, else the engine's
+    default for the GPU, else :data:`DEFAULT_TOKEN_BUDGET`."""
+    if override is not None:
+        return override
+    return DEFAULT_TOKEN_BUDGET if engine is None else engine.token_budget_for(gpu)
 
 
 def _preset_from_entry(name: str, entry: Mapping[str, Any], source: str) -> EnginePreset:
@@ -206,4 +216,11 @@ def get_engine(engine: str | EnginePreset) -> EnginePreset:
     return presets[engine]
 
 
-__all__ = ["ENGINES_YAML", "EnginePreset", "engine_names", "get_engine", "load_engines"]
+__all__ = [
+    "ENGINES_YAML",
+    "EnginePreset",
+    "engine_names",
+    "get_engine",
+    "load_engines",
+    "resolve_token_budget",
+]

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 _NO_BATCH_CAP = 1 << 30
 KV_POLICIES = ("reserve", "paged")
+DEFAULT_TOKEN_BUDGET = 2048  # tokens per iteration when no engine preset sets one
 # Monolithic scheduling modes (see MonolithicInstance).
 SCHEDULING_MODES = ("prefill-first", "chunked", "chunked-prefill-first", "mixed-whole")
 
@@ -171,7 +172,6 @@ class _BatchEngine:
             raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {kv_policy!r}")
         self.kv_policy = kv_policy
         self.paged = kv_policy == "paged"
-        self.preemptions = 0
         self.token_by_token = token_by_token
         self.waiting: list[Call] = []
         self._sorted = True  # ``waiting`` is in (priority, enqueue order)
@@ -339,14 +339,13 @@ class _BatchEngine:
             self.seg_calls = []
             return
         finished = []
+        grow = n if self.paged else 0  # paged KV grows one token per decoded token
         for c in calls:
             c.generated += n
+            c.kv_held += grow
             if c.generated >= c.output_tokens:
                 finished.append(c)
-        if self.paged:
-            for c in calls:
-                c.kv_held += n
-            self.reserved += n * len(calls)
+        self.reserved += grow * len(calls)
         self._count_decode_iterations(n)
         for f in self.sim.listeners["on_decode_progress"]:
             f(self, n, now - self.seg_start, len(calls))  # seg_calls still names the batch
@@ -394,7 +393,7 @@ class _BatchEngine:
         call.stage = DECODE
         call.decode_start = self.sim.now
 
-    def _preempt(self, keep: list[Call] | None = None) -> Call:
+    def _preempt(self, keep: list[Call] | None = None) -> None:
         """Preempt the running call with the lowest priority (latest admitted among equals):
         free its KV and put it back in the waiting queue at its original position; it recomputes
         its prompt and generated tokens when re-admitted (vLLM's recompute preemption)."""
@@ -408,7 +407,6 @@ class _BatchEngine:
             context - victim.prefill_left if victim.stage == PREFILL else context
         )
         victim.preemptions += 1
-        self.preemptions += 1
         self.release(victim)
         victim.stage = WAIT_PREFILL
         victim.prefill_left = 0
@@ -419,7 +417,6 @@ class _BatchEngine:
             self._sorted = False
         for f in self.sim.listeners["on_preempted"]:
             f(victim, self, self.sim.now)
-        return victim
 
     def _make_room(self, decodes: list[Call]) -> None:
         """Paging: preempt until the KV cache has a token for each of ``decodes`` (which loses
@@ -519,7 +516,7 @@ class MonolithicInstance(_BatchEngine):
         prefix_cache_blocks: int = 0,
         block_tokens: int = 512,
         prefill_mode: str = "prefill-first",
-        token_budget: int = 2048,
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
         check_interval: int | None = None,
         kv_policy: str = "reserve",
         max_batch: int | None = None,
@@ -720,14 +717,13 @@ class MonolithicInstance(_BatchEngine):
     def _end_iteration(self, now: float) -> None:
         decodes, chunks = self.seg_calls, self.seg_chunks
         finished = []
+        grow = 1 if self.paged else 0
         for c in decodes:
             c.generated += 1
+            c.kv_held += grow
             if c.generated >= c.output_tokens:
                 finished.append(c)
-        if self.paged:
-            for c in decodes:
-                c.kv_held += 1
-            self.reserved += len(decodes)
+        self.reserved += grow * len(decodes)
         if decodes:
             self._count_decode_iterations(1)
             for f in self.sim.listeners["on_decode_progress"]:

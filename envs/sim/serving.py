@@ -34,11 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.catalog import get_gpu, get_model
 from envs.sim.cluster import ClusterSpec, InstanceSpec
 from envs.sim.engines import EnginePreset, engine_names, get_engine
-from envs.sim.latency import InsufficientMemoryError, LatencyModel
-from envs.sim.simulation import Assignment, Invocation, Simulation
+from envs.sim.latency import InsufficientMemoryError
+from envs.sim.simulation import Assignment, Invocation, LatencyCache, Simulation
 from traces.schema import LLMNode, ToolNode, Workflow
 
 
@@ -193,16 +192,8 @@ def closed_loop(
     try:
         preset = get_engine(engine)
         cluster = deployment(gpu, model, tp, precision, kv_precision, fraction)
-        lat = LatencyModel(
-            get_gpu(gpu),
-            get_model(model),
-            tp,
-            fraction,
-            calibration=preset.calibration(_base_calibration()),
-            memory_utilization=preset.memory_utilization,
-            precision=precision,
-            kv_precision=kv_precision,
-        )
+        cache = LatencyCache()  # the simulation reuses the model built (and checked) here
+        lat = cache.get(cluster.instances[0], preset)
     except (KeyError, ValueError, InsufficientMemoryError) as exc:
         raise ServingConfigError(f"cannot represent deployment ({where}): {exc}") from exc
     if lat.model.encoder_only:
@@ -225,6 +216,7 @@ def closed_loop(
         seed=seed,
         compute_horizons=False,
         online_horizons=False,
+        latency_cache=cache,
         engine=preset,
         token_budget=token_budget,
     )
@@ -260,12 +252,6 @@ def closed_loop(
         }
     )
     return out
-
-
-def _base_calibration() -> Any:
-    from envs.sim.latency import load_calibration
-
-    return load_calibration()
 
 
 def _summary(name: str, values: np.ndarray) -> dict[str, float]:

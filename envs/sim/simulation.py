@@ -58,7 +58,7 @@ import simpy
 
 from envs.sim import metrics as _metrics
 from envs.sim.cluster import ClusterSpec, InstanceSpec
-from envs.sim.engines import EnginePreset, get_engine
+from envs.sim.engines import EnginePreset, get_engine, resolve_token_budget
 from envs.sim.instances import (
     KV_POLICIES,
     SCHEDULING_MODES,
@@ -419,12 +419,6 @@ class Simulation:
                 inst = DecodeInstance(self, spec, lat, token_by_token)
                 self.decode.append(inst)
             else:
-                if token_budget is not None:
-                    budget = token_budget
-                elif preset is not None:
-                    budget = preset.token_budget_for(lat.gpu)
-                else:
-                    budget = 2048
                 inst = MonolithicInstance(
                     self,
                     spec,
@@ -436,7 +430,7 @@ class Simulation:
                         else int(prefix_cache_blocks)
                     ),
                     prefill_mode=prefill_mode,
-                    token_budget=budget,
+                    token_budget=resolve_token_budget(preset, lat.gpu, token_budget),
                     check_interval=check_interval,
                     kv_policy=kv_policy,
                     max_batch=None if preset is None else preset.max_batch_for(lat.gpu),
