@@ -33,7 +33,8 @@ mean utilisation per column and the command that regenerates the table. Writes t
 
 Policies are named by :func:`resolve_policy`: a heuristic registered for the env
 (``heuristics.policies_for``), or ``<prefix>:<argument>`` for a loader in
-:data:`POLICY_LOADERS` (``ckpt:PATH`` is reserved for saved SB3 models).
+:data:`POLICY_LOADERS` (``ckpt:PATH``: a saved SB3 model; ``alloc:PATH``: an Allocation-v0
+allocation file).
 """
 
 from __future__ import annotations
@@ -113,6 +114,9 @@ class EnvEntry:
     :param paper: where the default table comes from (for titles and ``--help``).
     :param attainment_xlabel: x label of the attainment plot (what α scales).
     :param fixed: keyword arguments always passed to the env.
+    :param curve: ``(x metric, y metric)``: with a sweep, also plot y against x, one line per
+        policy through the swept values (Scepsy Fig. 6: latency vs achieved throughput);
+        points whose ``sustainable`` metric is 0 are drawn hollow.
     """
 
     gym_id: str
@@ -129,6 +133,7 @@ class EnvEntry:
     paper: str = ""
     attainment_xlabel: str = "SLO scale α"
     fixed: Mapping[str, Any] = field(default_factory=dict)
+    curve: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.select not in {m.key for m in self.headline}:
@@ -187,6 +192,24 @@ ENVS: dict[str, EnvEntry] = {
         paper="GoodServe §4 (Fig. 6: goodput vs SLO scale)",
         attainment_xlabel="SLO scale α  (request meets SLO if latency ≤ α × run-alone latency)",
     ),
+    "allocation": _family(
+        "allocation",
+        headline=(
+            Metric("goodput", "goodput", "higher", "wf/s"),
+            Metric("latency_mean", "mean latency", "lower", "s"),
+        ),
+        select="goodput",
+        reference="scepsy",
+        cluster="scepsy-16",
+        model="per-workload",
+        workloads=("rag_reranker", "beam_search"),
+        baselines=("k8s-hpa", "naive-equal"),
+        own_references=("demand-proportional",),
+        ablations=("scepsy-parallelism-only", "scepsy-fractional-only"),
+        paper="Scepsy §7.2 (Fig. 6: K8s HPA), §7.4 (Fig. 10: ablations)",
+        attainment_xlabel="SLO scale α  (workflow meets SLO if latency ≤ α × run-alone latency)",
+        curve=("throughput", "latency_mean"),
+    ),
 }
 
 PAPER_WORKLOADS = ENVS["pd-cluster"].workloads
@@ -209,7 +232,17 @@ def env_entry(name: str) -> EnvEntry:
 # --------------------------------------------------------------------------------------------
 
 
-def env_option(kind: type, help: str, abbrev: str) -> Any:
+def parse_bool(text: str) -> bool:
+    """``true``/``false`` (also ``1``/``0``, ``yes``/``no``) from the command line."""
+    value = str(text).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def env_option(kind: Any, help: str, abbrev: str) -> Any:
     """A :class:`EvalConfig` field that configures the env (None: the env family's default).
 
     :param kind: parses the command-line value (and ``--sweep`` values).
@@ -260,6 +293,15 @@ class EvalConfig:
     :param token_budget: Routing: override the engine's tokens per iteration.
     :param check_interval: Routing: τ, decode iterations between migration checks (0: none).
     :param migration: Routing: ``token`` or ``kv``.
+    :param gpus: Allocation: GPUs of the pool (4, 8, 16 on ``scepsy-16``).
+    :param workflow_rate: Allocation: workflows/s (constant, or a rate trace's base rate).
+    :param rate_trace: Allocation: a ``traces.rates`` shape for the autoscaling variant.
+    :param rate_window: Allocation: ``train``, ``heldout`` or a start bin of the rate trace.
+    :param periods: Allocation: allocation periods per episode.
+    :param period_seconds: Allocation: simulated seconds per period.
+    :param warmup_seconds: Allocation: arrivals before this are left out of the metrics.
+    :param units_per_gpu: Allocation: F, GPU-fraction units per GPU.
+    :param apl_info: Allocation: add the APL's predictions to the metrics (profiles on first use).
     :param sweep: one env option swept over values (columns = workload × value).
     :param reference: the policy whose reduction (gain) vs the best baseline is reported.
     :param out: output directory (None: ``results/<name derived from these options>``).
@@ -299,6 +341,25 @@ class EvalConfig:
         int, "decode iterations between migration checks (0: none)", "tau"
     )
     migration: str | None = env_option(str, "token (re-prefill) or kv (transfer)", "mig")
+    gpus: int | None = env_option(int, "GPUs of the pool to allocate (whole nodes)", "gpus")
+    workflow_rate: float | None = env_option(
+        float, "workflows/s (base rate of a rate trace)", "rate"
+    )
+    rate_trace: str | None = env_option(
+        str, "varying rate: ragpulse_hourly or azure_code_minutely", "trace"
+    )
+    rate_window: str | None = env_option(
+        str, "rate-trace window: train, heldout or a start bin", "win"
+    )
+    periods: int | None = env_option(int, "allocation periods per episode", "per")
+    period_seconds: float | None = env_option(float, "simulated seconds per period", "ps")
+    warmup_seconds: float | None = env_option(
+        float, "leave arrivals before this out of the metrics", "warm"
+    )
+    units_per_gpu: int | None = env_option(int, "GPU-fraction units per GPU", "F")
+    apl_info: bool | None = env_option(
+        parse_bool, "report the APL's predicted latency/throughput (true/false)", "apl"
+    )
     sweep: Sweep | None = None
     reference: str | None = None
     out: str | None = None
@@ -463,7 +524,24 @@ def load_checkpoint_policy(path: str, env: Any) -> Policy:
 
 #: Policy-spec prefixes (``<prefix>:<argument>``) -> loader(argument, env). Extension point for
 #: learned policies.
-POLICY_LOADERS: dict[str, Callable[[str, Any], Policy]] = {"ckpt": load_checkpoint_policy}
+def load_allocation_policy(path: str, env: Any) -> Policy:
+    """``alloc:PATH``: a user-specified Allocation-v0 allocation from a YAML file (see
+    :meth:`heuristics.allocation.FixedAllocation.from_yaml`), the same every period."""
+    from envs.sim.allocation import AllocationError
+    from heuristics.allocation import FixedAllocation
+
+    if env_name_of(env) != "allocation":
+        raise EvaluationError(f"alloc:{path}: allocation files apply to --env allocation only")
+    try:
+        return FixedAllocation.from_yaml(path)
+    except AllocationError as exc:
+        raise EvaluationError(str(exc)) from exc
+
+
+POLICY_LOADERS: dict[str, Callable[[str, Any], Policy]] = {
+    "ckpt": load_checkpoint_policy,
+    "alloc": load_allocation_policy,
+}
 
 
 def env_name_of(env: Any) -> str | None:
@@ -936,6 +1014,73 @@ def plot_attainment(
     return paths
 
 
+def plot_curve(
+    rows: Sequence[dict[str, Any]], out_dir: str | Path, reference: str | None = None
+) -> list[Path]:
+    """With a sweep and an env entry with a ``curve``: y metric vs x metric, one line per policy
+    through the swept values (mean over seeds), hollow markers where the run was not
+    ``sustainable``; ``curve_<workload>.png``. Returns the written paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    swept = [r for r in rows if r.get("sweep")]
+    if not swept or headline_of(rows).curve is None:
+        return []
+    entry = headline_of(rows)
+    assert entry.curve is not None
+    xkey, ykey = entry.curve
+    reference = reference or entry.reference
+    values = _unique(r["sweep"]["value"] for r in swept)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for workload in _unique(r["workload"] for r in swept):
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        _distinct_colours(ax, len(_unique(r["policy"] for r in swept)))
+        for policy in _unique(r["policy"] for r in swept):
+            pts = []
+            for v in values:
+                rs = [
+                    r
+                    for r in swept
+                    if r["sweep"]["value"] == v
+                    and r["workload"] == workload
+                    and r["policy"] == policy
+                ]
+                if not rs:
+                    continue
+                x = float(np.mean([r["metrics"][xkey] for r in rs]))
+                y = float(np.mean([r["metrics"][ykey] for r in rs]))
+                ok = all(r["metrics"].get("sustainable", 1.0) for r in rs)
+                pts.append((x, y, ok))
+            if not pts:
+                continue
+            bold = policy == reference
+            (line,) = ax.plot(
+                [p[0] for p in pts], [p[1] for p in pts], label=policy,
+                linewidth=2.4 if bold else 1.4, zorder=3 if bold else 2,
+            )  # fmt: skip
+            for x, y, ok in pts:
+                ax.plot(
+                    x, y, marker="o", color=line.get_color(),
+                    markerfacecolor=line.get_color() if ok else "white", zorder=4,
+                )  # fmt: skip
+        ax.set_xlabel(f"{xkey} (achieved)")
+        ax.set_ylabel(ykey)
+        first = [r for r in swept if r["workload"] == workload][0]
+        ax.set_title(f"{workload} — {first['cluster']} (hollow: not sustainable)", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = out / f"curve_{_safe(workload)}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
 def plot_sweep(
     rows: Sequence[dict[str, Any]], out_dir: str | Path, reference: str | None = None
 ) -> list[Path]:
@@ -1242,7 +1387,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(config.out) if config.out else default_out_dir(config)
     json_path = Path(config.json_path) if config.json_path else out / "results.json"
     write_results(rows, json_path, out / "results.csv")
-    pngs = plot_attainment(rows, out, config.reference) + plot_sweep(rows, out, config.reference)
+    pngs = (
+        plot_attainment(rows, out, config.reference)
+        + plot_sweep(rows, out, config.reference)
+        + plot_curve(rows, out, config.reference)
+    )
     command = command_for(config)
     table = format_table(rows, reference=config.reference, command=command)
     (out / "table.txt").write_text(table + "\n")

@@ -78,6 +78,15 @@ class TrainConfig:
     :param token_budget: Routing: override the engine's tokens per iteration.
     :param check_interval: Routing: decode iterations between migration checks.
     :param migration: Routing: ``token`` or ``kv``.
+    :param gpus: Allocation: GPUs of the pool.
+    :param workflow_rate: Allocation: workflows/s (a rate trace's base rate).
+    :param rate_trace: Allocation: rate shape of the autoscaling variant (``traces.rates``).
+    :param rate_window: Allocation: ``train``/``heldout`` window of the rate trace.
+    :param periods: Allocation: periods per episode.
+    :param period_seconds: Allocation: seconds per period.
+    :param warmup_seconds: Allocation: arrivals before this are left out of the metrics.
+    :param units_per_gpu: Allocation: GPU-fraction units per GPU.
+    :param apl_info: Allocation: add the APL's predictions to the metrics.
     :param reward: env reward name.
     :param algo: a key of ``agents.ALGOS``.
     :param bc_expert: heuristic to clone first (None: the env family's expert; "none": RL from
@@ -126,6 +135,15 @@ class TrainConfig:
     token_budget: int | None = None
     check_interval: int | None = None
     migration: str | None = None
+    gpus: int | None = None
+    workflow_rate: float | None = None
+    rate_trace: str | None = None
+    rate_window: str | None = None
+    periods: int | None = None
+    period_seconds: float | None = None
+    warmup_seconds: float | None = None
+    units_per_gpu: int | None = None
+    apl_info: bool | None = None
     reward: str | None = None
     algo: str = "maskable-ppo"
     bc_expert: str | None = None
@@ -159,7 +177,8 @@ ENV_OPTIONS = (
     "cluster", "model", "workload", "count", "load_scale", "estimate_error", "slots", "slo_scale",
     "slo_basis", "instances", "output_predictor", "predictor_error", "engine", "prefill_mode",
     "token_budget",
-    "check_interval", "migration", "reward",
+    "check_interval", "migration", "gpus", "workflow_rate", "rate_trace", "rate_window", "periods",
+    "period_seconds", "warmup_seconds", "units_per_gpu", "apl_info", "reward",
 )  # fmt: skip
 
 

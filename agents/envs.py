@@ -75,6 +75,15 @@ TRAIN_ENVS: dict[str, TrainEnvSpec] = {
         # One decision per request (+ migration checks): 200 requests ≈ 200–300 decisions.
         defaults={"workload": "goodserve", "count": 200},
     ),
+    "allocation": TrainEnvSpec(
+        gym_id=CLI_ENVS["allocation"][0],
+        options=CLI_ENVS["allocation"][1],
+        extractor=SetPoolingExtractor,
+        extractor_kwargs={"hidden": 32, "valid_columns": {"llms": 0}},
+        action_scores=False,
+        # The autoscaling variant: 12 periods of a training window of RAGPulse's daily shape.
+        defaults={"workload": "rag_reranker", "rate_trace": "ragpulse_hourly", "periods": 12},
+    ),
 }
 
 #: Generic fallback when an env has no specialised extractor (documented for new envs).

@@ -3,6 +3,7 @@
 import envs, gymnasium
 env = gymnasium.make("servegym/PDCluster-v0", cluster="hetero-1", workload="mixed")
 env = gymnasium.make("servegym/Routing-v0", cluster="goodserve-4", model="llama3.1-8b")
+env = gymnasium.make("servegym/Allocation-v0", cluster="scepsy-16", gpus=4, workload="rag_reranker")
 # or, without the import: gymnasium.make("envs:servegym/PDCluster-v0")
 """
 
@@ -12,6 +13,8 @@ if "servegym/PDCluster-v0" not in registry:
     register(id="servegym/PDCluster-v0", entry_point="envs.pd_cluster:PDClusterEnv")
 if "servegym/Routing-v0" not in registry:
     register(id="servegym/Routing-v0", entry_point="envs.routing:RoutingEnv")
+if "servegym/Allocation-v0" not in registry:
+    register(id="servegym/Allocation-v0", entry_point="envs.allocation:AllocationEnv")
 
 #: Short env names used by ``train.py`` and ``evaluate.py``: the gym id, and how their
 #: command-line options map to the env's keyword arguments (one table for both scripts).
@@ -48,6 +51,25 @@ CLI_ENVS: dict[str, tuple[str, dict[str, str]]] = {
             "token_budget": "token_budget",
             "check_interval": "check_interval",
             "migration": "migration",
+            "reward": "reward",
+        },
+    ),
+    "allocation": (
+        "servegym/Allocation-v0",
+        {
+            "cluster": "cluster",
+            "gpus": "gpus",
+            "workload": "workload",
+            "workflow_rate": "workflow_rate",
+            "rate_trace": "rate_trace",
+            "rate_window": "rate_window",
+            "periods": "periods",
+            "period_seconds": "period_seconds",
+            "warmup_seconds": "warmup_seconds",
+            "units_per_gpu": "units_per_gpu",
+            "apl_info": "apl_info",
+            "slo_scale": "slo_scale",
+            "engine": "engine",
             "reward": "reward",
         },
     ),

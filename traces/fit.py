@@ -521,6 +521,45 @@ FITS: dict[str, Callable[[Path], tuple[dict[str, Any], list[str], str]]] = {
 }
 
 
+def fit_rate_traces(d: Path) -> tuple[dict[str, Any], list[str], str]:
+    """Arrival-rate shapes for the varying-rate Allocation-v0 episodes (Scepsy's autoscaling
+    problem): requests per bin over a real service's trace, divided by the trace's mean, so a
+    schedule is ``base rate x shape``."""
+    rag = d / "ragpulse" / "0_trace.jsonl"
+    ts = np.sort([float(r["timestamp"]) for r in _read_jsonl(rag)])
+    hourly = np.bincount((ts // 3600).astype(int))
+    azure = d / "azure_llm_2023" / "AzureLLMInferenceTrace_code.csv"
+    with open(azure, newline="", encoding="utf-8") as f:
+        stamps = [
+            datetime.datetime.fromisoformat(row["TIMESTAMP"][:26]) for row in csv.DictReader(f)
+        ]
+    t0 = min(stamps)
+    secs = np.array([(t - t0).total_seconds() for t in stamps])
+    minutely = np.bincount((secs // 60).astype(int))
+    stats = {
+        "ragpulse_hourly": {
+            "bin_seconds": 3600,
+            "shape": [_r(x, 3) for x in hourly / hourly.mean()],
+            "requests": int(hourly.sum()),
+        },
+        "azure_code_minutely": {
+            "bin_seconds": 60,
+            "shape": [_r(x, 3) for x in minutely / minutely.mean()],
+            "requests": int(minutely.sum()),
+        },
+    }
+    sources = ["ragpulse/0_trace.jsonl", "azure_llm_2023/AzureLLMInferenceTrace_code.csv"]
+    proc = (
+        "requests per hour over the 7-day RAGPulse trace (168 bins: a diurnal service) and per "
+        "minute over the 1-hour Azure code trace (58 bins: bursty), each divided by its mean "
+        "(shape mean 1). traces.rates.rate_schedule scales a window of a shape by a base rate."
+    )
+    return stats, sources, proc
+
+
+FITS["rate_traces"] = fit_rate_traces
+
+
 def render(name: str, stats: dict[str, Any], sources: list[str], procedure: str) -> str:
     """The YAML text of one stats file: a provenance header comment, then the statistics.
 

@@ -165,7 +165,11 @@ class _BatchEngine:
         self.index = spec.index
         self.gpu = spec.gpu
         self.latency = latency
-        self.capacity = int(latency.kv_capacity_tokens)
+        # Encoder-only models keep no KV cache: a batch is bounded by the activation memory,
+        # ``max_batch_tokens`` prompt tokens in flight (held during the prefill only).
+        self.capacity = int(
+            latency.max_batch_tokens if latency.model.encoder_only else latency.kv_capacity_tokens
+        )
         caps = [b for b in (spec.max_batch_size, max_batch) if b]
         self.max_batch = min(caps) if caps else _NO_BATCH_CAP
         if kv_policy not in KV_POLICIES:
@@ -197,6 +201,10 @@ class _BatchEngine:
         self.check_interval: int | None = None
         self._check_due = False
         self.paused = False
+        # Reconfiguration (servegym/Allocation-v0): an instance added mid-run serves from
+        # ``ready_at`` (model load); a retired one takes no new calls and drains its queue.
+        self.ready_at = 0.0
+        self.retired = False
 
     # -- queue interface ---------------------------------------------------------------------
     def enqueue(self, call: Call) -> None:

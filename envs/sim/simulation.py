@@ -47,6 +47,7 @@ that estimate instance speed online (GoodServe §3.3); see ``LISTENER_METHODS``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time as _time
 from collections.abc import Callable, Sequence
@@ -306,8 +307,10 @@ class Simulation:
         date at every reveal and completion (False: skip it, for envs that never read it; it
         costs a latency-model sweep over the instances per call).
     :param prefix_cache_blocks: LRU prefix-cache blocks per monolithic instance (0 = off), or
-        ``"kv"``: as many 512-token blocks as the instance's KV capacity holds (vLLM keeps cached
+        ``"kv"``: as many blocks as the instance's KV capacity holds (vLLM keeps cached
         prefixes in free KV blocks; the LRU bound is that memory).
+    :param prefix_block_tokens: tokens per block of the workload's ``prefix_hashes`` (512:
+        Mooncake's traces; 16: vLLM's block size, used by the beam-search generator).
     :param time_limit: stop the simulation at this simulated time in seconds (None = run out).
     :param engine: serving-engine preset of the monolithic instances (``vllm``, ``sglang``,
         ``trtllm``; see :mod:`envs.sim.engines`): sets their scheduling, token budget, batch
@@ -349,6 +352,7 @@ class Simulation:
         migration: str = "token",
         engine: str | EnginePreset | None = None,
         kv_policy: str | None = None,
+        prefix_block_tokens: int = 512,
     ):
         if cluster.architecture == "pool":
             raise WorkloadError(
@@ -382,6 +386,13 @@ class Simulation:
         if migration not in MIGRATION_MODES:
             raise ValueError(f"migration must be one of {MIGRATION_MODES}, got {migration!r}")
         self.engine = preset
+        self.token_by_token = token_by_token
+        self.prefix_cache_blocks = prefix_cache_blocks
+        if isinstance(prefix_block_tokens, bool) or not isinstance(prefix_block_tokens, int):
+            raise ValueError(f"prefix_block_tokens must be an integer, got {prefix_block_tokens!r}")
+        if prefix_block_tokens < 1:
+            raise ValueError(f"prefix_block_tokens must be >= 1, got {prefix_block_tokens}")
+        self.prefix_block_tokens = prefix_block_tokens
         self.prefill_mode = prefill_mode
         self.token_budget = token_budget
         self.kv_policy = kv_policy
@@ -394,7 +405,6 @@ class Simulation:
         self.seed = seed
         self.estimate_error = estimate_error
         self.output_predictor = output_predictor
-        self.token_by_token = token_by_token
         self.compute_horizons = compute_horizons
         self.horizon_scheduler = horizon_scheduler
         self.latency_cache = latency_cache or LatencyCache()
@@ -419,22 +429,7 @@ class Simulation:
                 inst = DecodeInstance(self, spec, lat, token_by_token)
                 self.decode.append(inst)
             else:
-                inst = MonolithicInstance(
-                    self,
-                    spec,
-                    lat,
-                    token_by_token,
-                    prefix_cache_blocks=(
-                        int(lat.kv_capacity_tokens) // 512
-                        if prefix_cache_blocks == "kv"
-                        else int(prefix_cache_blocks)
-                    ),
-                    prefill_mode=prefill_mode,
-                    token_budget=resolve_token_budget(preset, lat.gpu, token_budget),
-                    check_interval=check_interval,
-                    kv_policy=kv_policy,
-                    max_batch=None if preset is None else preset.max_batch_for(lat.gpu),
-                )
+                inst = self._make_monolithic(spec)
                 self.monolithic.append(inst)
             self.instances.append(inst)
         self.pd = cluster.architecture == "pd"
@@ -594,6 +589,59 @@ class Simulation:
         for inst in touched.values():
             inst.on_queue_changed()
 
+    # -- reconfiguration (servegym/Allocation-v0) --------------------------------------------
+    def add_instances(
+        self, specs: Sequence[InstanceSpec], ready_at: float | None = None
+    ) -> list[MonolithicInstance]:
+        """Start monolithic instances mid-run (an autoscaler or a new allocation adding
+        replicas). They take indices after the existing ones (``specs``' own indices are
+        replaced) and serve from ``ready_at`` (default: now); calls routed to them earlier wait
+        in their queue, as requests wait for a pod that is loading its model.
+
+        :raises SchedulingError: on a P-D cluster, a non-monolithic spec or ``ready_at`` in the
+            past.
+        """
+        if self.pd:
+            raise SchedulingError("instances can be added to monolithic clusters only")
+        now = self.env.now
+        ready = now if ready_at is None else float(ready_at)
+        if not ready >= now:
+            raise SchedulingError(f"ready_at {ready_at} is before the current time {now}")
+        added: list[MonolithicInstance] = []
+        new_specs = []
+        for spec in specs:
+            if spec.role != "monolithic":
+                raise SchedulingError(
+                    f"instance {spec.name!r}: role {spec.role!r} is not monolithic"
+                )
+            spec = dataclasses.replace(spec, index=len(self.instances))
+            new_specs.append(spec)
+            inst = self._make_monolithic(spec)
+            inst.ready_at = ready
+            if ready > now:
+                inst.paused = True
+                self.schedule(ready - now, lambda _e, i=inst: self._instance_ready(i))
+            self.monolithic.append(inst)
+            self.instances.append(inst)
+            self.served_models.add(spec.model)
+            added.append(inst)
+        self.cluster = dataclasses.replace(
+            self.cluster, instances=self.cluster.instances + tuple(new_specs)
+        )
+        return added
+
+    def _instance_ready(self, inst: MonolithicInstance) -> None:
+        inst.paused = False
+        inst.on_queue_changed()
+
+    def retire_instance(self, index: int) -> None:
+        """Stop routing to monolithic instance ``index`` (a replica scaled away): it takes no new
+        calls and finishes the ones it runs, like a gracefully terminated server; calls queued
+        there and not started stay unless a plan moves them (plans may move them elsewhere)."""
+        if not 0 <= index < len(self.instances) or self.instances[index].role != "monolithic":
+            raise SchedulingError(f"instance {index!r} is not a monolithic instance")
+        self.instances[index].retired = True
+
     def _dequeue_waiting(self, call: Call, inst: Any) -> None:
         if isinstance(inst, PrefillInstance):
             inst.remove(call)
@@ -626,6 +674,10 @@ class Simulation:
                     f"{[i.index for i in self.instances if i.role == role]})"
                 )
             self._check_serves(c, p, "instance")
+            if not self.pd and self.instances[p].retired and c.prefill_instance != p:
+                raise SchedulingError(
+                    f"call {c.id}: instance {p} is retired and takes no new calls"
+                )
             d = a.decode_instance if self.pd else p
             if self.pd and (d is None or not 0 <= d < n_inst or self.instances[d].role != "decode"):
                 raise SchedulingError(
@@ -819,6 +871,28 @@ class Simulation:
             Invocation(stage, self.env.now, trigger, calls, new_calls, self.invocation_count)
         )
         self.invocation_count += 1
+
+    def _make_monolithic(self, spec: InstanceSpec) -> MonolithicInstance:
+        preset = self.engine
+        lat = self.latency_cache.get(spec, preset)
+        blocks = self.prefix_cache_blocks
+        return MonolithicInstance(
+            self,
+            spec,
+            lat,
+            self.token_by_token,
+            prefix_cache_blocks=(
+                int(lat.kv_capacity_tokens) // self.prefix_block_tokens
+                if blocks == "kv"
+                else int(blocks)
+            ),
+            block_tokens=self.prefix_block_tokens,
+            prefill_mode=self.prefill_mode,
+            token_budget=resolve_token_budget(preset, lat.gpu, self.token_budget),
+            check_interval=self.check_interval,
+            kv_policy=self.kv_policy,
+            max_batch=None if preset is None else preset.max_batch_for(lat.gpu),
+        )
 
     def _on_arrival(self, _event: Any) -> None:
         run = self.runs[self._next_arrival]

@@ -15,6 +15,12 @@ Target statistics (``traces/stats/beam_search.yaml`` ``targets``, from
 * ``mean_generator_invocations``, ``median_generator_invocations`` -- per request.
 * ``mean_depth`` -- search steps per request.
 * ``arrival_rate_per_s`` -- 1 req/s (Scepsy sweeps beam-search rates; ours is a default).
+
+Every call carries ``prefix_hashes`` over 16-token blocks (:data:`PREFIX_BLOCK_TOKENS`): the
+candidates of one beam share its prompt, and a verifier call shares its generator call's prompt
+plus the new step — the "high prefix cache hit rates in the multi-turn beam search workflow"
+Scepsy §4 reports. Read them with ``Simulation(prefix_cache_blocks="kv",
+prefix_block_tokens=16)`` (``servegym/Allocation-v0`` does).
 """
 
 from __future__ import annotations
@@ -27,6 +33,33 @@ from traces.generators._common import generate_family
 from traces.schema import LLMNode, Node, ToolNode, Workflow
 
 SELECT_LATENCY_S = 0.001
+#: Tokens per prefix-cache block of the ``prefix_hashes`` this generator writes: vLLM's default
+#: KV block size (16), so a simulation must use ``prefix_block_tokens=16`` to read them.
+PREFIX_BLOCK_TOKENS = 16
+
+
+def prefix_hashes(
+    seed: int, segments: list[tuple[int, int]], total: int, block: int = PREFIX_BLOCK_TOKENS
+) -> tuple[int, ...]:
+    """Hashes of the full ``block``-token blocks of a prompt made of ``segments`` (``(segment
+    id, tokens)`` in prompt order) and ``total`` tokens long. Block k's hash chains block k−1's
+    with the ids of the segments it overlaps, so two prompts share a block hash exactly when
+    they share every token up to the block's end. Integer-only hashing: stable across
+    processes and ``PYTHONHASHSEED`` values."""
+    out: list[int] = []
+    h = hash((seed, -1))
+    starts, pos = [], 0
+    for sid, n in segments:
+        starts.append((pos, pos + n, sid))
+        pos += n
+    k = 0
+    while (k + 1) * block <= total:
+        lo, hi = k * block, (k + 1) * block
+        ids = tuple(sid for a, b, sid in starts if a < hi and b > lo)
+        h = hash((h, ids))
+        out.append(h)
+        k += 1
+    return tuple(out)
 
 
 def _lognormal_int(rng: np.random.Generator, spec: dict[str, float], size: int) -> np.ndarray:
@@ -54,16 +87,35 @@ def build_workflow(
     verifier = stats["models"]["verifier"]
     problem = int(_lognormal_int(rng, stats["problem_tokens"], 1)[0])
     beams = np.zeros(keep, dtype=int)  # tokens generated so far on each kept beam
+    # Prompt contents for prefix caching: the problem, then the steps along the beam's lineage
+    # (segment ids: 0 = problem, 1 + s * width + j = candidate j of step s); each model's
+    # prompts hash apart (a different prompt template and a different engine).
+    uid = int(rng.integers(1 << 62))
+    lineage: list[list[tuple[int, int]]] = [[(0, problem)] for _ in range(keep)]
     nodes: list[Node] = []
     gate: tuple[str, ...] = ()
     for s in range(depth):
         steps = _lognormal_int(rng, stats["step_tokens"], width)
         parent_beam = np.arange(width) % keep
         scored = []
+        cand: list[list[tuple[int, int]]] = []
         for j in range(width):
             ctx = problem + int(beams[parent_beam[j]])
             gid, vid = f"s{s}g{j}", f"s{s}v{j}"
-            nodes.append(LLMNode(gid, model, ctx, int(steps[j]), gate, "generate"))
+            segs = lineage[parent_beam[j]]
+            mine = [*segs, (1 + s * width + j, int(steps[j]))]
+            cand.append(mine)
+            nodes.append(
+                LLMNode(
+                    gid,
+                    model,
+                    ctx,
+                    int(steps[j]),
+                    gate,
+                    "generate",
+                    prefix_hashes=prefix_hashes(hash((uid, 1)), segs, ctx),
+                )
+            )
             nodes.append(
                 LLMNode(
                     vid,
@@ -72,6 +124,7 @@ def build_workflow(
                     int(stats["verifier_output_tokens"]),
                     (gid,),
                     "verify",
+                    prefix_hashes=prefix_hashes(hash((uid, 2)), mine, ctx + int(steps[j])),
                 )
             )
             scored.append(vid)
@@ -79,6 +132,7 @@ def build_workflow(
         gate = (f"s{s}select",)
         kept = rng.choice(width, size=keep, replace=False)
         beams = beams[parent_beam[kept]] + steps[kept]
+        lineage = [cand[k] for k in kept]
     meta = {"workload": "beam_search", "depth": depth, "generator_invocations": depth * width}
     return Workflow(wid, arrival, tuple(nodes), meta=meta)
 

@@ -1,0 +1,369 @@
+"""Baselines and the Scepsy expert for ``servegym/Allocation-v0``.
+
+Every policy here acts one LLM at a time through the env's menu, reading only
+``info["decision_context"]`` (:class:`envs.allocation.AllocationContext`). A policy that plans a
+whole allocation at a period's first step emits its per-LLM options in the env's order; if an
+option is masked (the env's placement check can be stricter than the policy's), it takes the
+nearest legal option (:func:`nearest_legal`) and counts it in ``fallbacks``.
+
+===========================  ================================================================
+name                         rule (source)
+===========================  ================================================================
+``scepsy``                   APL + GPU scheduler at the period's target rate (Scepsy §4–§5)
+``scepsy-parallelism-only``  Scepsy without fractional shares (whole GPUs; Fig. 10 ablation)
+``scepsy-fractional-only``   Scepsy without tensor parallelism (TP 1; Fig. 10 ablation)
+``k8s-hpa``                  Kubernetes HPA per LLM, whole-GPU TP-1 replicas (§7.2)
+``naive-equal``              equal GPU split, TP 1, fixed
+``demand-proportional``      GPUs in proportion to each LLM's traced GPU-seconds per workflow,
+                             TP 1 (our own strong simple reference)
+``alloc:PATH``               a user-specified allocation from a YAML file (evaluate.py prefix)
+===========================  ================================================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from envs.allocation import AllocationContext
+from envs.sim.allocation import Allocation, AllocationError, LLMAllocation
+from heuristics.base import register
+
+
+def allocation_context(info: Mapping[str, Any]) -> AllocationContext:
+    ctx = info.get("decision_context")
+    if not isinstance(ctx, AllocationContext):
+        raise ValueError(
+            "this policy acts in servegym/Allocation-v0 and needs info['decision_context'] to be "
+            f"an AllocationContext, got {type(ctx).__name__}"
+        )
+    return ctx
+
+
+def nearest_legal(ctx: AllocationContext, want: LLMAllocation) -> int:
+    """The legal option closest to ``want``: exact if legal; else the fewest units away, then
+    the same TP, then the same replica count, then the smaller."""
+    F = ctx.units_per_gpu
+    target = (want.share_units, want.tp, want.replicas)
+    if target in ctx.options:
+        k = ctx.options.index(target)
+        if ctx.mask[k]:
+            return k
+    best, best_key = -1, None
+    for k in np.flatnonzero(ctx.mask):
+        s, t, d = ctx.options[k]
+        key = (abs(s * t * d - want.units), t != want.tp, abs(d - want.replicas), s * t * d)
+        if best_key is None or key < best_key:
+            best, best_key = int(k), key
+    if best < 0:
+        raise RuntimeError(f"no legal option for {ctx.model} (units_per_gpu {F})")
+    return best
+
+
+class PlanPolicy:
+    """Base: ``plan(ctx)`` gives a whole :class:`Allocation` at each period's first step; the
+    steps emit its entries."""
+
+    name = "plan"
+
+    def __init__(self) -> None:
+        self.fallbacks = 0
+        self._plan: Allocation | None = None
+
+    def reset(self) -> None:
+        self.fallbacks = 0
+        self._plan = None
+
+    def plan(self, ctx: AllocationContext) -> Allocation:
+        raise NotImplementedError
+
+    def act(self, obs: Any, info: dict[str, Any]) -> int:
+        ctx = allocation_context(info)
+        if ctx.current == 0 or self._plan is None:
+            self._plan = self.plan(ctx)
+        want = self._plan.get(ctx.model)
+        k = nearest_legal(ctx, want)
+        if ctx.options[k] != (want.share_units, want.tp, want.replicas):
+            self.fallbacks += 1
+        return k
+
+
+def _tp1_replicas(model: str, units: int, F: int) -> LLMAllocation:
+    """``units`` as TP-1 replicas of equal shares of at most one GPU (as many whole-GPU-sized
+    shares as possible: ``d = ceil(units / F)``, share = ``units // d``)."""
+    d = max(1, math.ceil(units / F))
+    share = units // d
+    return LLMAllocation(model, units=share * d, tp=1, replicas=d)
+
+
+@register("naive-equal", env="allocation")
+class NaiveEqual(PlanPolicy):
+    """Equal split at TP 1: each of the M LLMs gets ``floor(G / M)`` whole GPUs as TP-1
+    replicas (at least one replica; with fewer GPUs than LLMs, ``floor(G·F / M)`` units as one
+    fractional replica); GPUs left over stay idle. The same allocation every period (a
+    hand-deployed cluster: "user-specified allocations" without workflow knowledge)."""
+
+    name = "naive-equal"
+
+    def plan(self, ctx: AllocationContext) -> Allocation:
+        F, G, M = ctx.units_per_gpu, ctx.topology.num_gpus, len(ctx.models)
+        llms = []
+        for m in ctx.models:
+            if G >= M:
+                llms.append(LLMAllocation(m, units=(G // M) * F, tp=1, replicas=G // M))
+            else:
+                llms.append(LLMAllocation(m, units=max(1, G * F // M), tp=1, replicas=1))
+        return Allocation(tuple(llms), units_per_gpu=F)
+
+
+@register("demand-proportional", env="allocation")
+class DemandProportional(PlanPolicy):
+    """GPU units in proportion to each LLM's GPU-seconds per workflow (``ctx.demand``: calls per
+    workflow × their mean run-alone time on a whole GPU, from a traced sample), at least each
+    LLM's minimum, as TP-1 replicas of up to one GPU each. What a reviewer would try first: it
+    uses the same traced statistics as Scepsy, without profiles or a search."""
+
+    name = "demand-proportional"
+
+    def plan(self, ctx: AllocationContext) -> Allocation:
+        F = ctx.units_per_gpu
+        total = ctx.topology.num_gpus * F
+        demand = np.array([max(ctx.demand.get(m, 0.0), 1e-9) for m in ctx.models])
+        mins = np.array([ctx.min_units[m] for m in ctx.models])
+        units = np.maximum(mins, np.floor(total * demand / demand.sum())).astype(int)
+        while units.sum() > total:  # give back from the largest share above its minimum
+            j = int(np.argmax(np.where(units > mins, units, -1)))
+            units[j] -= 1
+        return Allocation(
+            tuple(_tp1_replicas(m, int(u), F) for m, u in zip(ctx.models, units, strict=True)),
+            units_per_gpu=F,
+        )
+
+
+class FixedAllocation(PlanPolicy):
+    """A user-specified allocation, the same every period.
+
+    :param allocation: the allocation (its ``units_per_gpu`` must match the env's).
+    :param name: label in result tables.
+    """
+
+    def __init__(self, allocation: Allocation, name: str = "fixed"):
+        super().__init__()
+        self.allocation = allocation
+        self.name = name
+
+    def plan(self, ctx: AllocationContext) -> Allocation:
+        if self.allocation.units_per_gpu != ctx.units_per_gpu:
+            raise AllocationError(
+                f"allocation {self.name!r} is in units of 1/{self.allocation.units_per_gpu} GPU "
+                f"but the env uses 1/{ctx.units_per_gpu}"
+            )
+        missing = set(ctx.models) - set(self.allocation.models)
+        if missing:
+            raise AllocationError(
+                f"allocation {self.name!r} has no entry for {sorted(missing)} (the workload's "
+                f"LLMs: {list(ctx.models)})"
+            )
+        return self.allocation
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> FixedAllocation:
+        """Read ``units_per_gpu: 4`` and ``llms: [{model, units, tp, replicas}, ...]``.
+
+        :raises AllocationError: naming the file and entry on a malformed file.
+        """
+        p = Path(path)
+        if not p.is_file():
+            raise AllocationError(f"allocation file {str(p)!r} does not exist")
+        try:
+            data = yaml.safe_load(p.read_text())
+        except yaml.YAMLError as exc:
+            raise AllocationError(f"{p}: not valid YAML: {exc}") from exc
+        if not isinstance(data, dict) or not isinstance(data.get("llms"), list):
+            raise AllocationError(f"{p}: expected a mapping with a list 'llms'")
+        llms = []
+        for k, e in enumerate(data["llms"]):
+            if not isinstance(e, dict) or "model" not in e or "units" not in e:
+                raise AllocationError(f"{p}: llms[{k}] needs 'model' and 'units', got {e!r}")
+            unknown = set(e) - {"model", "units", "tp", "replicas"}
+            if unknown:
+                raise AllocationError(f"{p}: llms[{k}] has unknown keys {sorted(unknown)}")
+            for key in ("units", "tp", "replicas"):
+                v = e.get(key, 1)
+                if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                    raise AllocationError(
+                        f"{p}: llms[{k}].{key} must be an integer >= 1, got {v!r}"
+                    )
+            llms.append(
+                LLMAllocation(str(e["model"]), e["units"], e.get("tp", 1), e.get("replicas", 1))
+            )
+        F = data.get("units_per_gpu", 4)
+        if isinstance(F, bool) or not isinstance(F, int) or F < 1:
+            raise AllocationError(f"{p}: units_per_gpu must be an integer >= 1, got {F!r}")
+        return cls(Allocation(tuple(llms), units_per_gpu=F), name=f"alloc:{p.name}")
+
+
+@register("k8s-hpa", env="allocation")
+class KubernetesHPA:
+    """Kubernetes' Horizontal Pod Autoscaler, one Deployment per LLM (Scepsy §7.2's K8s baseline
+    with the upstream HPA defaults; Scepsy names the baseline, Kubernetes documents the rule):
+
+    * a pod is one TP-1 replica on one whole GPU (``nvidia.com/gpu: 1``; K8s cannot share a
+      GPU between pods without MPS, which is Scepsy's contribution);
+    * every sync period (the env's ``period_seconds``; K8s default 15 s) per LLM:
+      ``desired = ceil(current × metric / target)``, unchanged while ``|metric / target − 1| ≤
+      tolerance`` (0.1);
+    * scale-up at most ``max(2 × current, current + 4)`` per sync (K8s default scale-up policy);
+      scale-down takes the highest recommendation of the last ``stabilization_s`` (300 s);
+    * ``min_replicas`` 1; pods beyond the GPUs stay Pending (the env's menu caps the count, LLMs
+      in the env's order get GPUs first);
+    * new pods serve after the env's cold start (model load), as a real pod would.
+
+    :param metric: ``utilisation`` (mean engine-busy fraction of the replicas: GPU utilisation
+        as DCGM exports it; default) or ``in-flight`` (running + waiting calls per replica).
+    :param target: target value of the metric (0.7 utilisation; 8 calls in flight).
+    :param tolerance: HPA's tolerance.
+    :param stabilization_s: scale-down stabilisation window, seconds.
+    :param min_replicas: minimum replicas per LLM.
+    """
+
+    name = "k8s-hpa"
+
+    def __init__(
+        self,
+        metric: str = "utilisation",
+        target: float | None = None,
+        tolerance: float = 0.1,
+        stabilization_s: float = 300.0,
+        min_replicas: int = 1,
+    ):
+        if metric not in ("utilisation", "in-flight"):
+            raise ValueError(f"metric must be 'utilisation' or 'in-flight', got {metric!r}")
+        self.metric = metric
+        self.target = float(
+            target if target is not None else (0.7 if metric == "utilisation" else 8)
+        )
+        if not self.target > 0:
+            raise ValueError(f"target must be > 0, got {target}")
+        self.tolerance = float(tolerance)
+        self.stabilization_s = float(stabilization_s)
+        self.min_replicas = int(min_replicas)
+        self.reset()
+
+    def reset(self) -> None:
+        self.fallbacks = 0
+        self._history: dict[str, deque[tuple[float, int]]] = {}
+        self._plan: dict[str, int] = {}
+
+    def desired(self, current: int, value: float) -> int:
+        """HPA's recommendation from ``current`` replicas and the measured ``value``."""
+        ratio = value / self.target
+        if abs(ratio - 1.0) <= self.tolerance:
+            return current
+        return max(self.min_replicas, math.ceil(current * ratio))
+
+    def recommend(self, ctx: AllocationContext, model: str) -> int:
+        prev = ctx.previous.get(model).replicas if ctx.previous is not None else self.min_replicas
+        met = ctx.llm_metrics.get(model)
+        if ctx.previous is None or met is None:
+            return prev
+        value = met.busy_fraction if self.metric == "utilisation" else met.in_flight
+        want = self.desired(prev, value)
+        want = min(want, max(2 * prev, prev + 4))  # scale-up rate limit
+        hist = self._history.setdefault(model, deque())
+        hist.append((ctx.time, want))
+        while hist and hist[0][0] < ctx.time - self.stabilization_s:
+            hist.popleft()
+        if want < prev:  # scale down only as far as the window's highest recommendation
+            want = min(prev, max(w for _, w in hist))
+        return max(self.min_replicas, want)
+
+    def act(self, obs: Any, info: dict[str, Any]) -> int:
+        ctx = allocation_context(info)
+        F = ctx.units_per_gpu
+        d = self.recommend(ctx, ctx.model)
+        tp = (
+            1
+            if ctx.min_share.get((ctx.model, 1))
+            else min(t for (m, t), s in ctx.min_share.items() if m == ctx.model and s)
+        )
+        # The largest legal replica count up to d (Pending pods beyond the GPUs).
+        for r in range(min(d, ctx.max_replicas), 0, -1):
+            k = ctx.options.index((F, tp, r)) if (F, tp, r) in ctx.options else -1
+            if k >= 0 and ctx.mask[k]:
+                if r != d:
+                    self.fallbacks += 1
+                return k
+        self.fallbacks += 1
+        return nearest_legal(ctx, LLMAllocation(ctx.model, F * tp * d, tp, d))
+
+
+class ScepsyPolicy(PlanPolicy):
+    """Scepsy (papers/004): at each period, the GPU scheduler (§5,
+    :func:`heuristics.scepsy.search.search`) over the workload's Aggregate LLM Pipeline (§4,
+    built by tracing and replay profiling on the simulator, cached on disk) picks the allocation
+    with the lowest predicted latency that sustains the period's target rate; the env places it
+    (§6). Re-solved when the target rate changes.
+
+    :param fractional: allow fractional GPU shares (False: the "parallelism-only" ablation).
+    :param tensor_parallel: allow TP > 1 (False: the "fractional-only" ablation).
+    :param stat: latency statistic the APL predicts (``mean``; or a percentile).
+    :param headroom: plan for ``headroom × target rate`` (1.0: the paper's target as given).
+    """
+
+    def __init__(
+        self,
+        name: str = "scepsy",
+        fractional: bool = True,
+        tensor_parallel: bool = True,
+        stat: str = "mean",
+        headroom: float = 1.0,
+    ):
+        super().__init__()
+        self.name = name
+        self.fractional = fractional
+        self.tensor_parallel = tensor_parallel
+        self.stat = stat
+        self.headroom = float(headroom)
+        self._solved: dict[tuple, Allocation] = {}
+        self.last_result: Any = None
+
+    def plan(self, ctx: AllocationContext) -> Allocation:
+        from envs.sim.scepsy import pipeline_for
+
+        from heuristics.scepsy.search import search
+
+        rate = ctx.target_rate * self.headroom
+        key = (ctx.workload, ctx.topology, ctx.units_per_gpu, round(rate, 6))
+        if key not in self._solved:
+            apl = pipeline_for(ctx.workload, ctx.topology.gpu, ctx.units_per_gpu, engine=ctx.engine)
+            res = search(
+                apl,
+                rate,
+                ctx.topology,
+                units_per_gpu=ctx.units_per_gpu,
+                max_replicas=ctx.max_replicas,
+                fractional=self.fractional,
+                tensor_parallel=self.tensor_parallel,
+                memory_utilization=ctx.memory_utilization,
+                min_kv_tokens=ctx.min_kv_tokens,
+                stat=self.stat,
+            )
+            self.last_result = res
+            self._solved[key] = res.allocation
+        return self._solved[key]
+
+
+register("scepsy", env="allocation")(lambda: ScepsyPolicy("scepsy"))
+register("scepsy-parallelism-only", env="allocation")(
+    lambda: ScepsyPolicy("scepsy-parallelism-only", fractional=False)
+)
+register("scepsy-fractional-only", env="allocation")(
+    lambda: ScepsyPolicy("scepsy-fractional-only", tensor_parallel=False)
+)

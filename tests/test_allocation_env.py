@@ -1,0 +1,248 @@
+"""servegym/Allocation-v0: API conformance, masking, reconfiguration, rewards, baselines."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import envs  # noqa: F401
+from envs.allocation import AllocationEnv
+from envs.sim.allocation import Allocation, AllocationError, LLMAllocation
+from envs.sim.cluster import ClusterSpec, InstanceSpec
+from envs.sim.scheduler import DefaultScheduler
+from envs.sim.simulation import SchedulingError, Simulation
+from heuristics import make_policy
+from heuristics.allocation import FixedAllocation, KubernetesHPA
+from traces.rates import HELDOUT_BINS, TRAIN_BINS, rate_schedule
+from traces.schema import LLMNode, Workflow
+
+
+def run(env, policy, seed=0):
+    obs, info = env.reset(seed=seed)
+    policy.reset()
+    total, done = 0.0, False
+    while not done:
+        obs, r, term, trunc, info = env.step(policy.act(obs, info))
+        total += r
+        done = term or trunc
+    return total, info
+
+
+def small(**kw):
+    kw.setdefault("period_seconds", 30.0)
+    kw.setdefault("workflow_rate", 2.0)
+    return AllocationEnv(**kw)
+
+
+def test_checkers_pass_on_the_default_construction():
+    from stable_baselines3.common.env_checker import check_env as sb3_check
+
+    env = gym.make("servegym/Allocation-v0")
+    assert isinstance(env.unwrapped, AllocationEnv)
+    # The checkers step uniformly random actions, most of which the menu masks: like
+    # PDCluster's test, they run in the penalize mode; everything else is the default.
+    check_env(AllocationEnv(invalid_action="penalize", render_mode="ansi"))
+    sb3_check(AllocationEnv(invalid_action="penalize"), warn=False)
+
+
+def test_same_seed_same_episode_and_different_seed_differs():
+    env = small(periods=2)
+    pol = make_policy("demand-proportional")
+    r1, i1 = run(env, pol, seed=3)
+    r2, i2 = run(env, pol, seed=3)
+    r3, i3 = run(env, pol, seed=4)
+    assert r1 == r2 and i1["metrics"] == i2["metrics"] and i1["latencies"] == i2["latencies"]
+    assert i1["latencies"] != i3["latencies"]
+
+
+def test_random_legal_actions_never_break_placement_and_every_workflow_is_accounted():
+    env = small(periods=3, workload="rag_reranker")
+    rng = np.random.default_rng(0)
+    for seed in range(3):
+        obs, info = env.reset(seed=seed)
+        done = False
+        while not done:
+            mask = env.action_masks()
+            assert mask.any(), "the mask must never trap the policy"
+            assert np.array_equal(mask, info["action_mask"])
+            a = int(rng.choice(np.flatnonzero(mask)))
+            obs, r, term, trunc, info = env.step(a)
+            done = term or trunc
+            if not done:
+                used = env.unwrapped.placement.used_units() if env.unwrapped.placement else {}
+                assert all(u <= env.unwrapped.F for u in used.values())
+        m = info["metrics"]
+        assert m["num_workflows"] == len(info["latencies"]) == len(info["slos"])
+        assert m["num_completed"] == sum(math.isfinite(x) for x in info["latencies"])
+
+
+def test_masked_action_raises_a_clear_error_and_penalize_falls_back():
+    env = small()
+    env.reset(seed=0)
+    illegal = int(np.flatnonzero(~env.action_masks())[0])
+    with pytest.raises(ValueError, match="masked action"):
+        env.step(illegal)
+    pen = small(invalid_action="penalize", invalid_penalty=2.0)
+    pen.reset(seed=0)
+    _, r, *_ = pen.step(illegal)
+    assert r == -2.0
+
+
+def test_minimum_share_and_tp_limit_are_masked():
+    env = small(units_per_gpu=4)
+    env.reset(seed=0)
+    ctx = env._ctx
+    assert ctx.model == "llama3-8b"  # largest model first
+    need = ctx.min_share[("llama3-8b", 1)]
+    assert need == 2  # 16 GB of weights + 8k KV tokens do not fit a quarter of a 48 GB A6000
+    for k, (s, t, _d) in enumerate(ctx.options):
+        if t == 4:  # NVLink pairs: TP 4 would cross PCIe
+            assert not ctx.mask[k]
+        if t == 1 and s < need:
+            assert not ctx.mask[k]
+
+
+def test_dense_rewards_sum_to_the_goodput_count():
+    env = small(periods=2)
+    total, info = run(env, make_policy("demand-proportional"), seed=1)
+    lat, slo = np.array(info["latencies"]), np.array(info["slos"])
+    assert total == pytest.approx(np.count_nonzero(lat <= slo))
+    duration = 2 * 30.0
+    assert info["metrics"]["goodput"] == pytest.approx(total / duration)
+
+
+def test_impossible_clusters_and_options_are_named():
+    with pytest.raises(AllocationError, match="cannot hold even the minimum"):
+        AllocationEnv(units_per_gpu=1, gpus=4, workload="rag_beam_combined")
+    with pytest.raises(ValueError, match="whole number of 4-GPU nodes"):
+        AllocationEnv(gpus=6)
+    with pytest.raises(ValueError, match="unknown rate trace"):
+        AllocationEnv(rate_trace="nope")
+    with pytest.raises(ValueError, match="GPU pool"):
+        AllocationEnv(cluster="hetero-1")
+
+
+def test_bad_allocation_files_get_clear_errors(tmp_path):
+    p = tmp_path / "a.yaml"
+    p.write_text("llms: [{model: llama3-8b, units: 0}]\n")
+    with pytest.raises(AllocationError, match=r"llms\[0\].units must be an integer >= 1"):
+        FixedAllocation.from_yaml(p)
+    p.write_text("llms: [{model: llama3-8b, units: 4, colour: red}]\n")
+    with pytest.raises(AllocationError, match="unknown keys"):
+        FixedAllocation.from_yaml(p)
+    with pytest.raises(AllocationError, match="does not exist"):
+        FixedAllocation.from_yaml(tmp_path / "missing.yaml")
+    topo = AllocationEnv().topology
+    bad = Allocation((LLMAllocation("llama3-8b", units=6, tp=4, replicas=1),), units_per_gpu=4)
+    with pytest.raises(AllocationError, match="does not divide"):
+        bad.check(topo)
+    tiny = Allocation((LLMAllocation("llama3-8b", units=1),), units_per_gpu=4)
+    with pytest.raises(AllocationError, match="below the 2/4"):
+        tiny.check(topo)
+
+
+def test_fixed_allocation_is_served_as_given(tmp_path):
+    p = tmp_path / "a.yaml"
+    p.write_text(
+        "units_per_gpu: 4\nllms:\n"
+        "  - {model: llama3-8b, units: 8, tp: 2, replicas: 1}\n"
+        "  - {model: bge-reranker-base, units: 4, replicas: 2}\n"
+        "  - {model: e5-base-v2, units: 4}\n"
+    )
+    pol = FixedAllocation.from_yaml(p)
+    _, info = run(small(), pol)
+    assert pol.fallbacks == 0
+    assert info["allocations"] == [
+        "period 0: llama3-8b: 2.00 GPUs = 1 x TP2 @ 1.00; bge-reranker-base: 1.00 GPUs = 2 x TP1 "
+        "@ 0.50; e5-base-v2: 1.00 GPUs = 1 x TP1 @ 1.00"
+    ]
+
+
+class _Metric:
+    def __init__(self, busy):
+        self.busy_fraction = busy
+        self.in_flight = 0.0
+
+
+def test_hpa_rule_on_a_hand_built_metric_sequence():
+    hpa = KubernetesHPA(target=0.5, tolerance=0.1, stabilization_s=60.0)
+    assert hpa.desired(2, 0.54) == 2  # within tolerance
+    assert hpa.desired(2, 0.9) == 4  # ceil(2 * 0.9 / 0.5) = 4
+    assert hpa.desired(4, 0.1) == 1  # ceil(0.8)
+    assert hpa.desired(1, 0.0) == 1  # min replicas
+
+    class Ctx:
+        def __init__(self, t, prev, busy):
+            self.time = t
+            self.previous = Allocation((LLMAllocation("m", 4 * prev, 1, prev),), 4)
+            self.llm_metrics = {"m": _Metric(busy)}
+
+    # scale-up is limited to max(2x, +4) per sync
+    assert hpa.recommend(Ctx(0.0, 1, 1.0), "m") == 2
+    assert hpa.recommend(Ctx(15.0, 10, 1.0), "m") == 20
+    # scale-down waits for the stabilisation window's highest recommendation
+    hpa.reset()
+    assert hpa.recommend(Ctx(0.0, 4, 0.5), "m") == 4  # at target
+    assert hpa.recommend(Ctx(15.0, 4, 0.1), "m") == 4  # window still holds 4
+    assert hpa.recommend(Ctx(75.0, 4, 0.1), "m") == 1  # 60 s later the window has only 1s
+
+
+def test_hpa_scales_up_under_load_and_new_replicas_wait_for_their_model_load():
+    env = small(periods=4, period_seconds=15.0, workflow_rate=3.0)
+    pol = make_policy("k8s-hpa")
+    _, info = run(env, pol)
+    u = env.unwrapped
+    assert info["metrics"]["reconfigurations"] > 0
+    first = u.load_seconds("llama3-8b", 1, 1.0)
+    assert first > u.reconfig_startup_s
+    res = u.sim.result()
+    started = {i.index: i.ready_at for i in u.sim.monolithic}
+    late = [c for c in res.calls if started[c.prefill_instance] > 0]
+    assert late, "some calls must run on replicas added mid-episode"
+    for c in late:
+        assert c.prefill_start >= started[c.prefill_instance] - 1e-9
+
+
+def test_rate_windows_do_not_overlap_and_schedules_scale():
+    for name in TRAIN_BINS:
+        assert not set(TRAIN_BINS[name]) & set(HELDOUT_BINS[name])
+    s = rate_schedule("ragpulse_hourly", 2.0, 24, start=0)
+    assert len(s) == 24 and min(s) >= 0 and max(s) > 2.0
+    env = small(rate_trace="ragpulse_hourly", rate_window="heldout", periods=3)
+    env.reset(seed=0)
+    assert env.rates == rate_schedule("ragpulse_hourly", 2.0, 3, start=env.rates_start)
+
+
+def _mono(index, model="llama3.2-1b"):
+    return InstanceSpec(index, f"m{index}", "monolithic", "rtx-a6000", model, 1, 0.5)
+
+
+def test_simulation_adds_and_retires_instances_mid_run():
+    cluster = ClusterSpec("t", "monolithic", (_mono(0),))
+    wfs = [Workflow(f"w{i}", 0.5 * i, (LLMNode("a", "llama3.2-1b", 200, 50),)) for i in range(20)]
+    sim = Simulation(cluster, wfs, compute_horizons=False, online_horizons=False)
+    sched = DefaultScheduler()
+    sim.time_limit = 2.0
+    while (inv := sim.advance()) is not None:
+        sim.apply(sched.plan(sim, inv))
+    (new,) = sim.add_instances([_mono(7)], ready_at=4.0)
+    assert new.index == 1 and sim.cluster.instances[1].index == 1
+    sim.retire_instance(0)
+    with pytest.raises(SchedulingError, match="ready_at"):
+        sim.add_instances([_mono(0)], ready_at=1.0)
+    sim.time_limit = None
+    while (inv := sim.advance()) is not None:
+        sim.apply(
+            [a.__class__(a.call, a.priority, 1) for a in sched.plan(sim, inv)]
+        )  # route everything to the new instance
+    res = sim.result()
+    assert all(math.isfinite(c.decode_end) and c.decode_end > 0 for c in res.calls)
+    on_new = [c for c in res.calls if c.prefill_instance == 1]
+    assert on_new and min(c.prefill_start for c in on_new) >= 4.0
+    bad = sim.add_instances([_mono(0)])[0]
+    sim.retire_instance(bad.index)
+    assert sim.instances[bad.index].retired
