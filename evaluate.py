@@ -201,7 +201,7 @@ ENVS: dict[str, EnvEntry] = {
         select="goodput",
         reference="scepsy",
         cluster="scepsy-16",
-        model="per-workload",
+        model="",  # each workload names its LLMs
         workloads=("rag_reranker", "beam_search"),
         baselines=("k8s-hpa", "naive-equal"),
         own_references=("demand-proportional",),
@@ -455,7 +455,7 @@ def resolve_config(config: EvalConfig) -> EvalConfig:
     return dataclasses.replace(
         config,
         cluster=config.cluster or entry.cluster,
-        model=config.model or entry.model,
+        model=config.model or (entry.model if "model" in entry.options else None),
         workloads=config.workloads or entry.workloads,
         policies=config.policies or entry.policies,
         reference=config.reference or entry.reference,
@@ -908,7 +908,9 @@ def format_table(
     first = rows[0]
     title = (
         f"{_title(headline)}, mean over seeds {','.join(map(str, seeds))}: "
-        f"{first['env']} {first['cluster']} {first['model']}"
+        f"{first['env']} {first['cluster']}"
+        + (f" {first['model']}" if first.get("model") else "")
+        + (f" {first['gpus']} GPUs" if first.get("gpus") else "")
     )
     rule = "-" * max(len(fmt(line)) for line in table)
     lines = [title, rule, fmt(header), rule, *(fmt(b) for b in body), rule]
@@ -1315,7 +1317,7 @@ def command_for(config: EvalConfig) -> str:
         "python evaluate.py",
         f"--env {config.env}",
         f"--cluster {config.cluster}",
-        f"--model {config.model}",
+        *([f"--model {config.model}"] if config.model else []),
         f"--workload {','.join(config.workloads)}",
         f"--policies {','.join(config.policies)}",
         f"--seeds {','.join(map(str, config.seeds))}",

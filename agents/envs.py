@@ -81,8 +81,16 @@ TRAIN_ENVS: dict[str, TrainEnvSpec] = {
         extractor=SetPoolingExtractor,
         extractor_kwargs={"hidden": 32, "valid_columns": {"llms": 0}},
         action_scores=False,
-        # The autoscaling variant: 12 periods of a training window of RAGPulse's daily shape.
-        defaults={"workload": "rag_reranker", "rate_trace": "ragpulse_hourly", "periods": 12},
+        # The autoscaling variant: RAG + reranker on 8 GPUs, 12 one-minute periods following a
+        # training window of RAGPulse's hourly shape (base 3 workflows/s: peaks overload).
+        defaults={
+            "workload": "rag_reranker",
+            "gpus": 8,
+            "workflow_rate": 3.0,
+            "rate_trace": "ragpulse_hourly",
+            "periods": 12,
+            "period_seconds": 60.0,
+        },
     ),
 }
 

@@ -37,7 +37,7 @@ from envs.sim.catalog import get_gpu, get_model
 from envs.sim.cluster import Topology
 from envs.sim.latency import LatencyModel
 from envs.sim.placement import fits
-from heuristics.scepsy.apl import (
+from envs.sim.scepsy.apl import (
     AggregatePipeline,
     LLMProfile,
     ProfilePoint,

@@ -335,26 +335,34 @@ class ScepsyPolicy(PlanPolicy):
         self.last_result: Any = None
 
     def plan(self, ctx: AllocationContext) -> Allocation:
-        from envs.sim.scepsy import pipeline_for
-
-        from heuristics.scepsy.search import search
+        from envs.sim.scepsy import pipelines_for
+        from heuristics.scepsy.search import search, search_multi
 
         rate = ctx.target_rate * self.headroom
         key = (ctx.workload, ctx.topology, ctx.units_per_gpu, round(rate, 6))
         if key not in self._solved:
-            apl = pipeline_for(ctx.workload, ctx.topology.gpu, ctx.units_per_gpu, engine=ctx.engine)
-            res = search(
-                apl,
-                rate,
-                ctx.topology,
-                units_per_gpu=ctx.units_per_gpu,
-                max_replicas=ctx.max_replicas,
-                fractional=self.fractional,
-                tensor_parallel=self.tensor_parallel,
-                memory_utilization=ctx.memory_utilization,
-                min_kv_tokens=ctx.min_kv_tokens,
-                stat=self.stat,
-            )
+            pipes = pipelines_for(ctx.workload, ctx.topology.gpu, ctx.units_per_gpu, ctx.engine)
+            kwargs = {
+                "max_replicas": ctx.max_replicas,
+                "fractional": self.fractional,
+                "tensor_parallel": self.tensor_parallel,
+                "memory_utilization": ctx.memory_utilization,
+                "min_kv_tokens": ctx.min_kv_tokens,
+                "stat": self.stat,
+            }
+            if len(pipes) == 1:
+                (apl,) = pipes.values()
+                res: Any = search(
+                    apl, rate, ctx.topology, units_per_gpu=ctx.units_per_gpu, **kwargs
+                )
+            else:  # several workflow families: one deployment each, egalitarian welfare (§5)
+                share = 1.0 / len(pipes)  # rag_beam_combined: each arrival is either, 1/2
+                res = search_multi(
+                    [(apl, rate * share) for apl in pipes.values()],
+                    ctx.topology,
+                    units_per_gpu=ctx.units_per_gpu,
+                    **kwargs,
+                )
             self.last_result = res
             self._solved[key] = res.allocation
         return self._solved[key]

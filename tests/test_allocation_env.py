@@ -246,3 +246,37 @@ def test_simulation_adds_and_retires_instances_mid_run():
     bad = sim.add_instances([_mono(0)])[0]
     sim.retire_instance(bad.index)
     assert sim.instances[bad.index].retired
+
+
+def test_evaluate_runs_allocation_with_a_sweep_and_an_allocation_file(tmp_path):
+    import json
+
+    import evaluate
+
+    alloc = tmp_path / "mine.yaml"
+    alloc.write_text(
+        "units_per_gpu: 4\nllms:\n  - {model: llama3-8b, units: 12, replicas: 3}\n"
+        "  - {model: bge-reranker-base, units: 2, replicas: 2}\n"
+        "  - {model: e5-base-v2, units: 2, replicas: 2}\n"
+    )
+    out = tmp_path / "out"
+    code = evaluate.main(
+        [
+            "--env", "allocation", "--workload", "rag_reranker",
+            "--policies", f"naive-equal,demand-proportional,alloc:{alloc}",
+            "--seeds", "0", "--period-seconds", "20", "--sweep", "workflow_rate=1,2",
+            "--quiet", "--out", str(out), "--reference", "demand-proportional",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    rows = json.loads((out / "results.json").read_text())
+    assert len(rows) == 6 and {r["gpus"] for r in rows} == {4}
+    assert (out / "curve_rag_reranker.png").is_file()
+    by = {(r["policy"], r["sweep"]["value"]): r["metrics"] for r in rows}
+    # twice the rate, about twice the arrivals, all served by the end of the drain
+    for pol in ("naive-equal", "demand-proportional"):
+        assert by[(pol, 2)]["offered_rate"] > 1.4 * by[(pol, 1)]["offered_rate"]
+    dp1, dp2 = by[("demand-proportional", 1)], by[("demand-proportional", 2)]
+    assert dp2["num_completed"] == dp2["num_workflows"] > dp1["num_completed"]
+    with pytest.raises(evaluate.EvaluationError, match="does not take --model"):
+        evaluate.resolve_config(evaluate.EvalConfig(env="allocation", model="llama3-8b"))

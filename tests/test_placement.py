@@ -5,8 +5,6 @@ is cheap enough for action masking."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -223,25 +221,3 @@ def test_placement_is_valid_or_raises(topo: Topology, F: int, data) -> None:
     if p2 is not None:
         check_matches(grown, p2)
         assert set(p.replicas) <= set(p2.replicas)
-
-
-# -- speed ----------------------------------------------------------------------------------------
-def test_fits_is_fast_enough_for_action_masking() -> None:
-    topo = load_cluster("scepsy-16").topology
-    alloc = Allocation(
-        (
-            llm("llama3-8b", 10, tp=2, replicas=2),
-            llm("llama3.1-8b-prm", 8, replicas=4),
-            llm("e5-base-v2", 1, replicas=2),
-            llm("llama3.2-1b", 3, replicas=2),
-        ),
-        10,
-    )
-    assert fits(alloc, topo)
-    n = 2000
-    t = time.perf_counter()
-    for _ in range(n):
-        fits(alloc, topo)
-    per_call = (time.perf_counter() - t) / n
-    print(f"fits(): {per_call * 1e6:.0f} us per call (10 replicas, 16 GPUs)")
-    assert per_call < 1e-3  # target 0.2 ms; loose bound against slow CI machines

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from envs.sim.allocation import Allocation, LLMAllocation
 from envs.sim.cluster import Topology, load_cluster
 from envs.sim.placement import fits, nvlink_domains, validate
-from heuristics.scepsy.apl import (
+from envs.sim.scepsy.apl import (
     AggregatePipeline,
     LLMProfile,
     ProfilePoint,

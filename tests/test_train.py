@@ -129,3 +129,27 @@ def test_routing_smoke_run_selects_by_goodput(tmp_path):
     # model selection never looks at the held-out seeds of the final table
     assert not set(report["validation_seeds"]) & set(report["eval_seeds"])
     assert set(report["validation_references"]) >= {"goodserve"}
+
+
+def test_allocation_smoke_run_trains_without_special_casing(tmp_path, monkeypatch):
+    # Scepsy (the expert every run evaluates) profiles its LLMs on first use (minutes); the
+    # wiring under test does not depend on which allocation it picks, so it plans like the
+    # demand-proportional reference here.
+    from heuristics.allocation import DemandProportional, ScepsyPolicy
+
+    monkeypatch.setattr(ScepsyPolicy, "plan", DemandProportional.plan)
+    out = tmp_path / "run"
+    argv = [
+        "--env", "allocation", "--gpus", "4", "--periods", "2", "--period-seconds", "20",
+        "--workflow-rate", "1.0", "--bc-episodes", "1", "--bc-epochs", "1",
+        "--bc-expert", "demand-proportional", "--timesteps", "64", "--n-envs", "2", "--vec",
+        "dummy", "--eval-episodes", "1", "--eval-every", "32", "--ckpt-every", "64",
+        "--baselines", "naive-equal", "--hyperparams", '{"n_steps": 16, "batch_size": 16}',
+        "--quiet", "--wandb", "disabled", "--out", str(out),
+    ]  # fmt: skip
+    assert train.main(argv) == 0
+    report = json.loads((out / "eval.json").read_text())
+    assert {"scepsy", "naive-equal", f"ckpt:{out / 'model.zip'}"} <= set(report["final"])
+    assert set(report["final"]["scepsy"]) == {"goodput", "latency_mean"}
+    config = json.loads((out / "config.json").read_text())
+    assert config["rate_trace"] == "ragpulse_hourly" and config["gpus"] == 4

@@ -1,10 +1,6 @@
-"""Scepsy (papers/004): Aggregate LLM Pipelines and GPU allocation for multi-LLM workflows.
-
-One module per stage of the paper:
-
-* :mod:`~heuristics.scepsy.tracing` — §4 step 1–2: trace workflows, per-LLM ``n_m`` and ``p_m``;
-* :mod:`~heuristics.scepsy.profiling` — §4 step 3: per-LLM throughput–latency profiles by replay;
-* :mod:`~heuristics.scepsy.apl` — §4 steps 4–5, Eq. 1–2: the Aggregate LLM Pipeline;
-* :mod:`~heuristics.scepsy.search` — §5: the GPU scheduler (fractions, packing, TP × replicas);
-* :mod:`envs.sim.placement` — §6: topology-aware hierarchical placement (the env uses it too).
+"""Scepsy (papers/004) as a policy: the GPU scheduler (§5, :mod:`~heuristics.scepsy.search`)
+over the Aggregate LLM Pipeline (§4, :mod:`envs.sim.scepsy`: tracing, replay profiling, Eq. 1–2),
+placed by the §6 placer (:mod:`envs.sim.placement`, which the env uses too);
+:mod:`~heuristics.scepsy.report` summarises Allocation-v0 sweeps (peak sustainable throughput,
+APL error). The policy itself is ``heuristics.allocation.ScepsyPolicy`` (registry ``scepsy``).
 """

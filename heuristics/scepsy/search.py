@@ -1,7 +1,7 @@
 """Scepsy's GPU scheduler (§5, Fig. 5): the allocation of lowest predicted workflow latency that
 sustains a target workflow rate, over GPU fractions × tensor parallelism × replicas.
 
-Given an Aggregate LLM Pipeline (:class:`~heuristics.scepsy.apl.AggregatePipeline`, §4) and a
+Given an Aggregate LLM Pipeline (:class:`~envs.sim.scepsy.apl.AggregatePipeline`, §4) and a
 target rate ``λ_w``, :func:`search` follows the three steps of Fig. 5:
 
 1. **Enumerate GPU fractions.** Every LLM ``m`` gets ``u_m`` units (``units_per_gpu`` units = one
@@ -79,7 +79,7 @@ placement numbers the replicas of a shared model consecutively and
 :attr:`MultiSearchResult.owners` says which workflow each replica serves.
 
 Works with any pipeline object offering ``stats.models``, ``stage(alloc, model, rate, stat)``
-and ``predict(alloc, rate, stat)`` like :class:`~heuristics.scepsy.apl.AggregatePipeline`
+and ``predict(alloc, rate, stat)`` like :class:`~envs.sim.scepsy.apl.AggregatePipeline`
 (Eq. 1 must be the sum of the stage latencies and Eq. 2 their min, which the final
 ``predict`` checks).
 

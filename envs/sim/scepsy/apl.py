@@ -2,9 +2,9 @@
 predicted workflow latency and throughput of an allocation.
 
 * :class:`WorkflowStats` — §4 step 2: per LLM ``m``, invocations per workflow ``n_m`` and
-  request-level parallelism ``p_m`` (from :mod:`heuristics.scepsy.tracing`).
+  request-level parallelism ``p_m`` (from :mod:`envs.sim.scepsy.tracing`).
 * :class:`LLMProfile` — §4 step 3: one replica of ``m`` at a (TP, GPU share), its latency at
-  swept LLM arrival rates up to saturation (from :mod:`heuristics.scepsy.profiling`).
+  swept LLM arrival rates up to saturation (from :mod:`envs.sim.scepsy.profiling`).
 * :class:`AggregatePipeline` — §4 steps 4–5:
 
   - Eq. 1: ``L_w(λ_w) = Σ_m L_m(λ_w · n_m / d_m) · n_m / p_m`` (``d_m`` replicas share the
@@ -126,7 +126,7 @@ class ProfileSet:
             have = sorted((t, f) for (m, t, f) in self.profiles if m == model)
             raise KeyError(
                 f"no profile for {model} at TP{tp}, GPU share {fraction:g}; profiled (tp, share) "
-                f"of {model}: {have or 'none'} (run heuristics.scepsy.profiling for it)"
+                f"of {model}: {have or 'none'} (run envs.sim.scepsy.profiling for it)"
             )
         return p
 
