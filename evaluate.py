@@ -18,8 +18,9 @@ baselines and our own strong references, and its default cluster, model and work
 below names an env.
 
 Prints a table shaped like HexAgent Tables 1–3 (rows = policies, columns = workloads × sweep
-values, cells = the headline metrics averaged over seeds, then a "best baseline" row and the
-reference policy's reduction — or gain, for a higher-is-better metric — vs that baseline), the
+values, cells = the headline metrics averaged over seeds, then the best of the paper's baselines
+and the reference policy's reduction — or gain, for a higher-is-better metric — vs it, and the
+same against the best of the paper's baselines and our own strong references), the
 mean utilisation per column and the command that regenerates the table. Writes to ``--out``
 (default ``results/<name from the options>``):
 
@@ -47,7 +48,9 @@ import json
 import math
 import re
 import sys
+import textwrap
 import time
+import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -109,7 +112,7 @@ class EnvEntry:
     :param workloads: default workloads (table columns).
     :param baselines: the paper's baselines.
     :param own_references: our own strong simple references (DESIGN.md "Fair comparison"); they
-        compete for best baseline and are labelled under the table.
+        compete with the paper's baselines in a second "best of" row.
     :param ablations: variants of the reference; never a baseline.
     :param paper: where the default table comes from (for titles and ``--help``).
     :param attainment_xlabel: x label of the attainment plot (what α scales).
@@ -444,6 +447,15 @@ def resolve_config(config: EvalConfig) -> EvalConfig:
             raise EvaluationError(f"--sweep {option} and --{option.replace('_', '-')} both given")
         if not values or len(set(values)) != len(values):
             raise EvaluationError(f"--sweep {option}: need distinct values, got {list(values)}")
+    policies = config.policies or entry.policies
+    if config.reference not in (None, entry.reference) and config.reference not in policies:
+        raise EvaluationError(
+            f"--reference {config.reference!r} is not among the policies run "
+            f"({', '.join(policies)}); add it to --policies"
+        )
+    adopted = checkpoint_settings(config, policies)
+    if adopted:
+        config = dataclasses.replace(config, **adopted)
     defaults = env_defaults(config.env)
     filled = {
         name: defaults.get(name)
@@ -457,10 +469,59 @@ def resolve_config(config: EvalConfig) -> EvalConfig:
         cluster=config.cluster or entry.cluster,
         model=config.model or (entry.model if "model" in entry.options else None),
         workloads=config.workloads or entry.workloads,
-        policies=config.policies or entry.policies,
+        policies=policies,
         reference=config.reference or entry.reference,
         **{k: v for k, v in filled.items() if k not in ("cluster", "model")},
     )
+
+
+#: Env options that shape a trained model's observation and action spaces. A ``ckpt:PATH``
+#: policy's values for them come from the ``config.json`` train.py wrote beside the model, when
+#: the command leaves them unset (:func:`checkpoint_settings`).
+SPACE_OPTIONS = ("cluster", "slots", "instances", "gpus", "units_per_gpu")
+
+
+def checkpoint_settings(config: EvalConfig, policies: Sequence[str]) -> dict[str, Any]:
+    """The :data:`SPACE_OPTIONS` values the ``ckpt:`` policies among ``policies`` were trained
+    with (``config.json`` beside each model) that ``config`` leaves unset.
+
+    :raises EvaluationError: if ``config`` sets one to another value, or two checkpoints
+        disagree; the message names the flag to change.
+    """
+    entry = env_entry(config.env)
+    found: dict[str, tuple[Any, str]] = {}
+    for spec in policies:
+        if not spec.startswith("ckpt:"):
+            continue
+        path = Path(spec.removeprefix("ckpt:")).parent / "config.json"
+        if not path.is_file():
+            continue
+        try:
+            trained = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise EvaluationError(f"{spec}: cannot read {path}: {exc}") from exc
+        if trained.get("env", config.env) != config.env:
+            raise EvaluationError(
+                f"{spec} was trained on --env {trained['env']} ({path}), not {config.env}"
+            )
+        for name in SPACE_OPTIONS:
+            value = trained.get(name)
+            if name not in entry.options or value is None:
+                continue
+            flag = f"--{name.replace('_', '-')}"
+            given = getattr(config, name)
+            if given is not None and given != value:
+                raise EvaluationError(
+                    f"{spec} was trained with {flag} {value} ({path}), the command sets "
+                    f"{flag} {given}: pass {flag} {value} (or evaluate another checkpoint)"
+                )
+            if name in found and found[name][0] != value:
+                raise EvaluationError(
+                    f"{found[name][1]} and {spec} were trained with different {flag} "
+                    f"({found[name][0]} and {value}): evaluate them in separate runs"
+                )
+            found[name] = (value, spec)
+    return {n: v for n, (v, _) in found.items() if getattr(config, n) is None}
 
 
 def _flags(env: str) -> list[str]:
@@ -513,7 +574,6 @@ class Policy(Protocol):
 def load_checkpoint_policy(path: str, env: Any) -> Policy:
     """``ckpt:PATH``: a saved SB3 model, acting by argmax over legal actions
     (:func:`agents.checkpoint.load_policy`)."""
-    # -- hook (issue 5, agents/): learned policies are implemented in agents/ --
     from agents.checkpoint import load_policy
 
     try:
@@ -522,8 +582,6 @@ def load_checkpoint_policy(path: str, env: Any) -> Policy:
         raise EvaluationError(f"policy 'ckpt:{path}': {exc}") from exc
 
 
-#: Policy-spec prefixes (``<prefix>:<argument>``) -> loader(argument, env). Extension point for
-#: learned policies.
 def load_allocation_policy(path: str, env: Any) -> Policy:
     """``alloc:PATH``: a user-specified Allocation-v0 allocation from a YAML file (see
     :meth:`heuristics.allocation.FixedAllocation.from_yaml`), the same every period."""
@@ -538,9 +596,22 @@ def load_allocation_policy(path: str, env: Any) -> Policy:
         raise EvaluationError(str(exc)) from exc
 
 
+def load_plugin_policy(argument: str, env: Any) -> Policy:
+    """``py:MODULE:FACTORY`` or ``py:FILE.py:FACTORY``: an outside policy built by a factory
+    (:mod:`heuristics.plugins`)."""
+    from heuristics.plugins import PluginError, make_plugin_policy
+
+    try:
+        return make_plugin_policy(argument, env)
+    except PluginError as exc:
+        raise EvaluationError(str(exc)) from exc
+
+
+#: Policy-spec prefixes (``<prefix>:<argument>``) -> loader(argument, env).
 POLICY_LOADERS: dict[str, Callable[[str, Any], Policy]] = {
     "ckpt": load_checkpoint_policy,
     "alloc": load_allocation_policy,
+    "py": load_plugin_policy,
 }
 
 
@@ -594,19 +665,15 @@ def resolve_policy(spec: str, env: Any, env_name: str | None = None) -> Policy:
     return make_policy(spec)
 
 
-def is_baseline(policy: str, reference: str) -> bool:
-    """Whether ``policy`` competes for "best baseline": not the reference nor any env's expert,
-    not an ablation (a name with ``+``, or an :attr:`EnvEntry.ablations` entry), not a learned
-    policy (``<prefix>:...``)."""
-    experts = {e.reference for e in ENVS.values()}
-    ablations = {a for e in ENVS.values() for a in e.ablations}
-    return (
-        policy != reference
-        and policy not in experts
-        and policy not in ablations
-        and "+" not in policy
-        and ":" not in policy
-    )
+def comparison_sets(entry: EnvEntry, reference: str) -> list[tuple[str, tuple[str, ...]]]:
+    """What the reference is compared against, one "best of" set per table row pair: the
+    paper's baselines, then (if the env has any) the paper's baselines together with our own
+    strong references. Experts, ablations, learned (``ckpt:``) and outside (``py:``) policies
+    are never in a set, and neither is ``reference``."""
+    sets = [("paper baselines", entry.baselines)]
+    if entry.own_references:
+        sets.append(("all references", (*entry.baselines, *entry.own_references)))
+    return [(label, tuple(p for p in ps if p != reference)) for label, ps in sets]
 
 
 # --------------------------------------------------------------------------------------------
@@ -710,7 +777,15 @@ def evaluate(
     for (workload, overrides, env), spec, seed in bar:
         label = " ".join(f"{k}={v}" for k, v in overrides.items())
         bar.set_postfix_str(f"{workload} {label} {spec} seed {seed}".replace("  ", " "))
-        result = run_episode(env, resolve(spec, env), seed)
+        try:
+            result = run_episode(env, resolve(spec, env), seed)
+        except Exception as exc:
+            if not spec.startswith("py:"):
+                raise  # a bug in servegym: the full traceback helps
+            raise EvaluationError(
+                f"policy {spec!r} raised {exc!r} on {workload} {label} seed {seed}"
+                f"{_where(exc)}".replace("  ", " ")
+            ) from exc
         row = {
             "env": config.env,
             "cluster": config.cluster,
@@ -728,6 +803,15 @@ def evaluate(
     for _, _, env in envs_by_column:
         env.close()
     return rows
+
+
+def _where(exc: BaseException) -> str:
+    """`` at FILE:LINE in FUNCTION`` of the innermost frame of ``exc``'s traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" at {f.filename}:{f.lineno} in {f.name}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -788,24 +872,31 @@ def mean_metric(
 
 
 def best_baseline(
-    rows: Sequence[dict[str, Any]], workload: str, reference: str | None = None
+    rows: Sequence[dict[str, Any]],
+    workload: str,
+    reference: str | None = None,
+    candidates: Sequence[str] | None = None,
 ) -> str | None:
-    """The baseline (see :func:`is_baseline`) that is best on ``workload`` by the env's
-    ``select`` metric in its direction (PDCluster: lowest Req99; Routing: highest goodput);
-    ties by the other headline metrics, then name. None if no baseline ran.
+    """The candidate that is best on ``workload`` by the env's ``select`` metric in its
+    direction (PDCluster: lowest Req99; Routing: highest goodput); ties by the other headline
+    metrics, then name. None if no candidate ran.
 
     :param rows: rows of one env family and one sweep value.
-    :param reference: the reference policy (None: the env's).
+    :param reference: the reference policy (None: the env's); never its own baseline.
+    :param candidates: the policies that may be best (None: the strongest set of
+        :func:`comparison_sets`, the paper's baselines and our own references).
     """
     entry = headline_of(rows)
     reference = reference or entry.reference
+    if candidates is None:
+        candidates = comparison_sets(entry, reference)[-1][1]
     metrics = [entry.select_metric, *(m for m in entry.headline if m.key != entry.select)]
-    candidates = [p for p in _unique(r["policy"] for r in rows) if is_baseline(p, reference)]
     scored = [
         (*(m.sign(mean_metric(rows, workload, p, m.key, m.better)) for m in metrics), p)
-        for p in candidates
-        if any(r["workload"] == workload and r["policy"] == p for r in rows)
-    ]
+        for p in _unique(r["policy"] for r in rows)
+        if p in candidates and p != reference
+        and any(r["workload"] == workload and r["policy"] == p for r in rows)
+    ]  # fmt: skip
     return min(scored)[-1] if scored else None
 
 
@@ -843,12 +934,14 @@ def format_table(
 ) -> str:
     """A HexAgent Tables 1–3 shaped table of ``rows`` (from :func:`evaluate` or the JSON).
 
-    Rows: policies, then "best baseline" (best by the env's ``select`` metric among
-    :func:`is_baseline` policies, its name in brackets) and "reduction" (``reference`` vs best
-    baseline, % per headline metric; named "gain" when the select metric is higher-is-better;
-    positive = the reference is better). Columns: workloads (× sweep values). Cells: mean over
-    seeds of the headline metrics. Below: the mean utilisation of all runs per column (the env's
-    aggregate keys, not per-instance ``i:gpu`` keys), our own references, and ``command``.
+    Rows: every policy, then for each set of :func:`comparison_sets` that ran a "best of ..."
+    row (best by the env's ``select`` metric, its name in brackets) and the ``reference``'s
+    "reduction" vs it (% per headline metric; "gain" when the select metric is
+    higher-is-better; positive = the reference is better); with a ``reference`` other than the
+    env's expert, also its reduction vs the expert. Columns: workloads (× sweep values). Cells:
+    mean over seeds of the headline metrics. Below: the mean utilisation of all runs per column
+    (the env's aggregate keys, not per-instance ``i:gpu`` keys), which policies each comparison
+    covers, and ``command``.
     """
     if not rows:
         raise ValueError("format_table needs at least one row")
@@ -871,26 +964,49 @@ def format_table(
 
     body = [[p, *(cell(k, p) for k in keys)] for p in policies]
     verb = "gain" if entry.select_metric.better == "higher" else "reduction"
-    best_row, reduction_row = ["best baseline"], [f"{verb} ({reference})"]
-    for k in keys:
-        rs, workload = by_col[k], k[0]
-        best = best_baseline(rs, workload, reference)
-        if best is None:
-            best_row.append("-")
-            reduction_row.append("- (no baseline ran)")
-            continue
-        best_row.append(f"{cell(k, best)} ({best})")
-        if not any(r["policy"] == reference for r in rs):
-            reduction_row.append(f"- ({reference} not run)")
-            continue
-        red = [
-            m.improvement(
-                mean_metric(rs, workload, reference, m.key, m.better),
-                mean_metric(rs, workload, best, m.key, m.better),
+
+    def improvement_row(label: str, against: Callable[[list[dict], str], str | None]) -> list:
+        out = [label]
+        for k in keys:
+            rs, workload = by_col[k], k[0]
+            other = against(rs, workload)
+            if other is None or not any(r["policy"] == reference for r in rs):
+                out.append("-")
+                continue
+            out.append(
+                " / ".join(
+                    _pct(
+                        m.improvement(
+                            mean_metric(rs, workload, reference, m.key, m.better),
+                            mean_metric(rs, workload, other, m.key, m.better),
+                        )
+                    )
+                    for m in headline
+                )
             )
-            for m in headline
+        return out
+
+    compared: list[list[str]] = []
+    for set_label, candidates in comparison_sets(entry, reference):
+        if set_label != "paper baselines" and not any(p in entry.own_references for p in policies):
+            continue  # no own reference ran: the row pair would repeat the paper's
+        best_row = [f"best of {set_label}"]
+        for k in keys:
+            best = best_baseline(by_col[k], k[0], reference, candidates)
+            best_row.append("-" if best is None else f"{cell(k, best)} ({best})")
+        compared += [
+            best_row,
+            improvement_row(
+                f"{verb} ({reference} vs it)",
+                lambda rs, w, c=candidates: best_baseline(rs, w, reference, c),  # type: ignore[misc]
+            ),
         ]
-        reduction_row.append(" / ".join(_pct(x) for x in red))
+    if reference != entry.reference and entry.reference in policies:
+        compared.append(
+            improvement_row(
+                f"{verb} ({reference} vs {entry.reference})", lambda rs, w: entry.reference
+            )
+        )
     util_keys = _unique(k for r in rows for k in r["utilisation"] if ":" not in k)
     util_row = [f"utilisation ({' / '.join(util_keys)})"]
     for k in keys:
@@ -899,7 +1015,7 @@ def format_table(
         util_row.append(" / ".join(f"{m:.0%}" for m in means))
 
     header = ["policy", *(labels[k] for k in keys)]
-    table = [header, *body, best_row, reduction_row, util_row]
+    table = [header, *body, *compared, util_row]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
 
     def fmt(line: list[str]) -> str:
@@ -914,21 +1030,88 @@ def format_table(
     )
     rule = "-" * max(len(fmt(line)) for line in table)
     lines = [title, rule, fmt(header), rule, *(fmt(b) for b in body), rule]
-    lines += [fmt(best_row), fmt(reduction_row), fmt(util_row), rule]
-    if len({m.better for m in headline}) > 1:
-        lines.append(
-            f"{verb}: % by which {reference} beats the best baseline on each metric, in the "
-            "metric's own direction (positive = better)"
-        )
+    lines += [*(fmt(c) for c in compared), fmt(util_row), rule]
+    direction = ", in the metric's own direction" if len({m.better for m in headline}) > 1 else ""
+    lines.append(
+        f"{verb}: % by which {reference} beats the policy above it on each metric{direction} "
+        f"(positive = better); paper baselines: {', '.join(entry.baselines)}"
+    )
     own = [p for p in entry.own_references if p in policies]
     if own:
         lines.append(
-            f"{', '.join(own)}: our own reference{'s' if len(own) > 1 else ''}, not a paper "
-            "baseline (competes for best baseline)"
+            f"all references = the paper's baselines and our own strong "
+            f"reference{'s' if len(own) > 1 else ''} {', '.join(own)}"
         )
+    candidates_all = {p for _, ps in comparison_sets(entry, reference) for p in ps}
+    outside = [p for p in policies if p != reference and p not in candidates_all]
+    if outside:
+        lines.append(
+            f"not compared against (expert, ablation, learned or outside): {', '.join(outside)}"
+        )
+    lines += [f"note: {n}" for n in diagnose(rows)]
     if command:
         lines.append(f"regenerate: {command}")
     return "\n".join(lines)
+
+
+#: :func:`diagnose` thresholds: a run whose arrivals span less than this share of its simulated
+#: time is a burst; a column whose mean utilisation is below the other is idle.
+BURST_SHARE = 0.25
+IDLE_UTILISATION = 0.2
+
+
+def diagnose(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Warnings for columns too small or too idle to separate policies: arrivals that come as
+    a burst much shorter than the episode (the run measures draining one backlog), a cluster
+    that is mostly idle (policies that differ only under contention look alike), and
+    same-direction headline metrics (Req95, Req99) equal for most policies (too few workflows
+    for the percentiles to differ)."""
+    entry = headline_of(rows)
+    notes: list[str] = []
+    for key in _unique(column_key(r) for r in rows):
+        rs = [r for r in rows if column_key(r) == key]
+        label = column_label(rs[0])
+        spans = [
+            (max(r["arrivals"]) - min(r["arrivals"]), r["simulated_seconds"])
+            for r in rs
+            if r.get("arrivals") and r.get("simulated_seconds")
+        ]
+        if spans:
+            span, sim = (float(np.mean(x)) for x in zip(*spans, strict=True))
+            if span < BURST_SHARE * sim:
+                notes.append(
+                    f"{label}: arrivals span {span:.0f} s of a {sim:.0f} s episode (a burst): "
+                    "the run measures how a backlog drains; more workflows (--count) or a "
+                    "lower rate give a steadier load"
+                )
+        aggregate = [
+            v for r in rs for k, v in r["utilisation"].items() if ":" not in k and v is not None
+        ]
+        if aggregate and float(np.mean(aggregate)) < IDLE_UTILISATION:
+            notes.append(
+                f"{label}: mean utilisation {float(np.mean(aggregate)):.0%}: the cluster is "
+                "mostly idle, so policies that differ only under contention look alike "
+                "(raise --load-scale, or --count if arrivals are a burst)"
+            )
+        for better in ("lower", "higher"):
+            same = [m for m in entry.headline if m.better == better and not m.unit]
+            if len(same) < 2:
+                continue
+            policies = _unique(r["policy"] for r in rs)
+            ties = [
+                p
+                for p in policies
+                if len({round(mean_metric(rs, key[0], p, m.key, better), 9) for m in same}) == 1
+            ]
+            if len(ties) * 2 > len(policies):
+                sizes = [len(r.get("completion_times") or r.get("latencies") or []) for r in rs]
+                n = f" with {int(np.median(sizes))} workflows per run" if any(sizes) else ""
+                notes.append(
+                    f"{label}: {' = '.join(m.label for m in same)} for {len(ties)} of "
+                    f"{len(policies)} policies{n}: the percentiles fall on the same few "
+                    "workflows; more workflows per run (--count) separate them"
+                )
+    return notes
 
 
 def _safe(name: str) -> str:
@@ -1232,10 +1415,18 @@ def describe_envs() -> str:
     for name, e in ENVS.items():
         defaults = env_defaults(name)
         lines.append(f"  {name} ({e.gym_id}; {e.paper})")
-        lines.append(
-            f"    --cluster {e.cluster} --model {e.model} --workload {','.join(e.workloads)}"
-        )
+        model = f" --model {e.model}" if e.model else ""
+        lines.append(f"    --cluster {e.cluster}{model} --workload {','.join(e.workloads)}")
         lines.append(f"    --policies {','.join(e.policies)} --reference {e.reference}")
+        lines.append(
+            textwrap.fill(
+                f"every policy: {', '.join(heuristic_names('', name))}",
+                width=100,
+                initial_indent="    ",
+                subsequent_indent="      ",
+                break_on_hyphens=False,
+            )
+        )
         head = ", ".join(f"{m.key} ({m.better} is better)" for m in e.headline)
         lines.append(f"    headline: {head}; best = by {e.select}")
         opts = [
@@ -1270,8 +1461,11 @@ def parse_args(argv: Sequence[str]) -> EvalConfig:
     p.add_argument(
         "--policies",
         type=_csv_list,
-        help="comma-separated policies, the table rows: heuristic names or ckpt:PATH "
-        "(default: the env's baselines, own references and reference)",
+        help="comma-separated policies, the table rows: heuristic names (listed per env "
+        "below), ckpt:PATH (a train.py checkpoint), py:MODULE:FACTORY or py:FILE.py:FACTORY "
+        "(your own policy: FACTORY() returns an object with reset() and act(obs, info)), "
+        "alloc:FILE.yaml (allocation only) (default: the env's baselines, own references and "
+        "reference)",
     )
     p.add_argument(
         "--seeds", type=_seed_list, default=d.seeds, help="comma-separated seeds (default: 0,1,2)"
@@ -1292,7 +1486,9 @@ def parse_args(argv: Sequence[str]) -> EvalConfig:
         "workload × value, plus a <metric>_vs_<option> plot",
     )
     p.add_argument(
-        "--reference", help="policy compared against the best baseline (default: the env's)"
+        "--reference",
+        help="policy compared against the best baseline and, if it is not the expert, "
+        "against the expert (default: the env's expert)",
     )
     p.add_argument("--out", default=d.out, help="output directory (default: results/<name>)")
     p.add_argument("--json", dest="json_path", default=d.json_path, help="JSON path override")
@@ -1377,7 +1573,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = list(QUICK_SUITE_ARGS)
     start = time.perf_counter()
     try:
-        config = resolve_config(parse_args(argv))
+        parsed = parse_args(argv)
+        config = resolve_config(parsed)
+        plain = resolve_config(
+            dataclasses.replace(
+                parsed,
+                policies=tuple(p for p in config.policies if not p.startswith("ckpt:")) or None,
+                reference=None,
+            )
+        )
+        for name, value in checkpoint_settings(parsed, config.policies).items():
+            if getattr(plain, name) != value:
+                print(
+                    f"--{name.replace('_', '-')} {value}: from the checkpoint's config.json (the "
+                    f"setting it was trained with; the default is {getattr(plain, name)})"
+                )
         if quick:
             print(f"no arguments: running the quick suite ({command_for(config)})")
         rows = evaluate(config)
@@ -1398,7 +1608,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = format_table(rows, reference=config.reference, command=command)
     (out / "table.txt").write_text(table + "\n")
 
-    if config.wandb != "disabled":  # hook (issue 5): W&B logging lives in agents/
+    if config.wandb != "disabled":  # W&B logging lives in agents/wandb_utils.py
         from agents.wandb_utils import init_run, log_comparison
 
         run = init_run(

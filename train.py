@@ -23,8 +23,11 @@ Reads top to bottom (CleanRL style):
 Writes ``<out>/config.json``, ``model.zip`` (final), ``bc_model.zip`` (after BC),
 ``best_model.zip`` (best evaluation by the env's selection metric: lowest Req99 on PDCluster,
 highest goodput on Routing), ``checkpoints/``, ``eval.json`` (references,
-BC-only, evaluation history, final table, timing), ``table.txt``, attainment plots, and the
-W&B run under ``<out>/wandb/`` (offline by default; ``wandb sync`` uploads it).
+BC-only, evaluation history, final table, timing), ``eval_history.json`` (the evaluations during
+RL so far, rewritten after each), ``progress.txt`` (SB3's update log; not with ``--quiet``),
+``table.txt``, attainment plots, and the W&B run under ``<out>/wandb/`` (offline by default;
+``wandb sync`` uploads it). A run that fails before its first model is saved leaves nothing
+behind.
 
 Reproducibility: the same config and seed on the same machine give the same curve: every
 random source is seeded (SB3 ``seed``, BC shuffling, training-workload seeds), and torch runs
@@ -37,9 +40,13 @@ from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import json
 import math
+import re
+import shutil
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -87,10 +94,11 @@ class TrainConfig:
     :param warmup_seconds: Allocation: arrivals before this are left out of the metrics.
     :param units_per_gpu: Allocation: GPU-fraction units per GPU.
     :param apl_info: Allocation: add the APL's predictions to the metrics.
-    :param reward: env reward name.
-    :param algo: a key of ``agents.ALGOS``.
-    :param bc_expert: heuristic to clone first (None: the env family's expert; "none": RL from
-        scratch).
+    :param reward: env reward name (``envs.rewards``).
+    :param algo: RL algorithm (``agents.ALGOS``); ``maskable-ppo`` samples only legal actions,
+        ``ppo`` learns them (illegal ones are penalised).
+    :param bc_expert: policy to behaviour-clone before RL (unset: the env family's expert;
+        ``none``: RL from scratch).
     :param bc_episodes: expert episodes collected for BC.
     :param bc_epochs: BC passes over the data.
     :param bc_batch_size: BC minibatch size.
@@ -100,18 +108,20 @@ class TrainConfig:
     :param dagger_beta: probability the expert acts in a DAgger episode step.
     :param timesteps: RL env steps after BC (0 = BC only).
     :param n_envs: vectorised training envs.
-    :param vec: ``subproc`` or ``dummy``.
+    :param vec: where the training envs run: one subprocess each, or all in this process.
     :param seed: master seed.
     :param eval_episodes: held-out evaluation seeds (``agents.eval_seeds``).
     :param eval_every: env steps between evaluations during RL.
     :param ckpt_every: env steps between checkpoints.
-    :param baselines: heuristics compared against (empty: the env family's paper baselines and
-        our own references).
-    :param hyperparams: overrides of the algorithm's defaults (e.g. ``{"learning_rate": 3e-4}``).
-    :param hidden: extractor width.
+    :param baselines: policies the run is compared against besides the expert, which is always
+        evaluated (empty: the env family's paper baselines and our own references).
+    :param hyperparams: JSON overrides of the algorithm's defaults (e.g.
+        ``{"learning_rate": 3e-4}``).
+    :param hidden: width of the feature extractor's layers.
     :param torch_threads: torch intra-op threads in this process (workers use 1).
     :param out: run directory.
-    :param wandb: ``offline``, ``online`` or ``disabled``.
+    :param wandb: W&B mode; offline writes a local run under ``<out>/wandb`` (``wandb sync``
+        uploads it).
     :param wandb_project: W&B project.
     :param resume: continue from the latest checkpoint in ``out``.
     :param quiet: no progress bars.
@@ -172,6 +182,9 @@ class TrainConfig:
     quiet: bool = False
 
 
+#: Where the training envs run (``agents.make_vec_env``).
+VECS = ("subproc", "dummy")
+
 #: TrainConfig fields that configure the env (``envs.CLI_ENVS`` option names).
 ENV_OPTIONS = (
     "cluster", "model", "workload", "count", "load_scale", "estimate_error", "slots", "slo_scale",
@@ -209,6 +222,40 @@ def load_config_file(path: str) -> dict[str, Any]:
     if "baselines" in data and isinstance(data["baselines"], list):
         data["baselines"] = tuple(data["baselines"])
     return data
+
+
+def option_docs() -> dict[str, str]:
+    """Each :class:`TrainConfig` field's ``:param:`` text from its docstring: the one place the
+    options are documented, shown by ``--help``."""
+    doc = inspect.getdoc(TrainConfig) or ""
+    entries = re.findall(r"^:param (\w+): (.*?)(?=^:param |\Z)", doc, re.S | re.M)
+    docs = {name: " ".join(text.replace("``", "").split()) for name, text in entries}
+    missing = [f.name for f in fields(TrainConfig) if f.name not in docs]
+    if missing:  # a new field without a :param: line is a bug in this file
+        raise AssertionError(f"TrainConfig fields without a :param: line: {missing}")
+    return docs
+
+
+def allowed_values(name: str) -> str | None:
+    """The values option ``name`` accepts, for ``--help`` (None: free-form)."""
+    from agents import ALGOS, TRAIN_ENVS
+    from agents.wandb_utils import MODES
+
+    listed = {
+        "env": ", ".join(TRAIN_ENVS),
+        "algo": ", ".join(ALGOS),
+        "vec": ", ".join(VECS),
+        "wandb": ", ".join(MODES),
+        "bc_expert": "none, a policy of the env (listed per env below), "
+        "py:MODULE:FACTORY or py:FILE.py:FACTORY (your own), ckpt:PATH",
+        "baselines": "comma-separated policies of the env (listed per env below) or py: specs",
+    }
+    return listed.get(name)
+
+
+def evaluate_fmt(value: Any) -> str:
+    """A default as ``--help`` shows it (``0.003``, ``()``, ``{}``)."""
+    return f"{value:g}" if isinstance(value, float) else repr(value)
 
 
 def _option_type(name: str) -> Callable[[str], Any]:
@@ -250,6 +297,13 @@ def describe_train_envs() -> str:
             f"    options: {'  '.join(opts)}",
             f"    --bc-expert {entry.reference}; --baselines "
             f"{','.join((*entry.baselines, *entry.own_references))}",
+            textwrap.fill(
+                f"every policy: {', '.join(evaluate.heuristic_names('', name))}",
+                width=100,
+                initial_indent="    ",
+                subsequent_indent="      ",
+                break_on_hyphens=False,
+            ),
             f"    metrics: {head}; best checkpoint by {entry.select}",
         ]
     return "\n".join(lines)
@@ -271,15 +325,22 @@ def parse_args(argv: list[str]) -> TrainConfig:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config", help="JSON/YAML file of options (flags override it)")
+    docs = option_docs()
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         default = getattr(base, f.name)
+        values = allowed_values(f.name)
+        help_text = docs[f.name] + (f" One of: {values}." if values else "")
         if isinstance(default, bool):
-            p.add_argument(flag, action="store_true", default=default)
+            p.add_argument(flag, action="store_true", default=default, help=help_text)
             continue
-        help_text = f"default: {default!r}" if default is not None else "default: the env's"
+        shown = "the env's" if default is None else evaluate_fmt(default)
         p.add_argument(
-            flag, dest=f.name, type=_option_type(f.name), default=default, help=help_text
+            flag,
+            dest=f.name,
+            type=_option_type(f.name),
+            default=default,
+            help=f"{help_text} (default: {shown})",
         )
     args = p.parse_args(argv)
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
@@ -328,24 +389,101 @@ def check_config(cfg: TrainConfig) -> None:
             )
     if cfg.algo not in ALGOS:
         raise TrainError(f"--algo {cfg.algo!r} unknown; known: {sorted(ALGOS)}")
+    if cfg.vec not in VECS:
+        raise TrainError(f"--vec must be one of {', '.join(VECS)}, got {cfg.vec!r}")
     if cfg.wandb not in MODES:
         raise TrainError(f"--wandb must be one of {MODES}, got {cfg.wandb!r}")
-    for name in ("n_envs", "eval_episodes", "eval_every", "ckpt_every", "bc_batch_size"):
+    for name in (
+        "n_envs", "eval_episodes", "eval_every", "ckpt_every", "bc_batch_size", "torch_threads",
+    ):  # fmt: skip
         if getattr(cfg, name) < 1:
             raise TrainError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
+    for name in ("bc_lr", "hidden"):
+        if not getattr(cfg, name) > 0:
+            raise TrainError(f"--{name.replace('_', '-')} must be > 0, got {getattr(cfg, name)}")
+    if not 0.0 <= cfg.dagger_beta <= 1.0:
+        raise TrainError(f"--dagger-beta must be in [0, 1], got {cfg.dagger_beta}")
     for name in ("timesteps", "bc_episodes", "bc_epochs", "dagger_rounds"):
         if getattr(cfg, name) < 0:
             raise TrainError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(cfg, name)}")
     if cfg.count is not None and cfg.count < 1:
         raise TrainError(f"--count must be >= 1, got {cfg.count}")
-    from heuristics import policies_for
+    import evaluate
 
-    known = policies_for(cfg.env)
-    for name in (*cfg.baselines, *([cfg.bc_expert] if cfg.bc_expert not in (None, "none") else [])):
-        if name not in known:
+    known = evaluate.heuristic_names("", cfg.env)
+    dupes = sorted({b for b in cfg.baselines if cfg.baselines.count(b) > 1})
+    if dupes:
+        raise TrainError(f"--baselines lists {', '.join(dupes)} more than once")
+    for option, spec in policy_options(cfg):
+        prefix, sep, _ = spec.partition(":")
+        if sep and prefix not in evaluate.POLICY_LOADERS:
             raise TrainError(
-                f"unknown heuristic {name!r} for env {cfg.env!r}; known: {', '.join(known)}"
+                f"{option} {spec!r}: unknown policy prefix {prefix!r}; known: "
+                f"{', '.join(p + ':' for p in sorted(evaluate.POLICY_LOADERS))}"
             )
+        if not sep and spec not in known:
+            raise TrainError(
+                f"{option} {spec!r}: unknown policy for env {cfg.env!r}; known: "
+                f"{', '.join(known)}, or py:MODULE:FACTORY / py:FILE.py:FACTORY for your own"
+            )
+
+
+def policy_options(cfg: TrainConfig) -> list[tuple[str, str]]:
+    """(option, policy spec) of every policy the run uses besides the one it trains."""
+    expert = [] if cfg.bc_expert in (None, "none") else [("--bc-expert", cfg.bc_expert)]
+    return [*expert, *(("--baselines", b) for b in cfg.baselines)]
+
+
+def check_run(cfg: TrainConfig) -> None:
+    """What :func:`check_config` cannot see without building things, checked before anything
+    is written: the env builds and resets with the run's options, every policy the run uses
+    (expert, baselines) loads on it — a ``py:`` file that does not import, a ``ckpt:`` for
+    another env — and ``--hyperparams`` names only arguments the algorithm takes.
+
+    :raises TrainError: naming the option.
+    """
+    import evaluate
+    from agents import algo_spec, env_kwargs, make_env, train_env_spec
+
+    algo_class = algo_spec(cfg.algo).load_class()
+    takes = set(inspect.signature(algo_class.__init__).parameters) - {"self", "policy", "env"}
+    unknown = sorted(set(cfg.hyperparams) - takes)
+    if unknown:
+        raise TrainError(
+            f"--hyperparams: {algo_class.__name__} takes no {', '.join(map(repr, unknown))}; "
+            f"it takes: {', '.join(sorted(takes))}"
+        )
+    spec = train_env_spec(cfg.env)
+    try:
+        env = make_env(spec, env_kwargs(spec, asdict(cfg)))
+        env.reset(seed=cfg.seed)
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        raise TrainError(f"cannot build env {cfg.env!r} with these options: {exc}") from exc
+    try:
+        for option, policy in policy_options(cfg):
+            try:
+                evaluate.resolve_policy(policy, env, cfg.env)
+            except evaluate.EvaluationError as exc:
+                raise TrainError(f"{option}: {exc}") from exc
+    finally:
+        env.close()
+
+
+def baselines_of(cfg: TrainConfig) -> tuple[str, ...]:
+    """The policies the run is compared against besides the expert: ``--baselines`` (default:
+    the env family's paper baselines and own references), and ``--bc-expert`` when it is
+    another policy (your own ``py:`` scheduler). The expert is always evaluated, so naming it in
+    ``--baselines`` adds nothing (said so on stdout)."""
+    import evaluate
+
+    entry = evaluate.env_entry(cfg.env)
+    chosen = cfg.baselines or (*entry.baselines, *entry.own_references)
+    if entry.reference in chosen:
+        print(f"      --baselines: {entry.reference} is the expert, always evaluated once")
+    chosen = tuple(b for b in chosen if b != entry.reference)
+    if cfg.bc_expert not in (None, "none", entry.reference, *chosen):
+        chosen += (cfg.bc_expert,)  # the policy being cloned belongs in the table
+    return chosen
 
 
 # --------------------------------------------------------------------------------------------
@@ -410,14 +548,52 @@ def latest_checkpoint(out: Path) -> Path | None:
 # --------------------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:  # noqa: C901  (the script reads top to bottom)
-    """Command-line entry point; returns the exit status."""
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status.
+
+    Every option is checked (policies resolved on a built env) before anything is written to
+    ``--out``; if the run then fails before its first model is saved, a run directory this call
+    created is removed again, so a retry is not blocked by a half-written run.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
+    import evaluate
+
     try:
         cfg = parse_args(argv)
-    except TrainError as exc:
+        check_run(cfg)
+        out = Path(cfg.out)
+        if (out / "config.json").exists() and not cfg.resume:
+            raise TrainError(
+                f"{out} already holds a run; pass --resume to continue it or choose another --out"
+            )
+    except (TrainError, evaluate.EvaluationError) as exc:
         print(f"train.py: error: {exc}", file=sys.stderr)
         return 2
+    created = not out.exists()
+    try:
+        return train(cfg, argv)
+    except BaseException as exc:
+        _abandon(out, created)
+        if isinstance(exc, (TrainError, evaluate.EvaluationError)):
+            print(f"train.py: error: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+def _abandon(out: Path, created: bool) -> None:
+    """After a failed run: finish the W&B run and remove ``out`` if this call created it and
+    no model was saved in it yet."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        wandb.finish(exit_code=1)
+    saved = any((out / name).exists() for name in ("bc_model.zip", "model.zip", "checkpoints"))
+    if created and out.is_dir() and not saved:
+        shutil.rmtree(out, ignore_errors=True)
+        print(f"train.py: removed the unfinished run directory {out}", file=sys.stderr)
+
+
+def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads top to bottom)
+    """The run itself, on a checked and resolved ``cfg`` (see :func:`main`)."""
     import torch
     from stable_baselines3.common.callbacks import CheckpointCallback
     from stable_baselines3.common.utils import set_random_seed
@@ -446,7 +622,6 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901  (the script reads
     )
     from agents.envs import EVAL_SEED_BASE
     from agents.wandb_utils import init_run, log_comparison, log_model_artifact
-    from heuristics import make_policy
 
     start = time.perf_counter()
     torch.set_num_threads(cfg.torch_threads)
@@ -454,19 +629,12 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901  (the script reads
     spec = train_env_spec(cfg.env)
     algo = algo_spec(cfg.algo)
     out = Path(cfg.out)
-    if (out / "config.json").exists() and not cfg.resume:
-        print(
-            f"train.py: error: {out} already holds a run; pass --resume to continue it or "
-            "choose another --out",
-            file=sys.stderr,
-        )
-        return 2
     out.mkdir(parents=True, exist_ok=True)
     command = "python train.py " + " ".join(argv)
     (out / "config.json").write_text(json.dumps({**asdict(cfg), "command": command}, indent=1))
     entry = evaluate.env_entry(cfg.env)
     reference = entry.reference
-    baselines = cfg.baselines or (*entry.baselines, *entry.own_references)
+    baselines = baselines_of(cfg)
     metrics = entry.headline
     keys = tuple(m.key for m in metrics)
     kwargs = env_kwargs(spec, asdict(cfg))
@@ -532,7 +700,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901  (the script reads
         bc_env = make_env(spec, kwargs)
         seed_rng = np.random.default_rng(cfg.seed + 12345)
         train_seeds = [int(s) for s in seed_rng.integers(0, EVAL_SEED_BASE, cfg.bc_episodes)]
-        expert = functools.partial(make_policy, cfg.bc_expert)
+        expert = functools.partial(evaluate.resolve_policy, cfg.bc_expert, bc_env, cfg.env)
         gamma = float(getattr(model, "gamma", 0.99))
         t0 = time.perf_counter()
         with tqdm(desc="collect", unit="step", disable=cfg.quiet, file=sys.stderr) as bar:

@@ -38,6 +38,9 @@ def init_run(
         mode = "offline"
     if mode not in MODES:
         raise ValueError(f"wandb mode must be one of {MODES}, got {mode!r}")
+    # Our package is called ``agents``, the module name of OpenAI's Agents SDK: without this,
+    # every run prints "Detected [agents] in use. Use W&B Weave ...". A user's own setting wins.
+    os.environ.setdefault("WANDB_DISABLE_WEAVE", "true")
     import wandb
 
     Path(out_dir).mkdir(parents=True, exist_ok=True)

@@ -71,7 +71,7 @@ structured scheduler-visible state (:class:`DecisionContext`) that experts act o
 
 ## Arguments
 
-See the README table "PDCluster-v0 options"; each is a keyword of :class:`PDClusterEnv`.
+See the options table under "PDCluster-v0" in README.md; each is a keyword of :class:`PDClusterEnv`.
 """
 
 from __future__ import annotations
@@ -91,8 +91,9 @@ from envs.sim import metrics as sim_metrics
 from envs.sim.cluster import ClusterSpec, load_cluster
 from envs.sim.scheduler import DefaultScheduler
 from envs.sim.simulation import Assignment, Invocation, LatencyCache, Simulation
-from envs.sim.workload import Call
+from envs.sim.workload import Call, WorkflowRun
 from envs.workloads import TraceSource
+from traces.schema import ToolNode
 
 SLOT_FEATURES = 12
 INSTANCE_FEATURES = 9
@@ -116,16 +117,46 @@ class DecisionContext(DecisionContextBase):
     :param picked: (K,) slot already picked in this invocation.
     :param call_ids: (K,) ``workflow/node`` ids ("" when invalid).
     :param workflow_ids: (K,) workflow ids.
-    :param workflow_arrival: (K,) a_w.
-    :param elapsed: (K,) t − a_w.
-    :param horizon: (K,) online horizon H_w(t).
+    :param workflow_arrival: (K,) a_w, the workflow's arrival time.
+    :param elapsed: (K,) t − a_w: measured seconds since the workflow arrived, everything included
+        (queueing, service, KV transfer, tool time). Comparable with ``horizon`` (both count from
+        a_w): elapsed / horizon is the workflow's slowdown so far.
+    :param horizon: (K,) online horizon H_w(t) (HexAgent §5.1): the longest path, counted from
+        a_w, through the workflow's *revealed* nodes, finished and unfinished alike, as if it ran
+        alone on an empty cluster with each node starting when its last parent ends. A call costs
+        its run-alone time on the fastest (prefill, decode) pair at batch 1 — prefill + KV
+        transfer + decode: ``isolated_time`` (from L̂_out) while unfinished, re-costed from its
+        true output length once it has finished (known by then). A tool node costs its trace
+        latency. Queueing and contention are excluded, so H_w(t) changes only when a node of the
+        workflow is revealed or finishes, never with t alone. Floored at 1e-6 s. It is not the
+        H_w of the rewards and metrics (``info["horizons"]``: the whole DAG simulated alone on
+        true lengths), which only the finished workflow has.
     :param revealed_at: (K,) reveal time of the call.
     :param input_tokens: (K,) L_in.
     :param predicted_output_tokens: (K,) L̂_out.
     :param kv_demand: (K,) m(c) = L_in + L̂_out tokens.
-    :param isolated_time: (K,) estimated standalone time of the call on its fastest pair.
-    :param attained_service: (K,) the workflow's finished-call GPU seconds (Autellix PLAS).
-    :param attained_critical: (K,) the largest attained service along a path (Autellix ATLAS).
+    :param isolated_time: (K,) the call's run-alone seconds on the fastest (prefill, decode) pair
+        at batch 1 (prefill + KV transfer + decode of L̂_out tokens, times the estimate error):
+        the cost ``horizon`` and ``remaining_critical`` give it.
+    :param attained_service: (K,) measured GPU seconds of the workflow's finished calls (Autellix
+        PLAS): per call, prefill end − start plus decode end − start under the batching it
+        actually got; queueing, KV transfer, tools and calls still in progress count 0.
+    :param attained_critical: (K,) the same measured service summed along the dependency path
+        that has the most of it (Autellix ATLAS); attained_critical ≤ attained_service and
+        ≤ elapsed. Measured and contention-inflated, so not comparable with ``horizon`` or
+        ``remaining_critical`` (run-alone estimates); it ranks workflows against each other.
+    :param remaining_critical: (K,) run-alone seconds of critical-path work left in the workflow
+        from now, over its revealed nodes: the longest path through the revealed nodes not yet
+        finished (the slot's own call included), each costed as in ``horizon`` (calls:
+        ``isolated_time``, from L̂_out, never the true length; tools: their latency). A child is
+        revealed only when all its parents have finished, so the unfinished revealed nodes are
+        mutually independent and the path is a single node: the costliest of them. A node in
+        service counts in full (the work left when it started, not a countdown), so this too
+        changes only at a reveal or a finish of the workflow's nodes. Relations:
+        isolated_time ≤ remaining_critical ≤ horizon; remaining_critical = horizon until a node
+        of the workflow finishes (e.g. at its arrival); without parallel branches (a chain) it
+        equals isolated_time; elapsed + remaining_critical is the finish time of the revealed
+        part, counted from a_w, if its unfinished nodes all started now and ran alone.
     :param planned_prefill: (K,) current prefill plan (pool index) or -1.
     :param planned_decode: (K,) current decode plan (pool index) or -1.
     :param prefill_time: (K, P) estimated prefill seconds.
@@ -164,6 +195,7 @@ class DecisionContext(DecisionContextBase):
     isolated_time: np.ndarray
     attained_service: np.ndarray
     attained_critical: np.ndarray
+    remaining_critical: np.ndarray
     planned_prefill: np.ndarray
     planned_decode: np.ndarray
     prefill_time: np.ndarray
@@ -191,6 +223,17 @@ class DecisionContext(DecisionContextBase):
         slot, rest = divmod(int(action), num_p * num_d)
         p, d = divmod(rest, num_d)
         return slot, p, d
+
+
+@dataclass
+class _OpenNodes:
+    """A workflow's revealed, unfinished nodes and their run-alone costs (seconds), as of the
+    first ``revealed`` reveals and ``finished`` finishes; ``critical`` is the largest cost."""
+
+    revealed: int = 0
+    finished: int = 0
+    cost: dict[str, float] = field(default_factory=dict)
+    critical: float = 0.0
 
 
 #: HexAgent §7.1 workloads: (workflows, arrival rate in workflows/s).
@@ -337,6 +380,7 @@ class PDClusterEnv(ServegymEnv):
             self.sim.add_listener(PredictorFeed(predictor))
         self._reward = make_reward(self.reward_name, len(self.sim.runs), **self.reward_kwargs)
         self._completed_seen = 0
+        self._remaining_cache: dict[int, _OpenNodes] = {}
         inv = self._advance()
         if inv is None:
             raise ValueError("the workload is empty: no scheduling decision ever arises")
@@ -398,7 +442,7 @@ class PDClusterEnv(ServegymEnv):
         valid[:n] = True
         f = lambda: np.zeros(K, dtype=np.float64)  # noqa: E731
         arrival, elapsed, horizon, revealed = f(), f(), f(), f()
-        lin, lout, iso, att, attc = f(), f(), f(), f(), f()
+        lin, lout, iso, att, attc, rem = f(), f(), f(), f(), f(), f()
         time_err = np.ones(K)
         pp = np.full(K, -1, dtype=np.int64)
         pd_ = np.full(K, -1, dtype=np.int64)
@@ -415,6 +459,7 @@ class PDClusterEnv(ServegymEnv):
             iso[k] = sim.isolated_call_time(c)
             att[k] = run.attained_service
             attc[k] = run.attained_critical
+            rem[k] = self._remaining_critical(run)
             time_err[k] = c.time_error
             if c.prefill_instance is not None:
                 pp[k] = prefill_pos[c.prefill_instance]
@@ -515,6 +560,7 @@ class PDClusterEnv(ServegymEnv):
             isolated_time=iso,
             attained_service=att,
             attained_critical=attc,
+            remaining_critical=rem,
             planned_prefill=pp,
             planned_decode=pd_,
             prefill_time=pre,
@@ -531,6 +577,31 @@ class PDClusterEnv(ServegymEnv):
             decode_gpus=[i.gpu for i in sim.decode],
         )
         self._refresh()
+
+    def _remaining_critical(self, run: WorkflowRun) -> float:
+        """``remaining_critical`` of ``run`` (see :class:`DecisionContext`): the largest run-alone
+        cost among its revealed, unfinished nodes. Kept per workflow and brought up to date only
+        when a node was revealed or finished since (both sets only grow, so their sizes identify
+        the state); an update touches the new nodes and the unfinished ones, not the whole DAG."""
+        sim = self.sim
+        assert sim is not None
+        state = self._remaining_cache.get(run.index)
+        if state is None:
+            state = self._remaining_cache[run.index] = _OpenNodes()
+        if state.revealed == len(run.revealed) and state.finished == len(run.finished):
+            return state.critical
+        for node_id in run.revealed[state.revealed :]:
+            node = run.nodes[node_id]
+            if isinstance(node, ToolNode):
+                state.cost[node_id] = node.latency
+            else:
+                state.cost[node_id] = sim.isolated_call_time(run.calls[node_id])
+        for node_id in [n for n in state.cost if n in run.finished]:
+            del state.cost[node_id]
+        # Revealed nodes all have finished parents, so no path holds two unfinished nodes.
+        state.critical = max(state.cost.values(), default=0.0)
+        state.revealed, state.finished = len(run.revealed), len(run.finished)
+        return state.critical
 
     def _decode_rate(self, j: int) -> None:
         """Iteration time of decode instance j at its batch (incl. picks) plus one call, as an
@@ -694,6 +765,7 @@ class PDClusterEnv(ServegymEnv):
                 attainment_curve={"alpha": alphas.tolist(), "attainment": curve.tolist()},
                 completion_times=[w.completion_time for w in res.workflows],
                 horizons=[w.horizon for w in res.workflows],
+                arrivals=[w.arrival for w in res.workflows],
                 invocations=res.invocations,
                 utilisation=res.utilisation,
                 simulated_seconds=res.end_time,

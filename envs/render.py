@@ -1,14 +1,42 @@
-"""Text and picture renderings of a PDCluster state (``render_mode="ansi"`` / ``"rgb_array"``)."""
+"""Text and picture renderings of a PDCluster state (``render_mode="ansi"`` / ``"rgb_array"``).
+
+Instances are named as everywhere else in the env: ``P<j>`` / ``D<j>`` for the j-th prefill /
+decode instance in cluster order (the pool-local indices of the action space).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: Most recent calls drawn in the timeline panel.
+TIMELINE_CALLS = 60
+#: Legends sit above the top-right corner of their panel, clear of the data.
+LEGEND_ABOVE: dict[str, Any] = dict(
+    loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False, borderaxespad=0.1
+)
+
+
+def instance_labels(prefill: Sequence[int], decode: Sequence[int]) -> dict[int, str]:
+    """Names of instances by global index (``Call.prefill_instance``, ``decode_instance``).
+
+    :param prefill: global indices of the prefill instances, in cluster order.
+    :param decode: global indices of the decode instances, in cluster order.
+    :return: global index → ``P<j>`` or ``D<j>`` (j: position in its pool), prefill first.
+    """
+    labels = {g: f"P{j}" for j, g in enumerate(prefill)}
+    labels.update({g: f"D{j}" for j, g in enumerate(decode)})
+    return labels
+
 
 def render_ansi(env: Any) -> str:
-    """A text table of the instances and the waiting calls of the current decision."""
+    """A text table of the instances and the waiting calls of the current decision. A picked
+    slot shows the pair it was given; an open one its best projected ratio R."""
     sim, ctx = env.sim, env._ctx
     if sim is None:
         return "(not reset)"
@@ -28,57 +56,90 @@ def render_ansi(env: Any) -> str:
         )
     if ctx is not None:
         lines.append(f"{ctx.stage} invocation ({ctx.trigger}), picks {len(ctx.picks)}")
+        pairs = {slot: (p, d) for slot, p, d in ctx.picks}
         for k in np.flatnonzero(ctx.valid):
-            r = ctx.projected_ratio[k]
-            best = float(np.min(r)) if np.isfinite(r).any() else float("nan")
+            if k in pairs:
+                p, d = pairs[k]
+                choice = f"picked P{p}->D{d}"
+            else:
+                r = ctx.projected_ratio[k]
+                finite = r[np.isfinite(r)]
+                choice = f"best R {finite.min():6.2f}" if finite.size else "no legal pair"
             mark = "x" if ctx.picked[k] else " "
             lines.append(
                 f"  [{mark}] slot {k:<3} {ctx.call_ids[k]:<20} in {int(ctx.input_tokens[k]):>6} "
                 f"out^ {int(ctx.predicted_output_tokens[k]):>5}  elapsed/H "
-                f"{ctx.elapsed[k] / ctx.horizon[k]:6.2f}  best R {best:6.2f}"
+                f"{ctx.elapsed[k] / ctx.horizon[k]:6.2f}  {choice}"
             )
     return "\n".join(lines)
 
 
-def render_rgb(env: Any) -> np.ndarray:
-    """An RGB picture: per-instance queue lengths, decode KV use and recent call timelines."""
+def render_figure(env: Any) -> Figure:
+    """The ``rgb_array`` picture as a Matplotlib figure (Agg canvas): per-instance queues and
+    decode KV use (left), and the prefill and decode service of the most recent calls per
+    instance (right). The caller closes it (``matplotlib.pyplot.close``)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
 
     sim = env.sim
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), dpi=80)
+    fig, (ax_q, ax_t) = plt.subplots(1, 2, figsize=(10, 4), dpi=80)
     if sim is not None:
-        names = [f"P{j}" for j in range(len(sim.prefill))] + [
-            f"D{j}" for j in range(len(sim.decode))
-        ]
+        num_p = len(sim.prefill)
+        labels = instance_labels([i.index for i in sim.prefill], [i.index for i in sim.decode])
+        row = {g: r for r, g in enumerate(labels)}
+        x = np.arange(len(labels))
+
         queues = [len(p.queue) for p in sim.prefill] + [len(d.waiting) for d in sim.decode]
-        kv = [0.0] * len(sim.prefill) + [d.reserved / d.capacity for d in sim.decode]
-        ax = axes[0]
-        ax.bar(names, queues, color="tab:blue", label="queued calls")
-        ax2 = ax.twinx()
-        ax2.plot(names, kv, "o", color="tab:red", label="KV used")
-        ax2.set_ylim(0, 1)
-        ax.set_title(f"queues and KV at t={sim.now:.1f}s")
-        ax.tick_params(axis="x", labelrotation=90, labelsize=7)
-        ax = axes[1]
-        recent = [c for c in sim.calls if c.prefill_start >= 0][-60:]
+        kv = [d.reserved / d.capacity for d in sim.decode]
+        ax_q.bar(x, queues, color="tab:blue", label="queued calls (left axis)")
+        ax_q.set_ylim(0, max(1.0, 1.15 * max(queues)))  # an idle frame still reads 0..1
+        ax_q.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax_q.set_ylabel("queued calls")
+        ax_q.set_xticks(x, list(labels.values()), rotation=90, fontsize=7)
+        ax_kv = ax_q.twinx()
+        ax_kv.plot(x[num_p:], kv, "o", color="tab:red", label="decode KV used (right axis)")
+        ax_kv.set_ylim(0, 1.05)
+        ax_kv.set_ylabel("decode KV used (fraction)")
+        handles = ax_q.get_legend_handles_labels()[0] + ax_kv.get_legend_handles_labels()[0]
+        ax_kv.legend(handles=handles, **LEGEND_ABOVE)
+        ax_q.set_title(f"queues and KV at t={sim.now:.1f} s", fontsize=9, loc="left")
+
+        recent = [c for c in sim.calls if c.prefill_start >= 0][-TIMELINE_CALLS:]
         for c in recent:
-            y = c.prefill_instance
-            ax.plot(
-                [c.prefill_start, c.prefill_end if c.prefill_end >= 0 else sim.now],
-                [y, y],
-                color="tab:green",
-                lw=4,
-            )
+            y = row[c.prefill_instance]
+            end = c.prefill_end if c.prefill_end >= 0 else sim.now
+            ax_t.plot([c.prefill_start, end], [y, y], color="tab:green", lw=4)
             if c.decode_start >= 0 and c.decode_instance is not None:
+                y = row[c.decode_instance]
                 end = c.decode_end if c.decode_end >= 0 else sim.now
-                ax.plot([c.decode_start, end], [c.decode_instance] * 2, color="tab:orange", lw=2)
-        ax.set_title("recent calls: prefill (green), decode (orange)")
-        ax.set_xlabel("simulated time (s)")
-        ax.set_ylabel("instance")
+                ax_t.plot([c.decode_start, end], [y, y], color="tab:orange", lw=2)
+        start = min((c.prefill_start for c in recent), default=sim.now)
+        ax_t.set_xlim(start, max(sim.now, start + 1.0))
+        ax_t.set_ylim(len(labels) - 0.5, -0.5)  # P0 on top
+        ax_t.set_yticks(x, list(labels.values()), fontsize=7)
+        ax_t.legend(
+            handles=[
+                Line2D([], [], color="tab:green", lw=4, label="prefill"),
+                Line2D([], [], color="tab:orange", lw=2, label="decode"),
+            ],
+            **LEGEND_ABOVE,
+        )
+        ax_t.set_title(f"last {TIMELINE_CALLS} calls started", fontsize=9, loc="left")
+        ax_t.set_xlabel("simulated time (s)")
+        ax_t.set_ylabel("instance")
     fig.tight_layout()
+    return fig
+
+
+def render_rgb(env: Any) -> np.ndarray:
+    """:func:`render_figure` as an RGB array (uint8, H×W×3)."""
+    import matplotlib.pyplot as plt
+
+    fig = render_figure(env)
     fig.canvas.draw()
     img = np.asarray(fig.canvas.buffer_rgba())[:, :, :3].copy()
     plt.close(fig)

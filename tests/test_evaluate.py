@@ -103,15 +103,21 @@ def test_same_seed_gives_same_workload_for_every_policy(rows: list[dict[str, Any
 
 
 def test_table_has_policy_rows_best_baseline_and_reduction(rows: list[dict[str, Any]]) -> None:
+    # first-legal is an outside policy: in the table, never the expert's baseline.
     table = evaluate.format_table(rows, command="python evaluate.py --seeds 0,1")
     lines = table.splitlines()
     assert any(line.startswith("first-legal") for line in lines)
-    best = next(line for line in lines if line.startswith("best baseline"))
-    assert "(first-legal)" in best
-    assert any(line.startswith("reduction (hexagent)") and "%" in line for line in lines)
+    best = next(line for line in lines if line.startswith("best of paper baselines"))
+    assert "first-legal" not in best and best.split()[-1] == "-"
+    assert any(line.startswith("reduction (hexagent vs it)") for line in lines)
+    assert "not compared against (expert, ablation, learned or outside): first-legal" in table
     assert any(line.startswith("utilisation") for line in lines)
     assert "regenerate: python evaluate.py --seeds 0,1" in table
     assert "mixed" in lines[2] and "bfcl" in lines[2]
+    # As the reference, the outside policy is compared with the expert too.
+    mine = evaluate.format_table(rows, reference="first-legal")
+    assert any(line.startswith("reduction (first-legal vs hexagent)") for line in mine.splitlines())
+    assert any(line.startswith("hexagent ") for line in mine.splitlines())
 
 
 def test_reduction_is_relative_to_best_baseline_by_req99() -> None:
@@ -149,7 +155,7 @@ def test_writes_strict_json_csv_and_one_png_per_workload(
     assert sorted(p.name for p in pngs) == ["attainment_bfcl.png", "attainment_mixed.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
     # A table can be rebuilt from the JSON alone.
-    assert "best baseline" in evaluate.format_table(loaded)
+    assert "best of paper baselines" in evaluate.format_table(loaded)
 
 
 def test_unknown_workload_is_a_clear_error() -> None:
@@ -246,12 +252,19 @@ def test_higher_is_better_metric_picks_the_max_baseline_and_reports_a_positive_g
         fake_row("expert", 5.0, 0.1),
     ]
     assert evaluate.best_baseline(rows, "w") == "ours"
+    assert evaluate.best_baseline(rows, "w", candidates=("b1", "b2")) == "b2"
     table = evaluate.format_table(rows)
-    assert "4.00 / 0.20 (ours)" in table
-    gain = next(line for line in table.splitlines() if line.startswith("gain (expert)"))
+    lines = table.splitlines()
+    paper = lines.index(next(x for x in lines if x.startswith("best of paper baselines")))
+    assert "3.00 / 0.10 (b2)" in lines[paper]
+    assert "66.7% / 0.0%" in lines[paper + 1]  # (5 − 3) / 3 and (0.1 − 0.1) / 0.1
+    assert lines[paper + 2].startswith("best of all references") and "(ours)" in lines[paper + 2]
+    gain = lines[paper + 3]
+    assert gain.startswith("gain (expert vs it)")
     assert "25.0% / 50.0%" in gain  # (5 − 4) / 4 and (0.2 − 0.1) / 0.2, both positive
-    assert "good (higher is better) / bad (lower is better)" in table.splitlines()[0]
-    assert "ours: our own reference" in table
+    assert "good (higher is better) / bad (lower is better)" in lines[0]
+    assert "our own strong reference ours" in table
+    assert "not compared against (expert, ablation, learned or outside): expert-lite" in table
     util = next(line for line in table.splitlines() if line.startswith("utilisation"))
     assert util.split() == ["utilisation", "(monolithic)", "50%"]  # no per-instance keys
 
@@ -279,7 +292,7 @@ def test_sweep_gives_one_column_per_workload_and_value_and_a_sweep_plot(
     table = evaluate.format_table(rows)
     header = table.splitlines()[2]
     assert "w slo_scale=1" in header and "w slo_scale=2" in header
-    gain = next(line for line in table.splitlines() if line.startswith("gain (expert)"))
+    gain = next(line for line in table.splitlines() if line.startswith("gain (expert vs it)"))
     assert gain.count("50.0%") == 2  # 3 vs 2 and 6 vs 4
     [png] = evaluate.plot_sweep(rows, tmp_path)
     assert png.name == "good_vs_slo_scale_w.png" and png.read_bytes()[:4] == b"\x89PNG"
@@ -400,7 +413,50 @@ def test_routing_sweep_table_rows_and_goodput_plot(tmp_path: Path) -> None:
         assert "monolithic" in r["utilisation"] and any(":" in k for k in r["utilisation"])
         assert r["slo_scale"] == r["sweep"]["value"] and len(r["latencies"]) == 12
     table = evaluate.format_table(rows, command=evaluate.command_for(config))
-    assert "gain (goodserve)" in table and "utilisation (monolithic)" in table
+    assert "gain (goodserve vs it)" in table and "utilisation (monolithic)" in table
     assert "--sweep slo_scale=1,2" in table
     [png] = evaluate.plot_sweep(rows, tmp_path)
     assert png.name == "goodput_vs_slo_scale_goodserve.png"
+
+
+def test_diagnose_names_bursts_idle_clusters_and_tied_percentiles() -> None:
+    def row(policy: str, r95: float, r99: float, arrivals: list[float], util: float) -> dict:
+        return {
+            "env": "pd-cluster", "cluster": "c", "model": "m", "workload": "w", "seed": 0,
+            "policy": policy, "metrics": {"req95": r95, "req99": r99},
+            "utilisation": {"prefill": util, "decode": util, "0:h100": 1.0},
+            "arrivals": arrivals, "simulated_seconds": 100.0,
+            "completion_times": [1.0] * 40,
+        }  # fmt: skip
+
+    burst = [row(p, 1.5, 1.5, [0.0, 4.0], 0.1) for p in ("atlas", "hexagent", "mine")]
+    notes = evaluate.diagnose(burst)
+    assert any("arrivals span 4 s of a 100 s episode" in n for n in notes)
+    assert any("mean utilisation 10%" in n for n in notes)
+    assert any("Req95 = Req99 for 3 of 3 policies with 40 workflows" in n for n in notes)
+    assert any(line.startswith("note: w:") for line in evaluate.format_table(burst).splitlines())
+    steady = [row(p, 1.2 + i, 1.5 + i, [0.0, 90.0], 0.6) for i, p in enumerate(("a", "b"))]
+    assert evaluate.diagnose(steady) == []
+
+
+def test_checkpoint_settings_come_from_its_config_json_and_conflicts_are_named(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"env": "pd-cluster", "slots": 16, "count": 30}))
+    spec = f"ckpt:{run / 'model.zip'}"
+    cfg = evaluate.resolve_config(evaluate.EvalConfig(policies=("hexagent", spec)))
+    assert cfg.slots == 16  # adopted: the env's default would be 256
+    assert cfg.count is None  # workload options are the command's, not the checkpoint's
+    assert "--slots 16" in evaluate.command_for(cfg)
+    with pytest.raises(evaluate.EvaluationError, match="trained with --slots 16.*pass --slots 16"):
+        evaluate.resolve_config(evaluate.EvalConfig(policies=(spec,), slots=256))
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"env": "pd-cluster", "slots": 8}))
+    with pytest.raises(evaluate.EvaluationError, match="different --slots"):
+        evaluate.resolve_config(
+            evaluate.EvalConfig(policies=(spec, f"ckpt:{other / 'model.zip'}"))
+        )
+    (other / "config.json").write_text(json.dumps({"env": "routing"}))
+    with pytest.raises(evaluate.EvaluationError, match="trained on --env routing"):
+        evaluate.resolve_config(evaluate.EvalConfig(policies=(f"ckpt:{other / 'model.zip'}",)))

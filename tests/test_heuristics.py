@@ -70,6 +70,7 @@ def synthetic_ctx(
         isolated_time=z.copy(),
         attained_service=z.copy(),
         attained_critical=z.copy(),
+        remaining_critical=z.copy(),
         planned_prefill=np.full(K, -1),
         planned_decode=np.full(K, -1),
         prefill_time=np.zeros((K, P)),

@@ -52,7 +52,9 @@ def test_config_file_sets_defaults_and_flags_override_it(tmp_path):
     [
         (["--env", "nope"], "not trainable"),
         (["--algo", "dqn"], "unknown"),
-        (["--bc-expert", "oracle"], "unknown heuristic"),
+        (["--bc-expert", "oracle"], "unknown policy"),
+        (["--bc-expert", "zz:x"], "unknown policy prefix"),
+        (["--baselines", "atlas,atlas"], "more than once"),
         (["--n-envs", "0"], ">= 1"),
     ],
 )
@@ -124,7 +126,7 @@ def test_routing_smoke_run_selects_by_goodput(tmp_path):
     report = json.loads((out / "eval.json").read_text())
     assert {"goodserve", "round-robin", f"ckpt:{out / 'model.zip'}"} <= set(report["final"])
     assert set(report["final"]["goodserve"]) == {"goodput", "slo_violation_ratio"}
-    assert "gain (goodserve)" in (out / "table.txt").read_text()
+    assert "gain (goodserve vs it)" in (out / "table.txt").read_text()
     assert (out / "best_model.zip").is_file()
     # model selection never looks at the held-out seeds of the final table
     assert not set(report["validation_seeds"]) & set(report["eval_seeds"])
@@ -153,3 +155,53 @@ def test_allocation_smoke_run_trains_without_special_casing(tmp_path, monkeypatc
     assert set(report["final"]["scepsy"]) == {"goodput", "latency_mean"}
     config = json.loads((out / "config.json").read_text())
     assert config["rate_trace"] == "ragpulse_hourly" and config["gpus"] == 4
+
+
+def test_help_documents_every_option_with_its_allowed_values(capsys):
+    with pytest.raises(SystemExit):
+        train.parse_args(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "One of: maskable-ppo, ppo" in out and "One of: subproc, dummy" in out
+    assert "py:MODULE:FACTORY" in out and "every policy: atlas" in out
+    for option in ("--hidden", "--vec", "--bc-expert", "--baselines", "--algo"):
+        after = out.split(option.upper().lstrip("-").replace("-", "_"), 1)[1]
+        assert not after.lstrip().startswith("(default"), f"{option} has no description"
+
+
+def test_naming_the_expert_in_baselines_is_not_an_error(capsys):
+    cfg = train.parse_args(["--baselines", "per-call-fcfs,hexagent", "--bc-expert", "hexagent"])
+    assert train.baselines_of(cfg) == ("per-call-fcfs",)
+    assert "hexagent is the expert" in capsys.readouterr().out
+
+
+def test_a_plugin_that_cannot_load_fails_before_out_is_created(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["--bc-expert", f"py:{tmp_path / 'missing.py'}:make", "--out", str(out)]
+    assert train.main([*argv, "--wandb", "disabled"]) == 2
+    assert "--bc-expert" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_run_failing_before_its_first_model_leaves_nothing_behind(tmp_path, monkeypatch, capsys):
+    import evaluate
+
+    def fail(*args, **kwargs):
+        raise evaluate.EvaluationError("simulated failure in the reference evaluation")
+
+    monkeypatch.setattr(evaluate, "evaluate", fail)
+    out = tmp_path / "run"
+    assert train.main([*SMOKE, "--out", str(out), "--wandb", "disabled"]) == 2
+    err = capsys.readouterr().err
+    assert "simulated failure" in err and "Traceback" not in err
+    assert not out.exists()  # so a retry is not blocked by a half-written run
+
+
+def test_wandb_runs_do_not_advertise_weave_for_our_agents_package(tmp_path, monkeypatch):
+    # wandb mistakes our ``agents`` package for OpenAI's Agents SDK and prints a Weave advert.
+    from agents.wandb_utils import init_run
+
+    monkeypatch.delenv("WANDB_DISABLE_WEAVE", raising=False)
+    init_run("disabled", tmp_path, {}, name="x").finish()
+    assert os.environ["WANDB_DISABLE_WEAVE"] == "true"
+    monkeypatch.setenv("WANDB_DISABLE_WEAVE", "false")  # a user's own choice wins
+    init_run("disabled", tmp_path, {}, name="x").finish()
+    assert os.environ["WANDB_DISABLE_WEAVE"] == "false"
