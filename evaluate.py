@@ -208,7 +208,12 @@ ENVS: dict[str, EnvEntry] = {
         workloads=("rag_reranker", "beam_search"),
         baselines=("k8s-hpa", "naive-equal"),
         own_references=("demand-proportional",),
-        ablations=("scepsy-parallelism-only", "scepsy-fractional-only"),
+        ablations=(
+            "scepsy-parallelism-only",
+            "scepsy-fractional-only",
+            "scepsy-reactive",
+            "scepsy-sticky",
+        ),
         paper="Scepsy §7.2 (Fig. 6: K8s HPA), §7.4 (Fig. 10: ablations)",
         attainment_xlabel="SLO scale α  (workflow meets SLO if latency ≤ α × run-alone latency)",
         curve=("throughput", "latency_mean"),

@@ -48,6 +48,10 @@ class TrainEnvSpec:
     :param defaults: training defaults of options (``workload``, ``count``, ...) that differ
         from the evaluation defaults: shorter episodes, fewer slots. Unset options not listed
         here take the env family's evaluation default (``evaluate.ENVS``) or the env's own.
+    :param reward_scale: training envs (BC demonstrations and RL) see the env's reward times
+        this (:class:`ScaledReward`), so that returns, and the critic's squared error that
+        shares the features extractor with the policy, stay of order one. Evaluation reads the
+        env's metrics, never the scaled reward.
     """
 
     gym_id: str
@@ -56,6 +60,7 @@ class TrainEnvSpec:
     extractor_kwargs: Mapping[str, Any] = field(default_factory=dict)
     action_scores: bool = True
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    reward_scale: float = 1.0
 
 
 TRAIN_ENVS: dict[str, TrainEnvSpec] = {
@@ -91,6 +96,8 @@ TRAIN_ENVS: dict[str, TrainEnvSpec] = {
             "periods": 12,
             "period_seconds": 60.0,
         },
+        # +1 per workflow within its SLO: ~2,000 per episode of the default; scaled to ~2.
+        reward_scale=1e-3,
     ),
 }
 
@@ -140,6 +147,21 @@ class TrainingSeeds(gym.Wrapper):
         return self.env.reset(seed=seed, options=options)
 
 
+class ScaledReward(gym.RewardWrapper):
+    """The env's reward times ``scale`` (:attr:`TrainEnvSpec.reward_scale`); ``info`` and the
+    episode metrics are untouched."""
+
+    def __init__(self, env: gym.Env, scale: float):
+        super().__init__(env)
+        self.scale = float(scale)
+
+    def reward(self, reward: Any) -> Any:
+        return reward * self.scale
+
+    def action_masks(self) -> np.ndarray:
+        return self.env.unwrapped.action_masks()  # type: ignore[attr-defined]
+
+
 class LeanInfo(gym.Wrapper):
     """Drops the per-step ``decision_context`` and ``action_mask`` and the episode-end
     per-workflow / per-request lists from ``info`` (learned policies read the observation and
@@ -172,10 +194,14 @@ def make_env(
     :param kwargs: env keyword arguments (see :func:`env_kwargs`).
     :param seed: if given, wrap in :class:`TrainingSeeds` seeded with it.
     :param lean: wrap in :class:`LeanInfo` and SB3's ``Monitor`` (for vectorised training).
+
+    The family's :attr:`TrainEnvSpec.reward_scale` applies to every env made here.
     """
     import envs  # noqa: F401  (registers the servegym ids)
 
     env = gym.make(spec.gym_id, **kwargs)
+    if spec.reward_scale != 1.0:
+        env = ScaledReward(env, spec.reward_scale)
     if seed is not None:
         env = TrainingSeeds(env, seed)
     if lean:

@@ -29,9 +29,12 @@ autoscaler pays). The first period's replicas are loaded before traffic starts. 
 period the env serves the remaining workflows for at most ``drain_seconds``; the rest count as
 unfinished (SLO misses).
 
-Calls are routed to the ready, not retired replica of their model with the fewest running +
-waiting calls (Scepsy §6 uses an SGLang router per workflow); before any replica of a model is
-ready, calls queue at the one ready first. Engines keep an LRU prefix cache in their free KV
+Calls are routed among the ready, not retired replicas of their model by SGLang's
+cache-aware policy (Scepsy §6 uses an SGLang router per workflow; :func:`cache_aware_choice`):
+to the replica caching the longest prefix of the prompt when it covers ≥ 30 % of it, else to the
+one with the fewest running + waiting calls, and always to the least loaded when the load is
+imbalanced (> 64 calls and > 1.5× apart); before any replica of a model is ready, calls queue
+at the one ready first. Engines keep an LRU prefix cache in their free KV
 blocks (vLLM's automatic prefix caching, 16-token blocks): beam-search prompts share their
 beam's prefix (:mod:`traces.generators.beam_search`).
 
@@ -146,6 +149,38 @@ GLOBAL_FEATURES = 10
 #: Workflow generators this env serves and their default arrival rates (workflows/s).
 WORKLOADS = ("rag_reranker", "beam_search", "rag_beam_combined")
 RATE_WINDOWS = ("train", "heldout")
+
+
+#: SGLang router's ``cache_aware`` defaults (sgl-model-gateway): route by prefix match when
+#: its share of the prompt reaches ``CACHE_THRESHOLD``, unless the load is imbalanced (the
+#: busiest replica has more than ``BALANCE_ABS`` requests over the idlest and more than
+#: ``BALANCE_REL`` times as many), then to the least loaded.
+CACHE_THRESHOLD = 0.3
+BALANCE_ABS = 64
+BALANCE_REL = 1.5
+
+
+def cache_aware_choice(loads: Sequence[int], hit_tokens: Sequence[int], prompt_tokens: int) -> int:
+    """Index of the replica SGLang's cache-aware router picks for one request.
+
+    :param loads: running + waiting requests per replica.
+    :param hit_tokens: prompt tokens of the request cached per replica (the router's radix tree
+        mirrors the engines' caches; here it reads them, plus the requests it routed in the
+        same instant).
+    :param prompt_tokens: the request's prompt length.
+
+    Imbalanced load -> least loaded. Otherwise the best prefix match if it covers at least
+    ``CACHE_THRESHOLD`` of the prompt, else the least loaded (SGLang takes the replica with the
+    smallest tree, which the least loaded approximates). Ties by index.
+    """
+    least = min(range(len(loads)), key=lambda i: (loads[i], i))
+    hi, lo = max(loads), loads[least]
+    if hi - lo > BALANCE_ABS and hi > BALANCE_REL * lo:
+        return least
+    best = max(range(len(loads)), key=lambda i: (hit_tokens[i], -loads[i], -i))
+    if prompt_tokens > 0 and hit_tokens[best] >= CACHE_THRESHOLD * prompt_tokens:
+        return best
+    return least
 
 
 @dataclass(frozen=True)
@@ -828,28 +863,43 @@ class AllocationEnv(ServegymEnv):
         self._replica_instance = keep
 
     def _route(self, calls: Sequence[Any]) -> list[Assignment]:
+        """SGLang's cache-aware router (Scepsy §6 routes with it) over the ready, not retired
+        replicas of each call's model; see :func:`cache_aware_choice`. Before any replica of a
+        model is ready, its calls queue at the one ready first."""
         sim = self.sim
         assert sim is not None
         now = sim.now
         live = [sim.instances[i] for i in self._replica_instance.values()]
         out = []
         extra: dict[int, int] = {}
+        # first prefix hash -> (replica, hashes) of the call routed last in this instant
+        routed: dict[int, tuple[int, tuple[int, ...]]] = {}
         for c in calls:
             if c.prefill_instance is not None and not sim.instances[c.prefill_instance].retired:
                 continue
             cands = [m for m in live if m.spec.model == c.model]
             ready = [m for m in cands if m.ready_at <= now]
-            if ready:
-                m = min(
-                    ready,
-                    key=lambda m: (
-                        len(m.running) + len(m.waiting) + extra.get(m.index, 0),
-                        m.index,
-                    ),
-                )
+            hashes = c.node.prefix_hashes
+            if len(ready) > 1:
+                loads = [len(m.running) + len(m.waiting) + extra.get(m.index, 0) for m in ready]
+                hits = sim.prefix_hits(c) if hashes else {}
+                if hashes and hashes[0] in routed:  # the router's tree holds a sibling just sent
+                    sib, theirs = routed[hashes[0]]
+                    shared = next(
+                        (k for k, (a, b) in enumerate(zip(hashes, theirs, strict=False)) if a != b),
+                        min(len(hashes), len(theirs)),
+                    )
+                    hits = {**hits, sib: max(hits.get(sib, 0), shared * PREFIX_BLOCK_TOKENS)}
+                m = ready[
+                    cache_aware_choice(loads, [hits.get(m.index, 0) for m in ready], c.input_tokens)
+                ]
+            elif ready:
+                m = ready[0]
             else:
                 m = min(cands, key=lambda m: (m.ready_at, len(m.waiting), m.index))
             extra[m.index] = extra.get(m.index, 0) + 1
+            if hashes:
+                routed[hashes[0]] = (m.index, hashes)
             out.append(Assignment(c, c.revealed_at, m.index))
         return out
 

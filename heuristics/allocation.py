@@ -12,6 +12,10 @@ name                         rule (source)
 ``scepsy``                   APL + GPU scheduler at the period's target rate (Scepsy §4–§5)
 ``scepsy-parallelism-only``  Scepsy without fractional shares (whole GPUs; Fig. 10 ablation)
 ``scepsy-fractional-only``   Scepsy without tensor parallelism (TP 1; Fig. 10 ablation)
+``scepsy-reactive``          Scepsy re-solved for the last period's *measured* rate, not the
+                             upcoming scheduled one (no forecast; our own variant)
+``scepsy-sticky``            Scepsy that keeps its allocation while the APL says it sustains
+                             the new rate (no reconfiguration churn; our own variant)
 ``k8s-hpa``                  Kubernetes HPA per LLM, whole-GPU TP-1 replicas (§7.2)
 ``naive-equal``              equal GPU split, TP 1, fixed
 ``demand-proportional``      GPUs in proportion to each LLM's traced GPU-seconds per workflow,
@@ -210,19 +214,21 @@ class FixedAllocation(PlanPolicy):
 
 
 @register("k8s-hpa", env="allocation")
-class KubernetesHPA:
+class KubernetesHPA(PlanPolicy):
     """Kubernetes' Horizontal Pod Autoscaler, one Deployment per LLM (Scepsy §7.2's K8s baseline
     with the upstream HPA defaults; Scepsy names the baseline, Kubernetes documents the rule):
 
-    * a pod is one TP-1 replica on one whole GPU (``nvidia.com/gpu: 1``; K8s cannot share a
-      GPU between pods without MPS, which is Scepsy's contribution);
+    * a pod is one replica on whole GPUs (``nvidia.com/gpu``: 1 GPU at TP 1, or the smallest TP
+      that holds the model; K8s cannot share a GPU between pods without MPS, which is Scepsy's
+      contribution);
     * every sync period (the env's ``period_seconds``; K8s default 15 s) per LLM:
       ``desired = ceil(current × metric / target)``, unchanged while ``|metric / target − 1| ≤
       tolerance`` (0.1);
     * scale-up at most ``max(2 × current, current + 4)`` per sync (K8s default scale-up policy);
       scale-down takes the highest recommendation of the last ``stabilization_s`` (300 s);
-    * ``min_replicas`` 1; pods beyond the GPUs stay Pending (the env's menu caps the count, LLMs
-      in the env's order get GPUs first);
+    * ``min_replicas`` 1 (the first period starts there);
+    * running pods keep their GPUs; pods beyond the free GPUs stay Pending (the scheduler binds
+      them in the env's LLM order as GPUs free up, never evicting another Deployment's pod);
     * new pods serve after the env's cold start (model load), as a real pod would.
 
     :param metric: ``utilisation`` (mean engine-busy fraction of the replicas: GPU utilisation
@@ -243,6 +249,7 @@ class KubernetesHPA:
         stabilization_s: float = 300.0,
         min_replicas: int = 1,
     ):
+        super().__init__()
         if metric not in ("utilisation", "in-flight"):
             raise ValueError(f"metric must be 'utilisation' or 'in-flight', got {metric!r}")
         self.metric = metric
@@ -257,9 +264,9 @@ class KubernetesHPA:
         self.reset()
 
     def reset(self) -> None:
-        self.fallbacks = 0
+        super().reset()
         self._history: dict[str, deque[tuple[float, int]]] = {}
-        self._plan: dict[str, int] = {}
+        self.pending: dict[str, int] = {}
 
     def desired(self, current: int, value: float) -> int:
         """HPA's recommendation from ``current`` replicas and the measured ``value``."""
@@ -284,24 +291,37 @@ class KubernetesHPA:
             want = min(prev, max(w for _, w in hist))
         return max(self.min_replicas, want)
 
-    def act(self, obs: Any, info: dict[str, Any]) -> int:
-        ctx = allocation_context(info)
-        F = ctx.units_per_gpu
-        d = self.recommend(ctx, ctx.model)
-        tp = (
-            1
-            if ctx.min_share.get((ctx.model, 1))
-            else min(t for (m, t), s in ctx.min_share.items() if m == ctx.model and s)
+    @staticmethod
+    def pod_tp(ctx: AllocationContext, model: str) -> int:
+        """GPUs per pod: 1, or the smallest TP whose whole GPUs hold the model."""
+        if ctx.min_share.get((model, 1)):
+            return 1
+        return min(t for (m, t), s in ctx.min_share.items() if m == model and s)
+
+    def plan(self, ctx: AllocationContext) -> Allocation:
+        F, free = ctx.units_per_gpu, ctx.topology.num_gpus
+        want = {m: min(self.recommend(ctx, m), ctx.max_replicas) for m in ctx.models}
+        tp = {m: self.pod_tp(ctx, m) for m in ctx.models}
+        running = {
+            m: ctx.previous.get(m).replicas if ctx.previous is not None else 0 for m in ctx.models
+        }
+        pods = {m: min(running[m], want[m]) for m in ctx.models}  # running pods stay bound
+        free -= sum(pods[m] * tp[m] for m in ctx.models)
+        for m in ctx.models:  # Pending pods bind in order while GPUs are free
+            grant = max(0, min(want[m] - pods[m], free // tp[m]))
+            pods[m] += grant
+            free -= grant * tp[m]
+        for m in ctx.models:  # the first period starts every Deployment, if it can
+            if pods[m] == 0 and free >= tp[m]:
+                pods[m], free = 1, free - tp[m]
+        self.pending = {m: want[m] - pods[m] for m in ctx.models if want[m] > pods[m]}
+        return Allocation(
+            tuple(
+                LLMAllocation(m, F * tp[m] * max(pods[m], 1), tp[m], max(pods[m], 1))
+                for m in ctx.models
+            ),
+            units_per_gpu=F,
         )
-        # The largest legal replica count up to d (Pending pods beyond the GPUs).
-        for r in range(min(d, ctx.max_replicas), 0, -1):
-            k = ctx.options.index((F, tp, r)) if (F, tp, r) in ctx.options else -1
-            if k >= 0 and ctx.mask[k]:
-                if r != d:
-                    self.fallbacks += 1
-                return k
-        self.fallbacks += 1
-        return nearest_legal(ctx, LLMAllocation(ctx.model, F * tp * d, tp, d))
 
 
 class ScepsyPolicy(PlanPolicy):
@@ -315,6 +335,13 @@ class ScepsyPolicy(PlanPolicy):
     :param tensor_parallel: allow TP > 1 (False: the "fractional-only" ablation).
     :param stat: latency statistic the APL predicts (``mean``; or a percentile).
     :param headroom: plan for ``headroom × target rate`` (1.0: the paper's target as given).
+    :param reactive: plan for the rate *measured* in the last period instead of the upcoming
+        period's scheduled rate (the first period uses the scheduled rate, as a deployment's
+        initial plan would). Scepsy takes its target throughput as an input; the scheduled rate
+        is a perfect forecast, the last measured rate is what an operator has without one.
+    :param sticky: keep the last period's allocation while the APL predicts it sustains the new
+        target rate (re-solve only when it does not): every re-solve that changes a replica pays
+        its cold start, which Scepsy's static search does not weigh.
     """
 
     def __init__(
@@ -324,9 +351,13 @@ class ScepsyPolicy(PlanPolicy):
         tensor_parallel: bool = True,
         stat: str = "mean",
         headroom: float = 1.0,
+        reactive: bool = False,
+        sticky: bool = False,
     ):
         super().__init__()
         self.name = name
+        self.reactive = reactive
+        self.sticky = sticky
         self.fractional = fractional
         self.tensor_parallel = tensor_parallel
         self.stat = stat
@@ -338,7 +369,14 @@ class ScepsyPolicy(PlanPolicy):
         from envs.sim.scepsy import pipelines_for
         from heuristics.scepsy.search import search, search_multi
 
-        rate = ctx.target_rate * self.headroom
+        known = ctx.last_rate if self.reactive and ctx.previous is not None else ctx.target_rate
+        rate = known * self.headroom
+        if self.sticky and ctx.previous is not None:
+            from envs.sim.scepsy import pipeline_for
+
+            apl = pipeline_for(ctx.workload, ctx.topology.gpu, ctx.units_per_gpu, ctx.engine)
+            if apl.predict(ctx.previous, rate, self.stat).throughput >= rate:
+                return ctx.previous
         key = (ctx.workload, ctx.topology, ctx.units_per_gpu, round(rate, 6))
         if key not in self._solved:
             pipes = pipelines_for(ctx.workload, ctx.topology.gpu, ctx.units_per_gpu, ctx.engine)
@@ -369,6 +407,10 @@ class ScepsyPolicy(PlanPolicy):
 
 
 register("scepsy", env="allocation")(lambda: ScepsyPolicy("scepsy"))
+register("scepsy-reactive", env="allocation")(
+    lambda: ScepsyPolicy("scepsy-reactive", reactive=True)
+)
+register("scepsy-sticky", env="allocation")(lambda: ScepsyPolicy("scepsy-sticky", sticky=True))
 register("scepsy-parallelism-only", env="allocation")(
     lambda: ScepsyPolicy("scepsy-parallelism-only", fractional=False)
 )

@@ -280,3 +280,158 @@ def test_evaluate_runs_allocation_with_a_sweep_and_an_allocation_file(tmp_path):
     assert dp2["num_completed"] == dp2["num_workflows"] > dp1["num_completed"]
     with pytest.raises(evaluate.EvaluationError, match="does not take --model"):
         evaluate.resolve_config(evaluate.EvalConfig(env="allocation", model="llama3-8b"))
+
+
+def test_cache_aware_choice_follows_the_prefix_unless_load_is_imbalanced():
+    from envs.allocation import BALANCE_ABS, cache_aware_choice
+
+    # a match covering >= 30 % of the prompt wins over a lighter replica
+    assert cache_aware_choice([5, 1], [400, 0], 1000) == 0
+    # below the threshold: the least loaded
+    assert cache_aware_choice([5, 1], [200, 0], 1000) == 1
+    # imbalanced (more than BALANCE_ABS apart and 1.5x): the least loaded, whatever the cache
+    assert cache_aware_choice([BALANCE_ABS + 10, 9], [1000, 0], 1000) == 1
+    # large absolute gap but within 1.5x: still balanced, the match wins
+    assert cache_aware_choice([3 * BALANCE_ABS, 2 * BALANCE_ABS + 1], [1000, 0], 1000) == 0
+    # ties: best match, then lighter, then lower index
+    assert cache_aware_choice([2, 1, 1], [500, 500, 500], 1000) == 1
+
+
+def test_beam_search_calls_of_one_beam_stay_on_the_replica_caching_it():
+    env = AllocationEnv(workload="beam_search", workflow_rate=0.2, period_seconds=60.0)
+    alloc = Allocation(
+        (LLMAllocation("llama3.1-8b-prm", 8, 1, 2), LLMAllocation("llama3.2-1b", 8, 1, 2)), 4
+    )
+    _, info = run(env, FixedAllocation(alloc))
+    res = env.sim.result()
+    verifier = [c for c in res.calls if c.model == "llama3.1-8b-prm"]
+    assert verifier
+    hit = sum(c.cached_tokens for c in verifier) / sum(c.input_tokens for c in verifier)
+    # a verifier prompt = its beam's lineage + one step: most of it is cached when the router
+    # keeps a workflow on the replica that served its earlier steps
+    assert hit > 0.5
+    by_wf: dict[str, set[int]] = {}
+    for c in verifier:
+        by_wf.setdefault(c.workflow_id, set()).add(c.prefill_instance)
+    assert sum(len(v) == 1 for v in by_wf.values()) >= 0.6 * len(by_wf)
+
+
+class _HPACtx:
+    """The AllocationContext fields KubernetesHPA.plan reads."""
+
+    def __init__(self, t, running, busy, gpus=4):
+        from envs.sim.cluster import Topology
+
+        self.time = t
+        self.units_per_gpu = 4
+        self.topology = Topology("rtx-a6000", 1, gpus, ((0, 1), (2, 3)))
+        self.models = tuple(running)
+        self.max_replicas = 16
+        self.previous = Allocation(
+            tuple(LLMAllocation(m, 4 * r, 1, r) for m, r in running.items()), 4
+        )
+        self.llm_metrics = {m: _Metric(b) for m, b in busy.items()}
+        self.min_share = {(m, 1): 4 for m in running}
+
+
+def test_hpa_never_evicts_running_pods_and_leaves_the_rest_pending():
+    hpa = KubernetesHPA(target=0.5, tolerance=0.1)
+    # a wants 4 (ceil(2 * 1.0 / 0.5)), b keeps its 2 running pods: a gets no GPU beyond its 2
+    plan = hpa.plan(_HPACtx(0.0, {"a": 2, "b": 2}, {"a": 1.0, "b": 0.5}))
+    assert plan.get("a").replicas == 2 and plan.get("b").replicas == 2
+    assert hpa.pending == {"a": 2}
+    # b scales down once its window allows: the freed GPUs go to a's pending pods
+    hpa = KubernetesHPA(target=0.5, tolerance=0.1, stabilization_s=0.0)
+    plan = hpa.plan(_HPACtx(15.0, {"a": 2, "b": 2}, {"a": 1.0, "b": 0.1}))
+    assert plan.get("b").replicas == 1 and plan.get("a").replicas == 3
+    assert hpa.pending == {"a": 1}
+
+
+def test_scepsy_plans_for_the_scheduled_rate_and_the_reactive_variant_for_the_measured(
+    monkeypatch,
+):
+    import envs.sim.scepsy as scepsy_pkg
+    import heuristics.scepsy.search as search_mod
+    from heuristics.allocation import ScepsyPolicy
+
+    asked = []
+
+    class Result:
+        allocation = Allocation((LLMAllocation("m", 4, 1, 1),), 4)
+
+    def fake_search(apl, rate, topology, **kw):
+        asked.append(rate)
+        return Result()
+
+    monkeypatch.setattr(scepsy_pkg, "pipelines_for", lambda *a, **k: {"f": object()})
+    monkeypatch.setattr(search_mod, "search", fake_search)
+
+    class Ctx:
+        workload, engine, units_per_gpu, max_replicas = "w", "vllm", 4, 16
+        memory_utilization, min_kv_tokens = 0.9, 8192
+
+        class topology:  # noqa: N801  (stands in for a Topology)
+            gpu = "rtx-a6000"
+
+        def __init__(self, target, last, first):
+            self.target_rate, self.last_rate = target, last
+            self.previous = None if first else Result.allocation
+
+    for name, expect in (("scepsy", [2.0, 3.0]), ("scepsy-reactive", [2.0, 1.5])):
+        asked.clear()
+        pol = ScepsyPolicy(name, reactive=name.endswith("reactive"))
+        pol.plan(Ctx(2.0, 0.0, first=True))
+        pol.plan(Ctx(3.0, 1.5, first=False))
+        assert asked == expect
+
+
+def test_sticky_scepsy_keeps_its_allocation_while_the_apl_says_it_sustains(monkeypatch):
+    import envs.sim.scepsy as scepsy_pkg
+    import heuristics.scepsy.search as search_mod
+    from heuristics.allocation import ScepsyPolicy
+
+    kept = Allocation((LLMAllocation("m", 4, 1, 1),), 4)
+    fresh = Allocation((LLMAllocation("m", 8, 1, 2),), 4)
+
+    class APL:
+        def predict(self, alloc, rate, stat="mean"):
+            class P:
+                throughput = 2.0 if alloc == kept else 10.0
+
+            return P()
+
+    class Result:
+        allocation = fresh
+
+    monkeypatch.setattr(scepsy_pkg, "pipeline_for", lambda *a, **k: APL())
+    monkeypatch.setattr(scepsy_pkg, "pipelines_for", lambda *a, **k: {"f": APL()})
+    monkeypatch.setattr(search_mod, "search", lambda *a, **k: Result())
+
+    class Ctx:
+        workload, engine, units_per_gpu, max_replicas = "w", "vllm", 4, 16
+        memory_utilization, min_kv_tokens, last_rate = 0.9, 8192, 0.0
+
+        class topology:  # noqa: N801
+            gpu = "rtx-a6000"
+
+        def __init__(self, target):
+            self.target_rate, self.previous = target, kept
+
+    pol = ScepsyPolicy("scepsy-sticky", sticky=True)
+    assert pol.plan(Ctx(1.5)) is kept  # the APL says 2.0/s >= 1.5/s: no reconfiguration
+    assert pol.plan(Ctx(3.0)) is fresh  # 2.0/s < 3.0/s: re-solved
+    assert ScepsyPolicy("scepsy").plan(Ctx(1.5)) is fresh  # the default always re-solves
+
+
+def test_replicas_sharing_a_gpu_all_serve_and_an_unchanged_allocation_restarts_nothing():
+    # eight quarter-GPU replicas of the generator: four per GPU, at the same share
+    alloc = Allocation(
+        (LLMAllocation("llama3.1-8b-prm", 8, 1, 2), LLMAllocation("llama3.2-1b", 8, 1, 8)), 4
+    )
+    env = AllocationEnv(workload="beam_search", workflow_rate=0.5, periods=3, period_seconds=20)
+    _, info = run(env, FixedAllocation(alloc))
+    u = env.unwrapped
+    assert info["metrics"]["reconfigurations"] == 0
+    assert len(u.sim.monolithic) == 10  # the first period's replicas, never re-created
+    served = {c.prefill_instance for c in u.sim.result().calls if c.model == "llama3.2-1b"}
+    assert len(served) == 8

@@ -454,9 +454,7 @@ def test_checkpoint_settings_come_from_its_config_json_and_conflicts_are_named(t
     other.mkdir()
     (other / "config.json").write_text(json.dumps({"env": "pd-cluster", "slots": 8}))
     with pytest.raises(evaluate.EvaluationError, match="different --slots"):
-        evaluate.resolve_config(
-            evaluate.EvalConfig(policies=(spec, f"ckpt:{other / 'model.zip'}"))
-        )
+        evaluate.resolve_config(evaluate.EvalConfig(policies=(spec, f"ckpt:{other / 'model.zip'}")))
     (other / "config.json").write_text(json.dumps({"env": "routing"}))
     with pytest.raises(evaluate.EvaluationError, match="trained on --env routing"):
         evaluate.resolve_config(evaluate.EvalConfig(policies=(f"ckpt:{other / 'model.zip'}",)))

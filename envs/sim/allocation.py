@@ -229,9 +229,11 @@ class ReplicaPlacement:
         return len(self.gpus)
 
     @property
-    def key(self) -> tuple[str, int, tuple[int, ...], int]:
-        """What identifies a running replica across reconfigurations (replica number aside)."""
-        return (self.model, self.node, self.gpus, self.share_units)
+    def key(self) -> tuple[str, int, int, tuple[int, ...], int]:
+        """What identifies a running replica across reconfigurations. The replica number is part
+        of it: several replicas of one model can share a GPU at the same share (four quarter-GPU
+        replicas), and the placer keeps a kept replica's number."""
+        return (self.model, self.replica, self.node, self.gpus, self.share_units)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ prefix_block_tokens=16)`` (``servegym/Allocation-v0`` does).
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 import numpy as np
@@ -39,26 +40,40 @@ PREFIX_BLOCK_TOKENS = 16
 
 
 def prefix_hashes(
-    seed: int, segments: list[tuple[int, int]], total: int, block: int = PREFIX_BLOCK_TOKENS
+    seed: int,
+    segments: list[tuple[int, int]],
+    total: int,
+    block: int = PREFIX_BLOCK_TOKENS,
+    known: tuple[int, ...] = (),
 ) -> tuple[int, ...]:
     """Hashes of the full ``block``-token blocks of a prompt made of ``segments`` (``(segment
     id, tokens)`` in prompt order) and ``total`` tokens long. Block k's hash chains block k−1's
     with the ids of the segments it overlaps, so two prompts share a block hash exactly when
     they share every token up to the block's end. Integer-only hashing: stable across
-    processes and ``PYTHONHASHSEED`` values."""
-    out: list[int] = []
-    h = hash((seed, -1))
-    starts, pos = [], 0
-    for sid, n in segments:
-        starts.append((pos, pos + n, sid))
+    processes and ``PYTHONHASHSEED`` values.
+
+    :param known: the hashes of this prompt's first blocks, already computed for a prompt that
+        shares them (a beam's earlier prompt under the same ``seed``): only the blocks after
+        them are hashed, with the same result as hashing all.
+    """
+    out = list(known)
+    h = known[-1] if known else hash((seed, -1))
+    ends, pos = [], 0
+    for _, n in segments:
         pos += n
-    k = 0
-    while (k + 1) * block <= total:
+        ends.append(pos)
+    lo = len(known) * block
+    first = bisect.bisect_right(ends, lo)  # the first segment that ends after the block start
+    for k in range(len(known), total // block):
         lo, hi = k * block, (k + 1) * block
-        ids = tuple(sid for a, b, sid in starts if a < hi and b > lo)
-        h = hash((h, ids))
+        while first < len(ends) and ends[first] <= lo:
+            first += 1
+        j, overlap = first, []
+        while j < len(ends) and ends[j] - segments[j][1] < hi:  # starts before the block end
+            overlap.append(segments[j][0])
+            j += 1
+        h = hash((h, tuple(overlap)))
         out.append(h)
-        k += 1
     return tuple(out)
 
 
@@ -92,6 +107,11 @@ def build_workflow(
     # prompts hash apart (a different prompt template and a different engine).
     uid = int(rng.integers(1 << 62))
     lineage: list[list[tuple[int, int]]] = [[(0, problem)] for _ in range(keep)]
+    # Per kept beam, the hashes already computed for its lineage: the generator's (its prompt
+    # one step ago, a prefix of the lineage) and the verifier's (the lineage itself).
+    gen_seed, ver_seed = hash((uid, 1)), hash((uid, 2))
+    known: list[tuple[tuple[int, ...], tuple[int, ...]]] = [((), ()) for _ in range(keep)]
+    block = PREFIX_BLOCK_TOKENS
     nodes: list[Node] = []
     gate: tuple[str, ...] = ()
     for s in range(depth):
@@ -99,12 +119,22 @@ def build_workflow(
         parent_beam = np.arange(width) % keep
         scored = []
         cand: list[list[tuple[int, int]]] = []
+        cand_known: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        gen_hashes: dict[int, tuple[int, ...]] = {}
         for j in range(width):
-            ctx = problem + int(beams[parent_beam[j]])
+            b = int(parent_beam[j])
+            ctx = problem + int(beams[b])
             gid, vid = f"s{s}g{j}", f"s{s}v{j}"
-            segs = lineage[parent_beam[j]]
+            segs = lineage[b]
             mine = [*segs, (1 + s * width + j, int(steps[j]))]
+            if b not in gen_hashes:  # the beam's candidates share their generator prompt
+                gen_known, _ = known[b]
+                gen_hashes[b] = prefix_hashes(gen_seed, segs, ctx, known=gen_known)
+            ver_hashes = prefix_hashes(
+                ver_seed, mine, ctx + int(steps[j]), known=known[b][1][: ctx // block]
+            )
             cand.append(mine)
+            cand_known.append((gen_hashes[b], ver_hashes))
             nodes.append(
                 LLMNode(
                     gid,
@@ -113,7 +143,7 @@ def build_workflow(
                     int(steps[j]),
                     gate,
                     "generate",
-                    prefix_hashes=prefix_hashes(hash((uid, 1)), segs, ctx),
+                    prefix_hashes=gen_hashes[b],
                 )
             )
             nodes.append(
@@ -124,7 +154,7 @@ def build_workflow(
                     int(stats["verifier_output_tokens"]),
                     (gid,),
                     "verify",
-                    prefix_hashes=prefix_hashes(hash((uid, 2)), mine, ctx + int(steps[j])),
+                    prefix_hashes=ver_hashes,
                 )
             )
             scored.append(vid)
@@ -133,6 +163,9 @@ def build_workflow(
         kept = rng.choice(width, size=keep, replace=False)
         beams = beams[parent_beam[kept]] + steps[kept]
         lineage = [cand[k] for k in kept]
+        # A kept candidate's lineage = its verifier's prompt; its generator prompt was the
+        # parent's lineage, whose full blocks the next generator prompt shares.
+        known = [cand_known[k] for k in kept]
     meta = {"workload": "beam_search", "depth": depth, "generator_invocations": depth * width}
     return Workflow(wid, arrival, tuple(nodes), meta=meta)
 

@@ -23,9 +23,9 @@ from typing import Any
 from envs.sim.allocation import Allocation
 from envs.sim.scepsy.apl import AggregatePipeline, LLMPrediction, Prediction
 
-#: Workflows traced to build a pipeline (statistics and replayed requests); None: the
-#: generator's default (100), as ``python -m envs.sim.scepsy.profiling`` uses, so both share
-#: the profile cache.
+#: Workflows traced to build a pipeline (statistics and replayed requests); None: the tracing
+#: default :data:`envs.sim.scepsy.tracing.TRACE_COUNT`, as ``python -m envs.sim.scepsy.profiling``
+#: uses, so both share the profile cache.
 TRACE_COUNT: int | None = None
 
 
