@@ -748,7 +748,7 @@ def evaluate(
     :param resolve: ``(spec, env) -> policy``, called once per run for a fresh policy.
     :raises EvaluationError: on an unknown env, workload or policy, or an unsupported option.
     """
-    from tqdm import tqdm
+    from envs.sim.progress import progress
 
     config = resolve_config(config)
     assert config.workloads is not None and config.policies is not None
@@ -778,7 +778,7 @@ def evaluate(
     }
     rows = []
     runs = [(c, p, s) for c in envs_by_column for p in config.policies for s in config.seeds]
-    bar = tqdm(runs, desc="evaluate", unit="run", disable=config.quiet, file=sys.stderr)
+    bar = progress(runs, desc="evaluate", unit="run", disable=config.quiet, file=sys.stderr)
     for (workload, overrides, env), spec, seed in bar:
         label = " ".join(f"{k}={v}" for k, v in overrides.items())
         bar.set_postfix_str(f"{workload} {label} {spec} seed {seed}".replace("  ", " "))

@@ -694,7 +694,7 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
 
     # 3. Behaviour cloning (+ DAgger) from the expert.
     if cfg.bc_expert != "none" and ckpt is None and cfg.bc_episodes > 0:
-        from tqdm import tqdm
+        from envs.sim.progress import progress
 
         print(f"[2/4] behaviour cloning from {cfg.bc_expert}: {cfg.bc_episodes} episodes")
         bc_env = make_env(spec, kwargs)
@@ -703,7 +703,7 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
         expert = functools.partial(evaluate.resolve_policy, cfg.bc_expert, bc_env, cfg.env)
         gamma = float(getattr(model, "gamma", 0.99))
         t0 = time.perf_counter()
-        with tqdm(desc="collect", unit="step", disable=cfg.quiet, file=sys.stderr) as bar:
+        with progress(desc="collect", unit="step", disable=cfg.quiet, file=sys.stderr) as bar:
             demos = collect(bc_env, expert, train_seeds, gamma, progress=bar.update)
         collect_s = time.perf_counter() - t0
         epoch_offset = 0

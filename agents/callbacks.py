@@ -279,18 +279,12 @@ class TqdmCallback(BaseCallback):
     def _on_training_start(self) -> None:
         import sys
 
-        from tqdm import tqdm
+        from envs.sim.progress import progress
 
         self._last = self.num_timesteps
-        # Redraw every 0.1 s on a terminal, but only every 30 s into a log file.
-        interval = 0.1 if sys.stderr.isatty() else 30.0
-        self.bar = tqdm(
-            total=self.total,
-            desc="train",
-            unit="step",
-            disable=self.disable,
-            file=sys.stderr,
-            mininterval=interval,
+        # A live bar on a terminal; into a log file, a plain line every 30 s.
+        self.bar = progress(
+            total=self.total, desc="train", unit="step", disable=self.disable, file=sys.stderr
         )
 
     def _on_step(self) -> bool:

@@ -15,8 +15,8 @@ p90 and max |relative error| per backend and precision with the committed consta
 are also the ones the constants were fitted on); with ``--heldout`` the same figures when each
 model is predicted by constants fitted on the *other* models only (leave one model out, about
 15 minutes on 2 cores): the honest estimate of the error on a model that is not in the file.
-Targets (issue 15): median |error| <= 25 % on TTFT and <= 10 % on TPOT on held-out models, no
-row worse than 3x on TTFT.
+Targets (the engine-fidelity goals): median |error| <= 25 % on TTFT and <= 10 % on TPOT on held-out
+models, no row worse than 3x on TTFT.
 """
 
 from __future__ import annotations

@@ -46,11 +46,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from envs.sim.calibrate import find_data_dir
 from envs.sim.catalog import get_model
 from envs.sim.engines import ENGINES_YAML, get_engine
+from envs.sim.progress import progress as progress_bar
 
 SILICON_CSV = Path("aiconfigurator") / "silicon_sample_calibration.csv"
 REQUESTS_PER_CLIENT = 20
@@ -240,12 +240,12 @@ def predict_rows(
     if jobs <= 1:
         it = map(_predict_star, work)
         if progress:
-            it = tqdm(it, total=len(work), desc="deployments", unit="row")
+            it = progress_bar(it, total=len(work), desc="deployments", unit="row")
         return list(it)
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
         it = pool.imap(_predict_star, work, chunksize=4)
         if progress:
-            it = tqdm(it, total=len(work), desc="deployments", unit="row")
+            it = progress_bar(it, total=len(work), desc="deployments", unit="row")
         return list(it)
 
 

@@ -1034,9 +1034,9 @@ class _NoBar:
 def _progress(total: int, done: int, enabled: bool) -> Any:
     if not enabled:
         return _NoBar()
-    from tqdm import tqdm
+    from envs.sim.progress import progress
 
-    return tqdm(total=total, initial=done, desc="scepsy profiles", unit="profile")
+    return progress(total=total, initial=done, desc="scepsy profiles", unit="profile")
 
 
 # -- CLI ------------------------------------------------------------------------------------
