@@ -765,7 +765,10 @@ def evaluate(
         try:
             env.reset(seed=config.seeds[0])
         except (ValueError, KeyError, FileNotFoundError) as exc:
-            raise EvaluationError(f"workload {workload!r} {overrides or ''}: {exc}") from exc
+            where = f" {overrides}" if overrides else ""
+            # str(KeyError) is the repr of its message; show the message itself.
+            reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            raise EvaluationError(f"workload {workload!r}{where}: {reason}") from exc
         envs_by_column.append((workload, overrides, env))
     first_env = envs_by_column[0][2]
     for spec in config.policies:
