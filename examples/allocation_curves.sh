@@ -9,6 +9,7 @@
 # The stages can run apart, e.g. the two workloads' curves on two cores at once, then the rest:
 #   WORKLOADS=rag_reranker STAGES=curves bash examples/allocation_curves.sh &
 #   WORKLOADS=beam_search STAGES=curves bash examples/allocation_curves.sh; wait
+# (SIZES="8 16" likewise picks pool sizes.)
 #   STAGES="apl report" bash examples/allocation_curves.sh
 #
 # Protocol: each swept rate runs 24 periods of 15 s (360 s) after the allocation is loaded; the
@@ -22,6 +23,7 @@ set -euo pipefail
 PY=${PYTHON:-python}
 OUT=${OUT:-results}
 WORKLOADS=${WORKLOADS:-"rag_reranker beam_search"}
+SIZES=${SIZES:-"4 8 16"}
 STAGES=${STAGES:-"curves apl report"}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 RATES_rag_reranker_4=0.6,1.2,1.8,2.5,2.8,3.1,3.5,4.0
@@ -33,7 +35,7 @@ RATES_beam_search_16=1.0,2.0,2.9,3.9,4.4,4.9,5.6,6.4
 COMMON="--env allocation --period-seconds 15 --apl-info true --seeds 0,1 --quiet"
 for wl in $WORKLOADS; do
   has curves || break
-  for g in 4 8 16; do
+  for g in $SIZES; do
     var=RATES_${wl}_${g}
     rates=${!var}
     $PY evaluate.py $COMMON --workload $wl --gpus $g --sweep workflow_rate=$rates \

@@ -260,3 +260,22 @@ def test_projection_objects_carry_no_foreign_calls():
     for p in project_trace(trace, VER):
         assert isinstance(p, Projection)
         assert {n.model for n in p.nodes if isinstance(n, LLMNode)} == {VER}
+
+
+def test_tracing_is_memoised_however_the_arguments_are_spelled() -> None:
+    a = trace_workload("rag_reranker", count=3, seed=11)
+    assert trace_workload("rag_reranker", 3, 11, gpu="rtx-a6000", engine="vllm") is a
+    assert trace_workload("rag_reranker", count=3, seed=12) is not a
+
+
+def test_pipelines_are_built_once_per_process_by_position_or_by_name(monkeypatch) -> None:
+    import envs.sim.scepsy as scepsy
+
+    built = []
+    monkeypatch.setattr(scepsy, "_PIPELINES", {})
+    monkeypatch.setattr(scepsy, "_build_pipelines", lambda *a, **k: built.append(a) or {"f": 1})
+    first = scepsy.pipelines_for("rag_reranker", "rtx-a6000", 4, "vllm")
+    again = scepsy.pipelines_for("rag_reranker", "rtx-a6000", 4, engine="vllm", progress=False)
+    assert again is first and len(built) == 1
+    scepsy.pipelines_for("rag_reranker", "rtx-a6000", 2, "vllm")
+    assert len(built) == 2

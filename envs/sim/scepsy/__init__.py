@@ -17,7 +17,6 @@ simulator, so ``servegym/Allocation-v0`` can report its predictions too.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from envs.sim.allocation import Allocation
@@ -29,7 +28,6 @@ from envs.sim.scepsy.apl import AggregatePipeline, LLMPrediction, Prediction
 TRACE_COUNT: int | None = None
 
 
-@functools.cache
 def pipelines_for(
     workload: str,
     gpu: str,
@@ -43,7 +41,27 @@ def pipelines_for(
     workload has several; Scepsy §5 schedules them as separate workflows): trace ``count``
     workflows (seed ``seed``) on ``gpu``, aggregate ``n_m``/``p_m``, profile every feasible
     (model, TP, share) at ``units_per_gpu`` (cached on disk; the first call takes minutes).
-    Memoised per process."""
+    Memoised per process, whether the arguments come by position or by name (the env's APL and
+    the Scepsy policy then share one tracing; ``progress`` is not part of the key)."""
+    key = (workload, gpu, units_per_gpu, engine, count, seed)
+    if key not in _PIPELINES:
+        _PIPELINES[key] = _build_pipelines(*key, progress=progress)
+    return _PIPELINES[key]
+
+
+#: :func:`pipelines_for`'s per-process memo, by (workload, gpu, units, engine, count, seed).
+_PIPELINES: dict[tuple, dict[str, AggregatePipeline]] = {}
+
+
+def _build_pipelines(
+    workload: str,
+    gpu: str,
+    units_per_gpu: int,
+    engine: str,
+    count: int | None,
+    seed: int,
+    progress: bool,
+) -> dict[str, AggregatePipeline]:
     from envs.sim.scepsy.profiling import profile_set
     from envs.sim.scepsy.tracing import split_trace, trace_workload, workflow_stats
 

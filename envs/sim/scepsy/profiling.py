@@ -979,7 +979,8 @@ def profile_set(
             out.add(_profile_from_json(json.loads(path.read_text())))
         else:
             missing.append((m, tp, f, key))
-    bar = _progress(len(todo), len(todo) - len(missing), progress)
+    # All cached: nothing to wait for, so no bar (it would print on every env reset).
+    bar = _progress(len(todo), len(todo) - len(missing), progress and bool(missing))
     projections = {
         m: [p for t in tr.calling(m) for p in project_trace(t, m, keep_gaps=cfg.keep_gaps)]
         for m in {c[0] for c in missing}

@@ -240,10 +240,28 @@ def trace_workload(
 ) -> Trace:
     """Generate ``count`` workflows (default :data:`TRACE_COUNT`) of the registered generator
     ``workload`` (seed ``seed``) and trace them (:func:`trace_workflows`, which documents the
-    other parameters)."""
+    other parameters). Memoised per process: tracing 400 beam searches takes over a minute, and
+    the APL's statistics and the profiler's replayed requests come from the same trace. The
+    returned :class:`Trace` is shared, so treat it (and its records) as read-only."""
+    count = TRACE_COUNT if count is None else count
+    return _trace_workload(
+        workload, count, seed, gpu, engine, prefix_cache_blocks, prefix_block_tokens
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def _trace_workload(
+    workload: str,
+    count: int,
+    seed: int,
+    gpu: str,
+    engine: str,
+    prefix_cache_blocks: int | str,
+    prefix_block_tokens: int,
+) -> Trace:
     from traces.generators import generate
 
-    wfs = generate(workload, seed=seed, count=TRACE_COUNT if count is None else count)
+    wfs = generate(workload, seed=seed, count=count)
     wfs = [w for w in wfs if isinstance(w, Workflow)]
     if not wfs:
         raise ValueError(f"generator {workload!r} produced no workflows (count={count})")
