@@ -822,7 +822,8 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
         # Interval evaluations run inside rollouts; split them out of the rollout time.
         t["eval_s"] = sum(h["eval_seconds"] for h in evaluator.history)
         in_rollout = sum(h["eval_seconds"] for h in evaluator.history if h["trigger"] == "interval")
-        t["inference_s"] = t["rollout_s"] - in_rollout - t["env_s"]
+        # A difference of separately timed spans: clamp the timer jitter that can make it < 0.
+        t["inference_s"] = max(0.0, t["rollout_s"] - in_rollout - t["env_s"])
         t["train_wall_s"] = t["wall_s"] - t["eval_s"]
         t["env_share"] = t["env_s"] / t["train_wall_s"]
         t["learner_share"] = (t["inference_s"] + t["update_s"]) / t["train_wall_s"]
