@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Regenerates the README's Allocation-v0 results (Scepsy §7.2 Fig. 6 and §7.4 Fig. 10 on the
 # simulator): throughput-latency sweeps on scepsy-16 at 4, 8 and 16 GPUs for RAG + reranker and
-# beam search, the APL-accuracy runs, the tables and the plot. About 3 hours on 2 cores; the
-# first run also profiles both workloads (~6 min, cached in $SERVEGYM_CACHE).
+# beam search, the APL-accuracy runs, the tables and the plot. About 7 hours of one core, most of
+# it beam search at 16 GPUs (measured stage by stage: RAG curves + HPA 30 min, beam search at
+# 4 GPUs 50 min); the first run also profiles both workloads (~8 min, cached in
+# $SERVEGYM_CACHE).
 #
 #   bash examples/allocation_curves.sh            # from the repository root, in the venv
 #

@@ -77,3 +77,30 @@ def test_the_same_run_in_two_files_is_an_error_unless_one_is_dropped(tmp_path):
     rows = report.load_rows([a, b], drop=[f"k8s-hpa@{a}"])
     assert [r["metrics"]["throughput"] for r in rows if r["policy"] == "k8s-hpa"] == [0.99]
     assert not any(r["policy"] == "k8s-hpa" for r in report.load_rows([a, b], drop=["k8s-hpa"]))
+
+
+def test_a_missing_results_file_is_named(tmp_path):
+    import pytest
+
+    there = tmp_path / "a.json"
+    there.write_text(json.dumps(ROWS))
+    with pytest.raises(SystemExit, match=r"no such results file: .*gone\.json"):
+        report.load_rows([there, tmp_path / "gone.json"])
+
+
+def test_plot_gives_a_policy_the_same_colour_in_every_panel(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    # The 8-GPU panel lacks k8s-hpa: with per-panel colour cycling, scepsy would change colour.
+    rows = ROWS + [{**row("scepsy", 1.0, 0.9, 9.0, True), "gpus": 8}]
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    report.plot(rows, tmp_path / "grid.png")
+    colours = {
+        (ax.get_title(), line.get_label()): line.get_color()
+        for ax in figures[0].axes
+        for line in ax.get_lines()
+        if not line.get_label().startswith("_")
+    }
+    assert colours[("beam_search, 4 GPUs", "scepsy")] == colours[("beam_search, 8 GPUs", "scepsy")]
+    assert colours[("beam_search, 4 GPUs", "k8s-hpa")] != colours[("beam_search, 4 GPUs", "scepsy")]

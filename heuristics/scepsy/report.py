@@ -34,9 +34,12 @@ def load_rows(paths: Sequence[str | Path], drop: Sequence[str] = ()) -> list[dic
 
     :param drop: ``POLICY@FILE`` (that file's rows of POLICY) or ``POLICY`` (every file's) to
         leave out, e.g. when another file holds longer runs of the policy.
-    :raises SystemExit: if nothing is left, or two rows are the same run (workload, GPUs,
-        policy, rate, seed), which would otherwise be averaged silently.
+    :raises SystemExit: if a file is missing, nothing is left, or two rows are the same run
+        (workload, GPUs, policy, rate, seed), which would otherwise be averaged silently.
     """
+    missing = [str(p) for p in paths if not Path(p).is_file()]
+    if missing:
+        raise SystemExit(f"no such results file: {', '.join(missing)} (run evaluate.py first)")
     rows: list[dict[str, Any]] = []
     seen: dict[tuple, str] = {}
     for p in paths:
@@ -226,6 +229,10 @@ def plot(rows: list[dict[str, Any]], path: str | Path) -> Path:
     keys = sorted(pts, key=lambda k: (k[0], k[1] or 0))
     workloads = sorted({k[0] for k in keys})
     sizes = sorted({k[1] for k in keys}, key=lambda g: g or 0)
+    # One colour per policy in every panel (a panel that lacks a policy must not shift the rest).
+    names = sorted({p for pol in pts.values() for p in pol})
+    cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
+    colour = {p: cmap(i % cmap.N) for i, p in enumerate(names)}
     fig, axes = plt.subplots(
         len(workloads), len(sizes), figsize=(4.2 * len(sizes), 3.4 * len(workloads)),
         squeeze=False,
@@ -237,23 +244,24 @@ def plot(rows: list[dict[str, Any]], path: str | Path) -> Path:
                 xs = [t for _, t, _, _ in series]
                 ys = [lat for _, _, lat, _ in series]
                 bold = policy == "scepsy"
-                (line,) = ax.plot(xs, ys, label=policy, linewidth=2.4 if bold else 1.2)
+                c = colour[policy]
+                ax.plot(xs, ys, label=policy, color=c, linewidth=2.4 if bold else 1.2)
                 for _, t, lat, ok in series:
-                    c = line.get_color()
                     ax.plot(t, lat, "o", color=c, markerfacecolor=c if ok else "white", ms=4)
             ax.set_title(f"{w}, {g} GPUs", fontsize=10)
             ax.set_xlabel("achieved throughput (workflows/s)")
             ax.set_ylabel("mean latency (s)")
             ax.set_yscale("log")
             ax.grid(alpha=0.3)
-            if i == 0 and j == 0:
-                ax.legend(fontsize=7)
+    handles = [plt.Line2D([], [], color=colour[p], linewidth=2.4 if p == "scepsy" else 1.2)
+               for p in names]  # fmt: skip
+    fig.legend(handles, names, loc="lower center", ncol=min(len(names), 6), fontsize=8)
     fig.suptitle(
         "Allocation-v0 (scepsy-16, vLLM): mean latency vs achieved throughput over the swept "
         "rates; hollow markers = not sustainable",
         fontsize=10,
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
