@@ -233,6 +233,7 @@ def plot(rows: list[dict[str, Any]], path: str | Path) -> Path:
     names = sorted({p for pol in pts.values() for p in pol})
     cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
     colour = {p: cmap(i % cmap.N) for i, p in enumerate(names)}
+    width = {p: 2.4 if p == "scepsy" else 1.2 for p in names}  # the expert drawn bold
     fig, axes = plt.subplots(
         len(workloads), len(sizes), figsize=(4.2 * len(sizes), 3.4 * len(workloads)),
         squeeze=False,
@@ -243,9 +244,8 @@ def plot(rows: list[dict[str, Any]], path: str | Path) -> Path:
             for policy, series in sorted(pts.get((w, g), {}).items()):
                 xs = [t for _, t, _, _ in series]
                 ys = [lat for _, _, lat, _ in series]
-                bold = policy == "scepsy"
                 c = colour[policy]
-                ax.plot(xs, ys, label=policy, color=c, linewidth=2.4 if bold else 1.2)
+                ax.plot(xs, ys, label=policy, color=c, linewidth=width[policy])
                 for _, t, lat, ok in series:
                     ax.plot(t, lat, "o", color=c, markerfacecolor=c if ok else "white", ms=4)
             ax.set_title(f"{w}, {g} GPUs", fontsize=10)
@@ -253,8 +253,7 @@ def plot(rows: list[dict[str, Any]], path: str | Path) -> Path:
             ax.set_ylabel("mean latency (s)")
             ax.set_yscale("log")
             ax.grid(alpha=0.3)
-    handles = [plt.Line2D([], [], color=colour[p], linewidth=2.4 if p == "scepsy" else 1.2)
-               for p in names]  # fmt: skip
+    handles = [plt.Line2D([], [], color=colour[p], linewidth=width[p]) for p in names]
     fig.legend(handles, names, loc="lower center", ncol=min(len(names), 6), fontsize=8)
     fig.suptitle(
         "Allocation-v0 (scepsy-16, vLLM): mean latency vs achieved throughput over the swept "
