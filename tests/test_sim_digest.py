@@ -1,0 +1,105 @@
+"""The simulator's results are pinned: a speed change must not change what a run produces.
+
+Each test runs a small fixed-seed simulation and compares a SHA-256 digest of its per-call and
+per-workflow records (every field, floats by ``repr``, so bit-exact) and its metrics with a digest
+taken on commit ea20b1c, before the event-loop work of issue 14. A failing digest means the
+simulation now produces different numbers: if that is intended (a fidelity fix, not a speed-up),
+say why in the commit and re-pin with ``python tests/test_sim_digest.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import sys
+
+import pytest
+
+from envs.sim import DefaultScheduler, Simulation, load_cluster
+from envs.sim.scheduler import EarliestFinishScheduler
+from envs.sim.simulation import SimulationResult
+from traces.generators import generate
+
+
+def digest(res: SimulationResult) -> str:
+    """SHA-256 over every record field and metric of ``res`` (not its event count or wall time,
+    which are how the run was computed, not what it produced)."""
+    h = hashlib.sha256()
+    for rec in res.calls:
+        h.update(repr(dataclasses.astuple(rec)).encode())
+    for rec in res.workflows:
+        h.update(repr(dataclasses.astuple(rec)).encode())
+    h.update(repr(sorted(res.metrics.items())).encode())
+    h.update(repr(sorted(res.utilisation.items())).encode())
+    h.update(repr(res.end_time).encode())
+    h.update(repr(res.invocations).encode())
+    return h.hexdigest()
+
+
+def _pd_default() -> SimulationResult:
+    """P-D cluster, FCFS + least-loaded, H_w horizons and online H_w(t) on."""
+    records = generate("mixed", seed=0, count=120)
+    sim = Simulation(load_cluster("hetero-1"), records, seed=0)
+    return sim.run(DefaultScheduler())
+
+
+def _pd_errors_earliest_finish() -> SimulationResult:
+    """P-D cluster, earliest-finish placement, ±20 % estimate errors (the rng path)."""
+    records = generate("bfcl", seed=1, count=40)
+    sim = Simulation(load_cluster("hetero-2"), records, seed=3, estimate_error=0.2)
+    return sim.run(EarliestFinishScheduler())
+
+
+def _monolithic_vllm_migration() -> SimulationResult:
+    """Monolithic vLLM engines (chunked prefill, paged KV) overloaded so that calls are preempted
+    and recomputed, with GoodServe's periodic migration checks (τ = 50)."""
+    cluster = load_cluster("goodserve-4", model="llama3.1-8b")
+    records = generate("goodserve", seed=0, count=400, model="llama3.1-8b", rate=60.0)
+    sim = Simulation(
+        cluster, records, seed=0, engine="vllm", check_interval=50, compute_horizons=False
+    )
+    return sim.run(DefaultScheduler())
+
+
+def _monolithic_sglang_prefix() -> SimulationResult:
+    """Monolithic SGLang engines with the prefix cache, token-by-token decode off."""
+    cluster = load_cluster("goodserve-4", model="llama3.1-8b")
+    records = generate("goodserve", seed=2, count=200, model="llama3.1-8b")
+    sim = Simulation(
+        cluster, records, seed=2, engine="sglang", prefix_cache_blocks="kv", compute_horizons=False
+    )
+    return sim.run(DefaultScheduler())
+
+
+CASES = {
+    "pd_default": (
+        _pd_default,
+        "dbf755db84fd59367988c62aec145845f5270ae2fb48cd2ae2482851760777a5",
+    ),
+    "pd_errors_earliest_finish": (
+        _pd_errors_earliest_finish,
+        "d88038bfc3593f084ef1d4b7ddd48e5f416f5d88115cea1569b19f6c8fd035ef",
+    ),
+    "monolithic_vllm_migration": (
+        _monolithic_vllm_migration,
+        "f360a6f3a0b4a8b108a525c7560b4e388d3e8659f14e647a512daec68ee65f9c",
+    ),
+    "monolithic_sglang_prefix": (
+        _monolithic_sglang_prefix,
+        "d7ed9ebec20646c5c8852f57f29572adb1feface7ae46eb8ddba70073505183f",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_simulation_records_match_pinned_digest(name: str) -> None:
+    run, pinned = CASES[name]
+    assert digest(run()) == pinned, (
+        f"{name}: the simulation's records changed; if intended, re-pin with "
+        "`python tests/test_sim_digest.py` and say why in the commit"
+    )
+
+
+if __name__ == "__main__":
+    for key, (fn, _) in sorted(CASES.items()):
+        print(f"{key}: {digest(fn())}", file=sys.stdout)
