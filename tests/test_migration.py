@@ -89,6 +89,12 @@ class Audit:
     def _check_kv(self, inst) -> None:
         if inst.reserved > inst.capacity:
             self.violations.append(f"instance {inst.index} reserved {inst.reserved}")
+        queued = sum(c.predicted_kv_tokens for c in inst.waiting)
+        if inst.waiting_predicted_kv != queued:
+            self.violations.append(
+                f"instance {inst.index} waiting_predicted_kv {inst.waiting_predicted_kv} != "
+                f"{queued} summed over its waiting calls"
+            )
 
     def on_admit(self, call, inst, now):
         self._check_kv(inst)
@@ -106,8 +112,12 @@ class Audit:
     def on_call_done(self, call, inst, now):
         self.done[call.uid] += 1
 
+    def on_preempted(self, call, inst, now):
+        self._check_kv(inst)
+
     def on_migrated(self, call, src, dst, now, seconds):
         self.migrated.append((call.uid, src.index, dst.index, seconds))
+        self._check_kv(dst)
 
 
 def run(reqs, router, audit=None, **kw) -> tuple[Simulation, object]:
@@ -221,6 +231,7 @@ def test_every_request_completes_exactly_once_under_random_migration(specs, seed
     for m in sim.monolithic:
         assert m.peak_reserved <= m.capacity
         assert not m.running and not m.waiting and m.reserved == 0
+        assert m.waiting_predicted_kv == 0
     assert [r.migrations for r in res.calls] == [c.migrations for c in sim.calls]
 
 

@@ -34,6 +34,7 @@ multiple of τ, and pause there while the simulation asks for a migration plan.
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -48,10 +49,6 @@ KV_POLICIES = ("reserve", "paged")
 DEFAULT_TOKEN_BUDGET = 2048  # tokens per iteration when no engine preset sets one
 # Monolithic scheduling modes (see MonolithicInstance).
 SCHEDULING_MODES = ("prefill-first", "chunked", "chunked-prefill-first", "mixed-whole")
-
-
-def _queue_key(call: Call) -> tuple[float, int]:
-    return (call.prefill_priority, call.enqueue_seq)
 
 
 def _decode_key(call: Call) -> tuple[float, int]:
@@ -74,7 +71,12 @@ class PrefillInstance:
         self.index = spec.index
         self.gpu = spec.gpu
         self.latency = latency
-        self.queue: list[Call] = []
+        self.queue: list[Call] = []  # waiting calls in arrival order
+        # Selection heap over ``queue``: (priority, enqueue_seq, push counter, call). An entry
+        # is stale once its call left the queue or took another priority (a re-plan pushes a
+        # fresh entry); stale entries are skipped when popped and purged when they dominate.
+        self._heap: list[tuple[float, int, int, Call]] = []
+        self._pushes = 0
         self.queued_seconds = 0.0  # prefill seconds of the queued calls, kept incrementally
         self.current: Call | None = None
         self.busy_until = 0.0
@@ -87,8 +89,36 @@ class PrefillInstance:
         call.enqueued_at = self.sim.now
         call.prefill_instance = self.index
         self.queue.append(call)
+        self._push(call)
         self.queued_seconds += self.latency.prefill_time(call.input_tokens)
         self.on_queue_changed()
+
+    def reprioritised(self, call: Call) -> None:
+        """A plan gave the queued ``call`` a new ``prefill_priority``."""
+        self._push(call)
+
+    def _push(self, call: Call) -> None:
+        self._pushes += 1
+        heap = self._heap
+        heapq.heappush(heap, (call.prefill_priority, call.enqueue_seq, self._pushes, call))
+        if len(heap) > 2 * len(self.queue) + 64:
+            self._heap = [
+                (c.prefill_priority, c.enqueue_seq, i, c) for i, c in enumerate(self.queue)
+            ]
+            heapq.heapify(self._heap)
+
+    def _pop_first(self) -> Call:
+        """The queued call with the smallest (priority, enqueue order)."""
+        heap = self._heap
+        while True:
+            prio, seq, _, call = heapq.heappop(heap)
+            if (
+                call.prefill_priority == prio
+                and call.enqueue_seq == seq
+                and call.prefill_instance == self.index
+                and call.stage == WAIT_PREFILL
+            ):
+                return call
 
     def remove(self, call: Call) -> None:
         """Take a still-waiting ``call`` out of the queue (it is being re-planned elsewhere)."""
@@ -117,7 +147,7 @@ class PrefillInstance:
         self._kick_pending = False
         if self.current is not None or not self.queue:
             return
-        call = min(self.queue, key=_queue_key)
+        call = self._pop_first()
         self.queue.remove(call)
         self._unqueue(call)
         now = self.sim.now
@@ -179,6 +209,9 @@ class _BatchEngine:
         self.token_by_token = token_by_token
         self.waiting: list[Call] = []
         self._sorted = True  # ``waiting`` is in (priority, enqueue order)
+        # Predicted KV tokens (prompt + predicted output) of the waiting calls, kept as calls
+        # enter ``waiting`` (enqueue, preemption) and leave it (``_take``, ``remove_waiting``).
+        self.waiting_predicted_kv = 0
         self.running: list[Call] = []
         self.reserved = 0
         self.peak_reserved = 0
@@ -216,6 +249,7 @@ class _BatchEngine:
         if waiting and self._sorted and _decode_key(call) < _decode_key(waiting[-1]):
             self._sorted = False
         waiting.append(call)
+        self.waiting_predicted_kv += call.predicted_kv_tokens
         self._wake()
 
     def on_queue_changed(self) -> None:
@@ -387,7 +421,14 @@ class _BatchEngine:
                 self.peak_reserved = self.reserved
         return admitted
 
+    def remove_waiting(self, call: Call) -> None:
+        """Take a waiting ``call`` out of the queue (a plan moves it elsewhere)."""
+        self.waiting.remove(call)
+        self.waiting_predicted_kv -= call.predicted_kv_tokens
+
     def _take(self, call: Call) -> None:
+        """Admit ``call``, just popped from ``waiting``."""
+        self.waiting_predicted_kv -= call.predicted_kv_tokens
         self.running.append(call)
         need = self._need(call)
         call.kv_held = need
@@ -421,6 +462,7 @@ class _BatchEngine:
         victim.enqueued_at = self.sim.now  # back in the queue
         waiting = self.waiting
         waiting.append(victim)  # keeps its enqueue_seq: it sorts back to where it was
+        self.waiting_predicted_kv += victim.predicted_kv_tokens
         if len(waiting) > 1:
             self._sorted = False
         for f in self.sim.listeners["on_preempted"]:

@@ -282,6 +282,10 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
     return _load_calibration(str(CALIBRATION_YAML if path is None else path))
 
 
+#: Entries of :meth:`LatencyModel.decode_steps_time`'s memo before it is cleared (~20 MB).
+_STEPS_MEMO_SIZE = 1 << 17
+
+
 class LatencyModel:
     """Iteration latencies, weight and KV sizes of one serving instance.
 
@@ -464,6 +468,13 @@ class LatencyModel:
         self._dec_a2 = self._kv_read_s_per_token  # KV read per context token
         self._dec_b2 = self._kv_read_s_per_token  # KV write of the B new tokens
 
+        # Memos of the hot queries (the simulator asks the same ones again and again: every
+        # scheduler invocation prices each waiting prompt on each instance). The formulas are
+        # pure, so a memo returns the very float the formula would.
+        self._prefill_one: dict[int, float] = {}  # num_tokens -> prefill_time(num_tokens)
+        self._fixed_by_batch: dict[int, float] = {}  # batch size -> _decode_fixed(batch size)
+        self._steps_memo: dict[tuple[int, int, int], float] = {}  # decode_steps_time
+
     # ------------------------------------------------------------------------------------
     @classmethod
     def from_names(
@@ -540,6 +551,14 @@ class LatencyModel:
             cache hits, earlier chunks); they are attended to but not recomputed.
         :return: seconds; 0.0 when ``num_tokens`` is 0.
         """
+        if num_seqs == 1 and context_tokens == 0:
+            t = self._prefill_one.get(num_tokens)
+            if t is None:
+                t = self._prefill_one[num_tokens] = self._prefill_time(num_tokens, 1, 0)
+            return t
+        return self._prefill_time(num_tokens, num_seqs, context_tokens)
+
+    def _prefill_time(self, num_tokens: int, num_seqs: int, context_tokens: int) -> float:
         if num_tokens <= 0:
             if num_tokens < 0:
                 raise ValueError(f"num_tokens={num_tokens}; expected >= 0")
@@ -567,6 +586,12 @@ class LatencyModel:
         )
 
     def _decode_fixed(self, batch_size: int) -> float:
+        t = self._fixed_by_batch.get(batch_size)
+        if t is None:
+            t = self._fixed_by_batch[batch_size] = self._decode_fixed_formula(batch_size)
+        return t
+
+    def _decode_fixed_formula(self, batch_size: int) -> float:
         if self.model.encoder_only:
             raise ValueError(
                 f"{self.model.name} is encoder-only (embedding/reranker): it has "
@@ -653,6 +678,18 @@ class LatencyModel:
         :param total_context_tokens: total context at the first step, tokens.
         :param num_steps: decode steps (>= 0).
         """
+        key = (batch_size, total_context_tokens, num_steps)
+        t = self._steps_memo.get(key)
+        if t is None:
+            memo = self._steps_memo
+            if len(memo) >= _STEPS_MEMO_SIZE:
+                memo.clear()  # bounded: a long run's contexts rarely repeat after a while
+            t = memo[key] = self._decode_steps_time(batch_size, total_context_tokens, num_steps)
+        return t
+
+    def _decode_steps_time(
+        self, batch_size: int, total_context_tokens: int, num_steps: int
+    ) -> float:
         if num_steps <= 0:
             if num_steps < 0:
                 raise ValueError(f"num_steps={num_steps}; expected >= 0")
@@ -663,31 +700,47 @@ class LatencyModel:
 
         # max(a1·x, a2·x + c2) over x_i = x0 + i·step: a1·x wins for i >= split when a1 > a2
         # (and for i < split when a1 < a2); find split from the crossover, then fix rounding.
-        def first_wins(i: int) -> bool:
-            x = x0 + i * step
-            return a1 * x > a2 * x + c2
-
+        # "a1·x wins at step i" is ``a1 * x > a2 * x + c2`` with x = x0 + i·step.
         if a1 == a2:
             split = num_steps if c2 < 0 else 0  # c2 >= 0: the second term always wins
             lo_first = False
         else:
             root = (c2 / (a1 - a2) - x0) / step  # index where the two terms are equal
-            split = min(num_steps, max(0, math.ceil(root)))
+            split = math.ceil(root)
+            split = 0 if split < 0 else (num_steps if split > num_steps else split)
             lo_first = a1 < a2  # below the root the term with the smaller slope is larger
-            while split > 0 and first_wins(split - 1) != lo_first:
+            while split > 0:
+                x = x0 + (split - 1) * step
+                if (a1 * x > a2 * x + c2) == lo_first:
+                    break
                 split -= 1
-            while split < num_steps and first_wins(split) == lo_first:
+            while split < num_steps:
+                x = x0 + split * step
+                if (a1 * x > a2 * x + c2) != lo_first:
+                    break
                 split += 1
 
-        def series(slope: float, offset: float, i0: int, i1: int) -> float:
-            count = i1 - i0
-            if count <= 0:
-                return 0.0
-            return count * (slope * x0 + offset) + slope * step * (i0 + i1 - 1) * count / 2.0
-
-        first, second = (a1, 0.0), (a2, c2)
-        lo, hi = (first, second) if lo_first else (second, first)
-        return num_steps * fixed + series(*lo, 0, split) + series(*hi, split, num_steps)
+        # Arithmetic series of slope·x_i + offset over i in [i0, i1), lo part then hi part.
+        if lo_first:
+            lo_slope, lo_offset, hi_slope, hi_offset = a1, 0.0, a2, c2
+        else:
+            lo_slope, lo_offset, hi_slope, hi_offset = a2, c2, a1, 0.0
+        total = num_steps * fixed
+        if split > 0:
+            total += (
+                split * (lo_slope * x0 + lo_offset) + lo_slope * step * (split - 1) * split / 2.0
+            )
+        else:
+            total += 0.0
+        count = num_steps - split
+        if count > 0:
+            total += (
+                count * (hi_slope * x0 + hi_offset)
+                + hi_slope * step * (split + num_steps - 1) * count / 2.0
+            )
+        else:
+            total += 0.0
+        return total
 
     def decode_steps_within(
         self, batch_size: int, total_context_tokens: int, budget_seconds: float

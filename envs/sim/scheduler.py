@@ -12,7 +12,8 @@ Priorities: lower is served first. Both schedulers below are FCFS by reveal time
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from envs.sim.simulation import Assignment, Invocation, Simulation
 
@@ -23,11 +24,6 @@ class Scheduler(Protocol):
     def plan(self, sim: Simulation, inv: Invocation) -> list[Assignment]:
         """Assignments for (a subset of) ``inv.calls``; every call without a plan is covered."""
         ...
-
-
-def _decode_load(d: Any, extra_tokens: int) -> float:
-    waiting = sum(c.predicted_kv_tokens for c in d.waiting)
-    return (d.reserved + waiting + extra_tokens) / d.capacity
 
 
 class DefaultScheduler:
@@ -48,44 +44,51 @@ class DefaultScheduler:
             return []  # decode: keep the prefill-time priorities; migrate: never move
         out: list[Assignment] = []
         if inv.stage == "prefill":
-            planned_work = {p.index: p.queued_work_seconds() for p in sim.prefill}
-            planned_kv = {d.index: 0 for d in sim.decode}
+            prefill, decode = sim.prefill, sim.decode
+            # Loads at the invocation plus what this plan adds (the queues do not change while
+            # it is made), so each instance's queue is summed once per plan, not once per call.
+            work = [p.queued_work_seconds() for p in prefill]
+            base_kv = [d.reserved + d.waiting_predicted_kv for d in decode]
+            planned_kv = [0] * len(decode)
             for c in inv.new_calls:
-                p = min(
-                    sim.prefill,
-                    key=lambda p: (
-                        planned_work[p.index],
-                        p.latency.prefill_time(c.input_tokens),
-                        p.index,
-                    ),
+                n_in = c.input_tokens
+                i = _argmin_then(work, lambda i, n=n_in: prefill[i].latency.prefill_time(n))
+                need = c.predicted_kv_tokens
+                fits = [j for j, d in enumerate(decode) if need <= d.capacity] or list(
+                    range(len(decode))
                 )
-                fits = [d for d in sim.decode if c.predicted_kv_tokens <= d.capacity] or sim.decode
-                d = min(
-                    fits,
-                    key=lambda d: (
-                        _decode_load(d, planned_kv[d.index]),
-                        d.latency.decode_iteration_time(1, c.input_tokens),
-                        d.index,
-                    ),
-                )
-                planned_work[p.index] += p.latency.prefill_time(c.input_tokens)
-                planned_kv[d.index] += c.predicted_kv_tokens
-                out.append(Assignment(c, c.revealed_at, p.index, d.index))
+                loads = [(base_kv[j] + planned_kv[j]) / decode[j].capacity for j in fits]
+                j = fits[
+                    _argmin_then(
+                        loads,
+                        lambda k, f=fits, n=n_in: decode[f[k]].latency.decode_iteration_time(1, n),
+                    )
+                ]
+                work[i] += prefill[i].latency.prefill_time(n_in)
+                planned_kv[j] += need
+                out.append(Assignment(c, c.revealed_at, prefill[i].index, decode[j].index))
             return out
         planned = {m.index: 0 for m in sim.monolithic}
         for c in inv.new_calls:
             cands = [m for m in sim.monolithic if m.spec.model == c.model]
-            m = min(
-                cands,
-                key=lambda m: (
-                    len(m.running) + len(m.waiting) + planned[m.index],
-                    m.latency.prefill_time(c.input_tokens),
-                    m.index,
-                ),
-            )
+            queued = [len(m.running) + len(m.waiting) + planned[m.index] for m in cands]
+            n_in = c.input_tokens
+            m = cands[
+                _argmin_then(queued, lambda k, ms=cands, n=n_in: ms[k].latency.prefill_time(n))
+            ]
             planned[m.index] += 1
             out.append(Assignment(c, c.revealed_at, m.index))
         return out
+
+
+def _argmin_then(primary: list, secondary: Callable[[int], float]) -> int:
+    """The lexicographically smallest ``(primary[i], secondary(i), i)``'s index ``i``;
+    ``secondary`` is only evaluated for the indices that tie on the smallest ``primary``."""
+    low = min(primary)
+    if primary.count(low) == 1:
+        return primary.index(low)
+    ties = [i for i, v in enumerate(primary) if v == low]
+    return min(ties, key=lambda i: (secondary(i), i))
 
 
 class EarliestFinishScheduler:
@@ -107,26 +110,37 @@ class EarliestFinishScheduler:
             ready = {p.index: now + p.queued_work_seconds() for p in sim.prefill}
             transfer = sim.cluster.kv_transfer
             extra_batch = {d.index: 0 for d in sim.decode}
+            gpus = {p.gpu for p in sim.prefill} | {d.gpu for d in sim.decode}
+            bandwidth = {(a, b): transfer.bandwidth(a, b) for a in gpus for b in gpus}
             for c in inv.new_calls:
                 best: tuple[float, int, int] | None = None
                 out_tokens = c.predicted_output_tokens
                 kv_bytes = sim.prefill[0].latency.kv_bytes_per_token * c.input_tokens
-                decode_t = {}
+                # (decode index, decode seconds, decode GPU) of the instances that hold the call
+                decode_t = []
                 for d in sim.decode:
                     if c.predicted_kv_tokens > d.capacity:
                         continue
                     b = len(d.running) + len(d.waiting) + extra_batch[d.index] + 1
-                    decode_t[d.index] = (
+                    td = (
                         d.latency.decode_steps_time(b, b * c.input_tokens, out_tokens)
                         if out_tokens
                         else 0.0
                     )
+                    decode_t.append((d.index, td, d.gpu))
+                # transfer_time(kv_bytes, prefill GPU, decode GPU) per GPU pair, computed once
+                by_gpu: dict[str, dict[str, float]] = {}
                 for p in sim.prefill:
                     p_end = ready[p.index] + p.latency.prefill_time(c.input_tokens)
-                    for di, td in decode_t.items():
+                    seconds = by_gpu.get(p.gpu)
+                    if seconds is None:
+                        seconds = by_gpu[p.gpu] = {
+                            dg: transfer.latency_s + kv_bytes / bandwidth[p.gpu, dg] for dg in gpus
+                        }
+                    for di, td, dg in decode_t:
                         t = p_end + td
                         if out_tokens:
-                            t += transfer.transfer_time(kv_bytes, p.gpu, sim.instances[di].gpu)
+                            t += seconds[dg]
                         if best is None or t < best[0]:
                             best = (t, p.index, di)
                 if best is None:

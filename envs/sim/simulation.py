@@ -456,10 +456,17 @@ class Simulation:
                     )
             self.runs.append(run)
         self._isolated_cache: dict[tuple[str, int, int], float] = {}
+        self._isolated_classes: tuple[int, Any] | None = None
+        self._bandwidth: dict[tuple[str, str], float] = {}
 
         self.pending: list[Invocation] = []
         self.waiting_prefill: dict[int, Call] = {}  # revealed, prefill/route not started
         self.waiting_decode: dict[int, Call] = {}  # transferred, decode not started
+        # Waiting calls that no plan has placed yet (reveal order), and for each pending
+        # prefill/route invocation the uid of the first call revealed after it was raised: the
+        # plan must cover exactly the unplanned calls below that bound (see ``_validate``).
+        self._unplanned: dict[int, Call] = {}
+        self._uid_bound: dict[int, int] = {}
         # Calls planned to each decode instance and not yet admitted there (P-D clusters): queued
         # or running prefill, transferring, or waiting for decode. Lets schedulers see the decode
         # load that is on its way.
@@ -560,6 +567,7 @@ class Simulation:
             return
         self._validate(inv, plan)
         self.pending.pop(0)
+        self._uid_bound.pop(inv.seq, None)
         touched: dict[int, Any] = {}
         if inv.stage == "decode":
             for a in plan:
@@ -584,7 +592,11 @@ class Simulation:
                 if old is None or old != a.prefill_instance:
                     if old is not None:
                         self._dequeue_waiting(c, self.instances[old])
+                    else:
+                        del self._unplanned[c.uid]
                     target.enqueue(c)
+                elif self.pd:
+                    target.reprioritised(c)
                 touched[target.index] = target
         for inst in touched.values():
             inst.on_queue_changed()
@@ -646,7 +658,7 @@ class Simulation:
         if isinstance(inst, PrefillInstance):
             inst.remove(call)
         else:
-            inst.waiting.remove(call)
+            inst.remove_waiting(call)
 
     def _validate(self, inv: Invocation, plan: Sequence[Assignment]) -> None:
         seen: set[int] = set()
@@ -686,8 +698,13 @@ class Simulation:
                 )
             self._check_holds(c, d, "instance")
         if inv.stage != "decode":
-            for c in inv.calls:
-                if c.prefill_instance is None and c.uid not in seen:
+            # The unplanned calls of ``inv.calls``: a call never loses its instance once placed,
+            # and calls revealed after ``inv`` was raised have larger uids (the bound).
+            bound = self._uid_bound.get(inv.seq, len(self.calls))
+            for c in self._unplanned.values():
+                if c.uid >= bound:
+                    break
+                if c.uid not in seen:
                     raise SchedulingError(
                         f"plan leaves call {c.id} without an instance; every call that has no "
                         "plan yet must be assigned"
@@ -812,36 +829,60 @@ class Simulation:
 
     def _isolated_time(self, model: str, input_tokens: int, output_tokens: int) -> float:
         best = math.inf
+        classes = self._isolated_classes
+        if classes is None or classes[0] != len(self.instances):
+            classes = self._isolated_classes = (len(self.instances), self._instance_classes())
         if self.pd:
+            prefill_classes, decode_classes, transfer = classes[1]
             kv_bytes = self.prefill[0].latency.kv_bytes_per_token * input_tokens
-            seen_p: dict[tuple[str, int], float] = {}
-            for p in self.prefill:
-                key = (p.gpu, p.spec.tp)
-                if key not in seen_p:
-                    seen_p[key] = p.latency.prefill_time(input_tokens)
-            seen_d: dict[tuple[str, int], float] = {}
-            for d in self.decode:
-                key = (d.gpu, d.spec.tp)
-                if key not in seen_d and input_tokens + output_tokens <= d.capacity:
-                    seen_d[key] = d.latency.decode_steps_time(1, input_tokens, output_tokens)
-            for (pg, _), tp in seen_p.items():
-                for (dg, _), td in seen_d.items():
-                    tt = (
-                        self.cluster.kv_transfer.transfer_time(kv_bytes, pg, dg)
-                        if output_tokens
-                        else 0.0
-                    )
+            need = input_tokens + output_tokens
+            seen_d = []
+            for dg, group in decode_classes:
+                # the class's first instance that holds the call prices it
+                for capacity, lat in group:
+                    if need <= capacity:
+                        seen_d.append((dg, lat.decode_steps_time(1, input_tokens, output_tokens)))
+                        break
+            latency_s = transfer.latency_s
+            for pg, lat in prefill_classes:
+                tp = lat.prefill_time(input_tokens)
+                for dg, td in seen_d:
+                    tt = latency_s + kv_bytes / self._bandwidth[pg, dg] if output_tokens else 0.0
                     best = min(best, tp + (tt + td if output_tokens else 0.0))
         else:
-            for m in self.monolithic:
-                if m.spec.model != model:
-                    continue
-                lat = m.latency
+            for lat in classes[1].get(model, ()):
                 t = lat.prefill_time(input_tokens)
                 if output_tokens > 1:  # the prefill emits the first token
                     t += lat.decode_steps_time(1, input_tokens + 1, output_tokens - 1)
                 best = min(best, t)
         return best
+
+    def _instance_classes(self) -> Any:
+        """What :meth:`_isolated_time` prices a call on: for P-D clusters the first prefill
+        instance of each (GPU, TP) class and each decode class's instances (capacity, latency),
+        with the pair bandwidths; for monolithic ones each model's distinct latency models."""
+        if self.pd:
+            prefill: dict[tuple[str, int], Any] = {}
+            for p in self.prefill:
+                prefill.setdefault((p.gpu, p.spec.tp), p.latency)
+            decode: dict[tuple[str, int], list[tuple[int, Any]]] = {}
+            for d in self.decode:
+                decode.setdefault((d.gpu, d.spec.tp), []).append((d.capacity, d.latency))
+            kv = self.cluster.kv_transfer
+            self._bandwidth = {
+                (pg, dg): kv.bandwidth(pg, dg) for (pg, _) in prefill for (dg, _) in decode
+            }
+            return (
+                [(pg, lat) for (pg, _), lat in prefill.items()],
+                [(dg, group) for (dg, _), group in decode.items()],
+                kv,
+            )
+        by_model: dict[str, list[Any]] = {}
+        for m in self.monolithic:
+            lats = by_model.setdefault(m.spec.model, [])
+            if not any(lat is m.latency for lat in lats):
+                lats.append(m.latency)
+        return by_model
 
     def prefix_hits(self, call: Call) -> dict[int, int]:
         """Instance index -> prompt tokens of ``call`` cached there, for the instances that hold
@@ -867,6 +908,7 @@ class Simulation:
             calls = sorted(self.waiting_decode.values(), key=_by_uid)
         else:
             calls = list(self.waiting_prefill.values())  # insertion order is reveal order
+            self._uid_bound[self.invocation_count] = len(self.calls)
         self.pending.append(
             Invocation(stage, self.env.now, trigger, calls, new_calls, self.invocation_count)
         )
@@ -908,9 +950,7 @@ class Simulation:
         online = self.online_horizons
         for node in nodes:
             run.revealed.append(node.id)
-            parent_end = (
-                max((run.path_end[p] for p in node.parents), default=0.0) if online else 0.0
-            )
+            parent_end = _latest(run.path_end, node.parents) if online else 0.0
             if isinstance(node, ToolNode):
                 run.path_end[node.id] = parent_end + node.latency
                 self.schedule(node.latency, lambda _e, r=run, n=node: self._node_done(r, n.id))
@@ -922,6 +962,7 @@ class Simulation:
             if self.online_horizons:
                 run.path_end[node.id] = parent_end + self.isolated_call_time(call)
             self.waiting_prefill[call.uid] = call
+            self._unplanned[call.uid] = call
             new_calls.append(call)
         if run.path_end:
             run.online_horizon = max(run.path_end.values())
@@ -976,7 +1017,7 @@ class Simulation:
         run = call.workflow
         if self.online_horizons:
             # Refine H_w(t) with the true isolated duration now that the output length is known.
-            parent_end = max((run.path_end[p] for p in call.node.parents), default=0.0)
+            parent_end = _latest(run.path_end, call.node.parents)
             run.path_end[call.node.id] = parent_end + self.isolated_call_time(call, use_truth=True)
             run.online_horizon = max(run.path_end.values())
         service = (call.prefill_end - call.prefill_start) + (call.decode_end - call.decode_start)
@@ -984,7 +1025,7 @@ class Simulation:
 
     def _node_done(self, run: WorkflowRun, node_id: str, service: float = 0.0) -> None:
         node = run.nodes[node_id]
-        path = max((run.service_path[p] for p in node.parents), default=0.0) + service
+        path = _latest(run.service_path, node.parents) + service
         run.service_path[node_id] = path
         run.attained_service += service
         run.attained_critical = max(run.attained_critical, path)
@@ -1107,6 +1148,15 @@ class _LateEvent(simpy.events.Event):
         self._ok = True
         self._value = None
         env.schedule(self, 2, 0)
+
+
+def _latest(ends: dict[str, float], parents: Sequence[str]) -> float:
+    """``max(ends[p] for p in parents)``, 0.0 without parents (a node's earliest start)."""
+    if not parents:
+        return 0.0
+    if len(parents) == 1:
+        return ends[parents[0]]
+    return max([ends[p] for p in parents])
 
 
 def _by_uid(call: Call) -> int:
