@@ -381,13 +381,18 @@ class _BatchEngine:
             self.seg_calls = []
             return
         finished = []
-        grow = n if self.paged else 0  # paged KV grows one token per decoded token
-        for c in calls:
-            c.generated += n
-            c.kv_held += grow
-            if c.generated >= c.output_tokens:
-                finished.append(c)
-        self.reserved += grow * len(calls)
+        if self.paged:  # paged KV grows one token per decoded token
+            for c in calls:
+                c.generated += n
+                c.kv_held += n
+                if c.generated >= c.output_tokens:
+                    finished.append(c)
+            self.reserved += n * len(calls)
+        else:
+            for c in calls:
+                c.generated += n
+                if c.generated >= c.output_tokens:
+                    finished.append(c)
         self._count_decode_iterations(n)
         for f in self.sim.listeners["on_decode_progress"]:
             f(self, n, now - self.seg_start, len(calls))  # seg_calls still names the batch
@@ -483,13 +488,8 @@ class _BatchEngine:
         if not calls:
             return
         b = len(calls)
-        c_total = 0
-        n = _NO_BATCH_CAP
-        for c in calls:
-            c_total += c.input_tokens + c.generated
-            left = c.output_tokens - c.generated
-            if left < n:
-                n = left
+        c_total = sum([c.input_tokens + c.generated for c in calls])
+        n = min(min([c.output_tokens - c.generated for c in calls]), _NO_BATCH_CAP)
         self.seg_b = b
         self.seg_c = c_total
         if self.token_by_token:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+import numpy as np
+
 from envs.sim.simulation import Assignment, Invocation, Simulation
 
 
@@ -107,51 +109,53 @@ class EarliestFinishScheduler:
         now = sim.now
         out: list[Assignment] = []
         if inv.stage == "prefill":
-            ready = {p.index: now + p.queued_work_seconds() for p in sim.prefill}
+            prefill, decode = sim.prefill, sim.decode
+            ready = [now + p.queued_work_seconds() for p in prefill]
             transfer = sim.cluster.kv_transfer
-            extra_batch = {d.index: 0 for d in sim.decode}
-            gpus = {p.gpu for p in sim.prefill} | {d.gpu for d in sim.decode}
-            bandwidth = {(a, b): transfer.bandwidth(a, b) for a in gpus for b in gpus}
+            extra_batch = [0] * len(decode)
+            # transfer_time(kv_bytes, prefill GPU, decode GPU) = latency + kv_bytes / bandwidth;
+            # the (prefill instance, decode instance) bandwidths, with the same arithmetic
+            bandwidth, capacity = sim.kv_links()
+            kv_per_token = prefill[0].latency.kv_bytes_per_token
+            all_decode = np.arange(len(decode))
             for c in inv.new_calls:
-                best: tuple[float, int, int] | None = None
                 out_tokens = c.predicted_output_tokens
-                kv_bytes = sim.prefill[0].latency.kv_bytes_per_token * c.input_tokens
-                # (decode index, decode seconds, decode GPU) of the instances that hold the call
-                decode_t = []
-                for d in sim.decode:
-                    if c.predicted_kv_tokens > d.capacity:
-                        continue
-                    b = len(d.running) + len(d.waiting) + extra_batch[d.index] + 1
-                    td = (
-                        d.latency.decode_steps_time(b, b * c.input_tokens, out_tokens)
-                        if out_tokens
-                        else 0.0
-                    )
-                    decode_t.append((d.index, td, d.gpu))
-                # transfer_time(kv_bytes, prefill GPU, decode GPU) per GPU pair, computed once
-                by_gpu: dict[str, dict[str, float]] = {}
-                for p in sim.prefill:
-                    p_end = ready[p.index] + p.latency.prefill_time(c.input_tokens)
-                    seconds = by_gpu.get(p.gpu)
-                    if seconds is None:
-                        seconds = by_gpu[p.gpu] = {
-                            dg: transfer.latency_s + kv_bytes / bandwidth[p.gpu, dg] for dg in gpus
-                        }
-                    for di, td, dg in decode_t:
-                        t = p_end + td
-                        if out_tokens:
-                            t += seconds[dg]
-                        if best is None or t < best[0]:
-                            best = (t, p.index, di)
-                if best is None:
-                    raise ValueError(
-                        f"call {c.id} needs {c.predicted_kv_tokens} KV tokens, more than any "
-                        "decode instance holds"
-                    )
-                _, pi, di = best
-                ready[pi] += sim.instances[pi].latency.prefill_time(c.input_tokens)
-                extra_batch[di] += 1
-                out.append(Assignment(c, c.revealed_at, pi, di))
+                n_in = c.input_tokens
+                holds = c.predicted_kv_tokens <= capacity
+                if holds.all():
+                    fits, links = all_decode, bandwidth
+                else:
+                    fits = np.flatnonzero(holds)
+                    if fits.size == 0:
+                        raise ValueError(
+                            f"call {c.id} needs {c.predicted_kv_tokens} KV tokens, more than any "
+                            "decode instance holds"
+                        )
+                    links = bandwidth[:, fits]
+                p_end = np.array(
+                    [ready[i] + p.latency.prefill_time(n_in) for i, p in enumerate(prefill)]
+                )
+                if out_tokens:
+                    td = []
+                    priced: dict[tuple[int, int], float] = {}  # (latency model, batch) -> s
+                    for j in fits.tolist():
+                        d = decode[j]
+                        b = len(d.running) + len(d.waiting) + extra_batch[j] + 1
+                        key = (id(d.latency), b)
+                        t = priced.get(key)
+                        if t is None:
+                            t = priced[key] = d.latency.decode_steps_time(b, b * n_in, out_tokens)
+                        td.append(t)
+                    seconds = transfer.latency_s + (kv_per_token * n_in) / links
+                    finish = (p_end[:, None] + np.array(td)[None, :]) + seconds
+                else:
+                    finish = p_end[:, None] + np.zeros(fits.size)[None, :]
+                # earliest estimated finish; ties: the first pair in (prefill, decode) order
+                i, k = divmod(int(np.argmin(finish)), fits.size)
+                j = int(fits[k])
+                ready[i] += prefill[i].latency.prefill_time(n_in)
+                extra_batch[j] += 1
+                out.append(Assignment(c, c.revealed_at, prefill[i].index, decode[j].index))
             return out
         backlog = {m.index: 0.0 for m in sim.monolithic}
         for c in inv.new_calls:

@@ -458,6 +458,7 @@ class Simulation:
         self._isolated_cache: dict[tuple[str, int, int], float] = {}
         self._isolated_classes: tuple[int, Any] | None = None
         self._bandwidth: dict[tuple[str, str], float] = {}
+        self._kv_links: tuple[np.ndarray, np.ndarray] | None = None
 
         self.pending: list[Invocation] = []
         self.waiting_prefill: dict[int, Call] = {}  # revealed, prefill/route not started
@@ -895,6 +896,19 @@ class Simulation:
             return {}
         return {i: self.instances[i].prefix_hit_tokens(call) for i in sorted(holders)}
 
+    def kv_links(self) -> tuple[np.ndarray, np.ndarray]:
+        """P-D clusters: the (P, D) bytes/s of the KV link from each prefill to each decode
+        instance, and the (D,) KV capacity in tokens of each decode instance (fixed per run)."""
+        if self._kv_links is None:
+            kv = self.cluster.kv_transfer
+            bandwidth = np.array(
+                [[kv.bandwidth(p.gpu, d.gpu) for d in self.decode] for p in self.prefill]
+            )
+            capacity = np.array([d.capacity for d in self.decode])
+            bandwidth.flags.writeable = capacity.flags.writeable = False
+            self._kv_links = (bandwidth, capacity)
+        return self._kv_links
+
     def transfer_time(self, call: Call, prefill_index: int, decode_index: int) -> float:
         """Seconds to move ``call``'s prompt KV between two instances."""
         p = self.instances[prefill_index]
@@ -905,7 +919,8 @@ class Simulation:
     # -- event handlers ----------------------------------------------------------------------
     def _raise(self, stage: str, trigger: str, new_calls: list[Call]) -> None:
         if stage == "decode":
-            calls = sorted(self.waiting_decode.values(), key=_by_uid)
+            waiting = self.waiting_decode
+            calls = [waiting[uid] for uid in sorted(waiting)]  # by uid: reveal order
         else:
             calls = list(self.waiting_prefill.values())  # insertion order is reveal order
             self._uid_bound[self.invocation_count] = len(self.calls)
@@ -1060,6 +1075,8 @@ class Simulation:
                 self.cluster,
                 [alone],
                 compute_horizons=False,
+                # the default horizon scheduler never reads H_w(t); a custom one may
+                online_horizons=self.horizon_scheduler is not None,
                 latency_cache=self.latency_cache,
                 prefill_mode=self.prefill_mode,
                 token_budget=self.token_budget,
@@ -1157,10 +1174,6 @@ def _latest(ends: dict[str, float], parents: Sequence[str]) -> float:
     if len(parents) == 1:
         return ends[parents[0]]
     return max([ends[p] for p in parents])
-
-
-def _by_uid(call: Call) -> int:
-    return call.uid
 
 
 def _workflow_key(wf: Workflow) -> tuple:
