@@ -505,6 +505,11 @@ def checkpoint_settings(config: EvalConfig, policies: Sequence[str]) -> dict[str
             trained = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
             raise EvaluationError(f"{spec}: cannot read {path}: {exc}") from exc
+        if not isinstance(trained, dict):
+            raise EvaluationError(
+                f"{spec}: {path} is not a train.py run config (expected a JSON object of "
+                f"options, got {type(trained).__name__})"
+            )
         if trained.get("env", config.env) != config.env:
             raise EvaluationError(
                 f"{spec} was trained on --env {trained['env']} ({path}), not {config.env}"

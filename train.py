@@ -202,26 +202,100 @@ class TrainError(ValueError):
 def load_config_file(path: str) -> dict[str, Any]:
     """Options from a JSON or YAML file (keys are :class:`TrainConfig` fields, ``-`` or ``_``).
 
-    :raises TrainError: for a missing file or an unknown key.
+    Each value is checked against its option's type here, before anything runs: ``timesteps:
+    lots``, ``n_envs: 2.5`` or ``timesteps: .inf`` is an error, not cast or truncated.
+
+    :raises TrainError: for a missing or unreadable file, text that is not JSON/YAML, a file that
+        is not a mapping of options, an unknown key or a value of the wrong type.
     """
     p = Path(path)
     if not p.is_file():
         raise TrainError(f"--config {path!r}: no such file")
-    text = p.read_text()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrainError(f"--config {path!r}: cannot read it as UTF-8 text: {exc}") from exc
     if p.suffix in (".yaml", ".yml"):
         import yaml
 
-        data = yaml.safe_load(text) or {}
+        try:
+            data = yaml.safe_load(text)
+        except (yaml.YAMLError, RecursionError) as exc:
+            raise TrainError(f"--config {path!r}: not valid YAML: {exc}") from exc
     else:
-        data = json.loads(text)
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise TrainError(f"--config {path!r}: not valid JSON: {exc}") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise TrainError(
+            f"--config {path!r}: expected a mapping of option -> value, got {_short(data)}"
+        )
     data = {k.replace("-", "_"): v for k, v in data.items()}
     known = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(data) - known)
     if unknown:
         raise TrainError(f"--config {path!r}: unknown option(s) {unknown}; known: {sorted(known)}")
-    if "baselines" in data and isinstance(data["baselines"], list):
-        data["baselines"] = tuple(data["baselines"])
-    return data
+    return {name: _config_value(path, name, value) for name, value in data.items()}
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _config_value(path: str, name: str, value: Any) -> Any:
+    """A ``--config`` value checked against option ``name``'s type (YAML and JSON give typed
+    values; a string where a number is expected is parsed as the flag would parse it).
+
+    :raises TrainError: naming the file and option, with the value and the expected type.
+    """
+    import evaluate
+
+    where = f"--config {path!r}: option {name!r}"
+    default = getattr(TrainConfig(), name)
+    parse = _option_type(name)
+    if value is None and default is None:
+        return None
+    if name == "baselines":
+        if isinstance(value, str):
+            return parse(value)
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise TrainError(f"{where}: expected a list of policy names, got {_short(value)}")
+    if name == "hyperparams":
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return value
+        raise TrainError(
+            f"{where}: expected a mapping of algorithm keyword -> value, got {_short(value)}"
+        )
+    if isinstance(default, bool) or parse is evaluate.parse_bool:
+        if isinstance(value, bool):
+            return value
+        expected = "true or false"
+    elif parse is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        expected = "an integer"
+    elif parse is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if math.isfinite(value):
+                return float(value)
+            expected = "a finite number"
+        else:
+            expected = "a number"
+    else:
+        if isinstance(value, str):
+            return value
+        expected = "a string"
+    if isinstance(value, str) and expected != "a finite number":
+        try:
+            return parse(value)
+        except (ValueError, argparse.ArgumentTypeError):
+            pass
+    raise TrainError(f"{where}: expected {expected}, got {_short(value)}")
 
 
 def option_docs() -> dict[str, str]:
@@ -408,6 +482,11 @@ def check_config(cfg: TrainConfig) -> None:
             raise TrainError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(cfg, name)}")
     if cfg.count is not None and cfg.count < 1:
         raise TrainError(f"--count must be >= 1, got {cfg.count}")
+    if not isinstance(cfg.hyperparams, dict):
+        raise TrainError(
+            f"--hyperparams must be a JSON object of algorithm keyword -> value, got "
+            f"{_short(cfg.hyperparams)}"
+        )
     import evaluate
 
     known = evaluate.heuristic_names("", cfg.env)

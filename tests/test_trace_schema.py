@@ -24,6 +24,7 @@ from traces import (
     validate_records,
     write_trace,
 )
+from traces.validate import MAX_TOKENS
 
 MODELS = ("small-model", "large-model")
 
@@ -107,8 +108,8 @@ def _random_workflow(draw: st.DrawFn, wid: str, arrival: float) -> Workflow:
                 LLMNode(
                     node_id,
                     draw(st.sampled_from(MODELS)),
-                    draw(st.integers(1, 2**40)),
-                    draw(st.integers(0, 2**40)),
+                    draw(st.integers(1, MAX_TOKENS)),
+                    draw(st.integers(0, MAX_TOKENS)),
                     parents,
                     task=draw(_ids),
                     prompt=draw(st.none() | _text),

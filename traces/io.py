@@ -272,48 +272,112 @@ def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return d
 
 
+def _lines(chunks: Iterable[bytes] | bytes) -> Iterator[bytes]:
+    """The lines of ``chunks`` split as text mode splits a file (at ``\\n``, ``\\r\\n`` and
+    ``\\r``), without their line ends; chunk by chunk, so a trace file streams."""
+    if isinstance(chunks, (bytes, bytearray)):
+        chunks = (chunks,)
+    for chunk in chunks:
+        yield from chunk.splitlines()
+
+
 def iter_trace(
-    path: str | Path, *, validate: bool = True, known_models: Iterable[str] | None = None
+    path: str | Path,
+    *,
+    validate: bool = True,
+    known_models: Iterable[str] | None = None,
+    models_from: str | None = None,
 ) -> Iterator[Record]:
     """Stream the records of a JSONL trace file, checking each as it is read.
 
     Blank lines are skipped. Every record is checked on its own; with ``validate`` the
-    trace-level rules are checked too, up to the record being yielded.
+    trace-level rules are checked too, up to the record being yielded, and a file without any
+    record is an error once it is read to the end.
 
-    :param path: the trace file.
-    :param validate: also check sorted arrivals, unique ids, one record kind and known models.
+    :param path: the trace file (UTF-8 JSON Lines).
+    :param validate: also check sorted arrivals, unique ids, one record kind, known models and
+        that the trace is not empty.
     :param known_models: allowed model names; the simulator catalog when ``None``.
-    :raises TraceValidationError: at the first bad line, naming file, line, record, node, field.
+    :param models_from: what ``known_models`` are, for the error message.
+    :raises TraceValidationError: at the first bad line, naming file, line, record, node, field;
+        a line that is not UTF-8 text or not JSON names the file and line.
     :raises FileNotFoundError: if ``path`` does not exist.
     """
-    source = str(path)
-    checker = TraceChecker(known_models, source) if validate else None
-    with open(path, encoding="utf-8", newline="") as f:
-        for line_no, text in enumerate(f, start=1):
-            if not text.strip():
-                continue
-            try:
-                d = json.loads(text, object_pairs_hook=_reject_duplicate_keys)
-            except ValueError as e:
-                raise TraceValidationError(f"invalid JSON: {e}", source=source, line=line_no) from e
-            rec = record_from_dict(d, source=source, line=line_no)
-            if checker is not None:
-                checker.check(rec, line=line_no, record_checked=True)
-            yield rec
+    with open(path, "rb") as f:
+        yield from parse_lines(
+            f,
+            source=str(path),
+            validate=validate,
+            known_models=known_models,
+            models_from=models_from,
+        )
+
+
+def parse_lines(
+    chunks: Iterable[bytes] | bytes,
+    *,
+    source: str = "<memory>",
+    validate: bool = True,
+    known_models: Iterable[str] | None = None,
+    models_from: str | None = None,
+) -> Iterator[Record]:
+    """The records of JSONL bytes, as :func:`iter_trace` reads a file (the same checks).
+
+    :param chunks: the bytes, in pieces that end at line ends (a binary file object) or whole.
+    :param source: name used in error messages.
+    :raises TraceValidationError: at the first bad line, naming source, line, record, node, field.
+    """
+    checker = TraceChecker(known_models, source, models_from) if validate else None
+    for line_no, raw in enumerate(_lines(chunks), start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TraceValidationError(
+                f"not UTF-8 text: byte {raw[e.start]:#04x} at column {e.start + 1} "
+                "(expected a UTF-8 JSON Lines file)",
+                source=source,
+                line=line_no,
+            ) from e
+        if not text.strip():
+            continue
+        try:
+            d = json.loads(text, object_pairs_hook=_reject_duplicate_keys)
+        except ValueError as e:
+            raise TraceValidationError(f"invalid JSON: {e}", source=source, line=line_no) from e
+        except RecursionError as e:
+            raise TraceValidationError(
+                "invalid JSON: nested too deeply (expected one flat record object)",
+                source=source,
+                line=line_no,
+            ) from e
+        rec = record_from_dict(d, source=source, line=line_no)
+        if checker is not None:
+            checker.check(rec, line=line_no, record_checked=True)
+        yield rec
+    if checker is not None:
+        checker.finish()
 
 
 def read_trace(
-    path: str | Path, *, validate: bool = True, known_models: Iterable[str] | None = None
+    path: str | Path,
+    *,
+    validate: bool = True,
+    known_models: Iterable[str] | None = None,
+    models_from: str | None = None,
 ) -> list[Record]:
     """Read a whole JSONL trace file.
 
     :param path: the trace file.
     :param validate: also check the trace-level rules (sorted arrivals, unique ids, one record
-        kind, known models); each record is checked on its own either way.
+        kind, known models, at least one record); each record is checked on its own either way.
     :param known_models: allowed model names; the simulator catalog when ``None``.
+    :param models_from: what ``known_models`` are, for the error message (e.g. ``"the models
+        cluster 'hetero-1' serves"``).
     :raises TraceValidationError: at the first bad line, naming file, line, record, node, field.
     """
-    return list(iter_trace(path, validate=validate, known_models=known_models))
+    return list(
+        iter_trace(path, validate=validate, known_models=known_models, models_from=models_from)
+    )
 
 
 def write_trace(

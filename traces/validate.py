@@ -5,14 +5,16 @@ workflow DAG) and the trace as a whole is consistent (one record kind, unique id
 sorted, models known). The rules:
 
 - ``id`` is a non-empty string; record ids are unique in the trace, node ids in their workflow.
-- ``arrival`` (seconds) is finite and >= 0, and arrivals never decrease along the trace.
-- ``input_tokens`` is an ``int`` >= 1 and ``output_tokens`` an ``int`` >= 0 (``bool`` and
-  ``float`` are rejected, even ``3.0``).
-- a tool ``latency`` (seconds) is finite and >= 0; an ``slo`` (seconds), when present, is > 0.
+- ``arrival`` (seconds) is finite, >= 0 and <= :data:`MAX_SECONDS`, and arrivals never decrease
+  along the trace.
+- ``input_tokens`` is an ``int`` >= 1 and ``output_tokens`` an ``int`` >= 0, both at most
+  :data:`MAX_TOKENS` (``bool`` and ``float`` are rejected, even ``3.0``).
+- a tool ``latency`` (seconds) is finite, >= 0 and <= :data:`MAX_SECONDS`; an ``slo`` (seconds),
+  when present, is > 0 and <= :data:`MAX_SECONDS`.
 - a workflow has at least one node; every parent names another node of the same workflow, no
   node lists itself or the same parent twice, and the parents graph has no cycle.
 - ``model`` is in the known set (by default :func:`envs.sim.catalog.model_names`).
-- a file holds either request records or workflow records, not both.
+- a file holds either request records or workflow records, not both, and at least one record.
 
 Command line: ``python -m traces.validate FILE [--known-models a,b]`` prints a one-line summary
 and exits 0 when the trace is valid, else prints the error and exits 1.
@@ -31,6 +33,15 @@ from traces.schema import LLMNode, Record, Request, ToolNode, Workflow
 
 _NO_VALUE = object()
 _MAX_REPR = 80
+#: Largest token count of one call: 2**31 - 1, over 10,000x the longest context in the catalog
+#: (196,608 tokens). A larger count is a unit or overflow mistake (bytes, a negative wrapped
+#: around), not a prompt.
+MAX_TOKENS = 2**31 - 1
+#: Largest time in seconds (arrival, tool latency, SLO): 1e9 s, about 31.7 years. Past it a
+#: float64 clock loses sub-microsecond resolution, so call durations would vanish into the
+#: arrival time and the metrics would be silently wrong (an absolute Unix timestamp is the usual
+#: cause: make arrivals relative to the trace start).
+MAX_SECONDS = 1e9
 
 
 def _short_repr(value: Any) -> str:
@@ -95,6 +106,13 @@ def _is_real(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _is_seconds(value: Any, *, minimum_open: bool) -> bool:
+    """A finite number of seconds in [0, MAX_SECONDS] (or (0, MAX_SECONDS] if ``minimum_open``)."""
+    if not _is_real(value) or not math.isfinite(value) or value > MAX_SECONDS:
+        return False
+    return value > 0 if minimum_open else value >= 0
+
+
 def _is_text(value: Any) -> bool:
     if not isinstance(value, str):
         return False
@@ -147,16 +165,16 @@ def _check_text(where: _Where, name: str, value: Any, *, optional: bool, node_id
 def _check_llm_fields(where: _Where, call: Request | LLMNode, node_id: Any) -> None:
     """Fields shared by a request and an LLM node (everything but ids, arrival and parents)."""
     _check_text(where, "model", call.model, optional=False, node_id=node_id)
-    if not _is_int(call.input_tokens) or call.input_tokens < 1:
+    if not _is_int(call.input_tokens) or not 1 <= call.input_tokens <= MAX_TOKENS:
         raise where.error(
-            "expected an integer number of tokens >= 1",
+            f"expected an integer number of tokens >= 1 and <= {MAX_TOKENS}",
             node_id=node_id,
             field="input_tokens",
             value=call.input_tokens,
         )
-    if not _is_int(call.output_tokens) or call.output_tokens < 0:
+    if not _is_int(call.output_tokens) or not 0 <= call.output_tokens <= MAX_TOKENS:
         raise where.error(
-            "expected an integer number of tokens >= 0",
+            f"expected an integer number of tokens >= 0 and <= {MAX_TOKENS}",
             node_id=node_id,
             field="output_tokens",
             value=call.output_tokens,
@@ -177,14 +195,18 @@ def _check_llm_fields(where: _Where, call: Request | LLMNode, node_id: Any) -> N
 
 def _check_arrival_and_meta(where: _Where, record: Request | Workflow) -> None:
     arrival = record.arrival
-    if not _is_real(arrival) or not math.isfinite(arrival) or arrival < 0:
-        raise where.error("expected a finite time >= 0 seconds", field="arrival", value=arrival)
+    if not _is_seconds(arrival, minimum_open=False):
+        raise where.error(
+            f"expected a finite time >= 0 and <= {MAX_SECONDS:g} seconds",
+            field="arrival",
+            value=arrival,
+        )
     if not isinstance(record.meta, dict):
         raise where.error("expected a JSON object (dict)", field="meta", value=record.meta)
     if record.meta:
         try:
             json.dumps(record.meta, allow_nan=False)
-        except (TypeError, ValueError) as err:
+        except (TypeError, ValueError, RecursionError) as err:
             raise where.error(
                 f"expected JSON-serialisable metadata with finite numbers ({err})", field="meta"
             ) from err
@@ -240,9 +262,9 @@ def _check_workflow(where: _Where, wf: Workflow) -> None:
             _check_llm_fields(where, node, node_id)
         else:
             latency = node.latency
-            if not _is_real(latency) or not math.isfinite(latency) or latency < 0:
+            if not _is_seconds(latency, minimum_open=False):
                 raise where.error(
-                    "expected a finite tool latency >= 0 seconds",
+                    f"expected a finite tool latency >= 0 and <= {MAX_SECONDS:g} seconds",
                     node_id=node_id,
                     field="latency",
                     value=latency,
@@ -318,8 +340,12 @@ def check_record(
     if isinstance(record, Request):
         _check_llm_fields(where, record, None)
         slo = record.slo
-        if slo is not None and (not _is_real(slo) or not math.isfinite(slo) or slo <= 0):
-            raise where.error("expected a finite SLO > 0 seconds, or null", field="slo", value=slo)
+        if slo is not None and not _is_seconds(slo, minimum_open=True):
+            raise where.error(
+                f"expected a finite SLO > 0 and <= {MAX_SECONDS:g} seconds, or null",
+                field="slo",
+                value=slo,
+            )
     else:
         _check_workflow(where, record)
 
@@ -344,11 +370,21 @@ class TraceChecker:
 
     :param known_models: allowed model names; the simulator catalog when ``None``.
     :param source: file name used in error messages.
+    :param models_from: what ``known_models`` are, for the error message (e.g. ``"the models
+        cluster 'hetero-1' serves"``); the simulator catalog when ``None``.
     """
 
-    def __init__(self, known_models: Iterable[str] | None = None, source: str = "<memory>") -> None:
+    def __init__(
+        self,
+        known_models: Iterable[str] | None = None,
+        source: str = "<memory>",
+        models_from: str | None = None,
+    ) -> None:
         self.source = source
         self._known = frozenset(known_models) if known_models is not None else None
+        if models_from is None:
+            models_from = "the known models" if known_models is not None else "the catalog models"
+        self.models_from = models_from
         self._first: tuple[str, str] | None = None  # (kind, id) of the first record
         self._last: tuple[float, str] | None = None  # (arrival, id) of the previous record
         self._seen: dict[str, str] = {}  # record id -> where it was first seen
@@ -399,7 +435,7 @@ class TraceChecker:
             if isinstance(call, (Request, LLMNode)) and call.model not in self._models():
                 node_id = call.id if isinstance(call, LLMNode) else None
                 raise where.error(
-                    f"unknown model (expected one of {sorted(self._models())})",
+                    f"unknown model (expected one of {self.models_from}: {sorted(self._models())})",
                     node_id=node_id,
                     field="model",
                     value=call.model,
@@ -407,6 +443,17 @@ class TraceChecker:
         self._seen[record.id] = f"line {line}" if line is not None else f"#{index}"
         self._last = (record.arrival, record.id)
         self.count += 1
+
+    def finish(self) -> None:
+        """Check the trace as a whole once every record was fed: it has at least one record.
+
+        :raises TraceValidationError: for an empty trace (an empty workload has no metrics).
+        """
+        if self.count == 0:
+            raise TraceValidationError(
+                "the trace has no records (expected at least one request or workflow record)",
+                source=self.source,
+            )
 
 
 def validate_records(
@@ -429,6 +476,7 @@ def validate_records(
     checker = TraceChecker(known_models, source)
     for i, record in enumerate(records):
         checker.check(record, line=lines[i] if lines is not None else None)
+    checker.finish()
 
 
 def summarize(records: Sequence[Record]) -> str:

@@ -15,22 +15,55 @@ model (HexAgent §7.1: Llama-3.1-70B TP4 everywhere; Qwen3-235B-A22B TP8 on A100
 
 A pool entry may set ``precision:`` (weights) and ``kv_precision:`` (KV cache), each ``bf16``
 (default) or ``fp8``, e.g. ``{gpu: h100-sxm, count: 2, precision: fp8}``; whether the GPU runs
-fp8 is checked when the instance's latency model is built (``envs.sim.latency``).
+fp8 is checked when the cluster is loaded.
+
+Loading validates the whole file before anything runs: unknown keys (a misspelt
+``kv_transfers`` or ``max_batch_sise`` is an error, not ignored), types (``count: 2.5`` is not
+truncated to 2), ranges (finite positive bandwidths, GPU shares in (0, 1], at most
+:data:`MAX_INSTANCES` instances), catalog names of GPUs and models, and that every instance's
+model fits its GPUs with room for KV cache (:class:`envs.sim.latency.LatencyModel` at its default
+memory utilisation). Errors are :class:`ClusterConfigError` naming the file, the entry
+(``prefill[1]``) and the key.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from envs.sim.catalog import PRECISIONS
+from envs.sim.catalog import PRECISIONS, UnknownNameError, get_gpu, get_model
 
 CLUSTER_DIR = Path(__file__).resolve().parent.parent / "configs" / "clusters"
 ARCHITECTURES = ("pd", "monolithic", "pool")
 ROLES = ("prefill", "decode", "monolithic")
+#: Most instances (or pool GPUs) a cluster may have: 20x GoodServe's largest scale experiment
+#: (512 instances, §4.3). The simulator builds a latency model and event state per instance, so a
+#: typo such as ``count: 1000000000`` would otherwise hang the load.
+MAX_INSTANCES = 10_000
+_TOP_KEYS = (
+    "name",
+    "architecture",
+    "source",
+    "description",
+    "default_model",
+    "tensor_parallel",
+    "prefill",
+    "decode",
+    "instances",
+    "kv_transfer",
+    "topology",
+)
+_ENTRY_KEYS = (
+    "gpu", "count", "tp", "model", "fraction", "max_batch_size", "precision", "kv_precision",
+)  # fmt: skip
+_KV_KEYS = ("latency_s", "same_class_bandwidth", "cross_class_bandwidth", "pairs")
+_PAIR_KEYS = ("a", "b", "bandwidth")
+_TOPOLOGY_KEYS = ("gpu", "num_nodes", "gpus_per_node", "nvlink_groups")
 
 
 class ClusterConfigError(ValueError):
@@ -168,21 +201,128 @@ def load_cluster(name_or_path: str | Path, model: str | None = None) -> ClusterS
             )
     elif not path.exists():
         raise ClusterConfigError(f"cluster file {str(path)!r} does not exist")
-    with open(path) as f:
-        data = yaml.safe_load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ClusterConfigError(f"{path}: cannot read the cluster file: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ClusterConfigError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise ClusterConfigError(f"{path}: expected a mapping at the top level, got {data!r}")
     return cluster_from_dict(data, model=model, source_path=str(path))
 
 
-def _require(data: dict[str, Any], key: str, where: str) -> Any:
+def _require(data: Mapping[str, Any], key: str, where: str) -> Any:
     if key not in data:
         raise ClusterConfigError(f"{where}: missing required key {key!r}")
     return data[key]
 
 
+def _mapping(value: Any, where: str, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ClusterConfigError(f"{where}: expected {what} (a mapping), got {value!r}")
+    return value
+
+
+def _list(value: Any, where: str, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ClusterConfigError(f"{where}: expected {what} (a list), got {value!r}")
+    return value
+
+
+def _known_keys(data: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    unknown = [k for k in data if k not in allowed]
+    if unknown:
+        raise ClusterConfigError(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"expected only {list(allowed)}"
+        )
+
+
+def _int(value: Any, where: str, key: str, *, minimum: int = 1, maximum: int | None = None) -> int:
+    """``value`` if it is an integer in range (``bool`` and ``2.5`` are rejected, not cast)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ClusterConfigError(f"{where}: {key} must be an integer >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ClusterConfigError(f"{where}: {key} must be at most {maximum}, got {value!r}")
+    return value
+
+
+def _real(
+    value: Any, where: str, key: str, *, positive: bool, at_most: float | None = None
+) -> float:
+    """``value`` as a float if it is a finite number > 0 (``positive``) or >= 0."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > 0 if positive else value >= 0)
+    if ok and at_most is not None:
+        ok = value <= at_most
+    if not ok:
+        bound = "> 0" if positive else ">= 0"
+        bound += f" and <= {at_most:g}" if at_most is not None else ""
+        raise ClusterConfigError(f"{where}: {key} must be a finite number {bound}, got {value!r}")
+    return float(value)
+
+
+def _gpu_name(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise ClusterConfigError(f"{where}: gpu must be a GPU catalog name, got {value!r}")
+    try:
+        get_gpu(value)
+    except UnknownNameError as exc:
+        raise ClusterConfigError(f"{where}: {exc}") from exc
+    return value
+
+
+def _model_name(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise ClusterConfigError(f"{where}: model must be a model catalog name, got {value!r}")
+    try:
+        get_model(value)
+    except UnknownNameError as exc:
+        raise ClusterConfigError(f"{where}: {exc}") from exc
+    return value
+
+
+def _check_fits(spec: InstanceSpec, where: str) -> None:
+    """The instance's model fits its GPUs with room for KV cache, at the default memory
+    utilisation (an engine preset may use less; the simulator checks again with it)."""
+    from envs.sim.latency import LatencyModel  # latency builds on the catalog, not on clusters
+
+    try:
+        lat = LatencyModel(
+            get_gpu(spec.gpu),
+            get_model(spec.model),
+            spec.tp,
+            spec.fraction,
+            precision=spec.precision,
+            kv_precision=spec.kv_precision,
+        )
+    except ValueError as exc:
+        raise ClusterConfigError(f"{where}: {exc}") from exc
+    if not lat.model.encoder_only and lat.kv_capacity_tokens < 1:
+        raise ClusterConfigError(
+            f"{where}: {spec.model} on {spec.tp}x {spec.gpu} (fraction {spec.fraction:g}) leaves "
+            "no memory for KV cache (0 tokens); use a larger tp, fraction or GPU"
+        )
+
+
+def _tp_tables(value: Any, where: str) -> dict[str, dict[str, int]]:
+    """``tensor_parallel``: model -> {gpu: tp}, every name in the catalog."""
+    where = f"{where}: tensor_parallel"
+    tables: dict[str, dict[str, int]] = {}
+    for model, table in _mapping(value or {}, where, "model -> {gpu: tp}").items():
+        at = f"{where}[{model!r}]"
+        _model_name(model, at)
+        tables[model] = {
+            _gpu_name(gpu, at): _int(tp, f"{at}[{gpu!r}]", "tp")
+            for gpu, tp in _mapping(table, at, "gpu -> tp").items()
+        }
+    return tables
+
+
 def _pool_instances(
-    entries: list[dict[str, Any]],
+    entries: Any,
     role: str,
     model: str,
     tp_table: dict[str, int],
@@ -190,17 +330,28 @@ def _pool_instances(
     where: str,
 ) -> list[InstanceSpec]:
     out: list[InstanceSpec] = []
-    for k, entry in enumerate(entries):
-        gpu = _require(entry, "gpu", f"{where}[{k}]")
-        count = int(entry.get("count", 1))
-        if count < 1:
-            raise ClusterConfigError(f"{where}[{k}]: count must be >= 1, got {count}")
+    for k, entry in enumerate(_list(entries, where, "a list of {gpu: ..., count: ...} entries")):
+        at = f"{where}[{k}]"
+        entry = _mapping(entry, at, "an instance entry {gpu: ..., count: ...}")
+        _known_keys(entry, _ENTRY_KEYS, at)
+        gpu = _gpu_name(_require(entry, "gpu", at), at)
+        count = _int(entry.get("count", 1), at, "count", maximum=MAX_INSTANCES)
+        if start + len(out) + count > MAX_INSTANCES:
+            raise ClusterConfigError(
+                f"{at}: count {count} makes more than {MAX_INSTANCES} instances in the cluster"
+            )
+        entry_model = _model_name(entry.get("model", model), at)
         tp = entry.get("tp", tp_table.get(gpu))
         if tp is None:
             raise ClusterConfigError(
-                f"{where}[{k}]: no tensor-parallel degree for model {model!r} on GPU {gpu!r}; "
+                f"{at}: no tensor-parallel degree for model {model!r} on GPU {gpu!r}; "
                 f"give 'tp' or add it to tensor_parallel[{model!r}] (has {sorted(tp_table)})"
             )
+        tp = _int(tp, at, "tp")
+        fraction = _real(entry.get("fraction", 1.0), at, "fraction", positive=True, at_most=1.0)
+        max_batch = entry.get("max_batch_size")
+        if max_batch is not None:
+            max_batch = _int(max_batch, at, "max_batch_size")
         precision = entry.get("precision", "bf16")
         kv_precision = entry.get("kv_precision")  # None: same as precision
         for key, value, allowed in (
@@ -208,9 +359,7 @@ def _pool_instances(
             ("kv_precision", kv_precision, (*PRECISIONS, None)),
         ):
             if value not in allowed:
-                raise ClusterConfigError(
-                    f"{where}[{k}]: {key} {value!r} is not one of {PRECISIONS}"
-                )
+                raise ClusterConfigError(f"{at}: {key} {value!r} is not one of {PRECISIONS}")
         for _ in range(count):
             idx = start + len(out)
             out.append(
@@ -219,58 +368,117 @@ def _pool_instances(
                     name=f"{role}-{idx}-{gpu}",
                     role=role,
                     gpu=gpu,
-                    model=entry.get("model", model),
-                    tp=int(tp),
-                    fraction=float(entry.get("fraction", 1.0)),
-                    max_batch_size=entry.get("max_batch_size"),
+                    model=entry_model,
+                    tp=tp,
+                    fraction=fraction,
+                    max_batch_size=max_batch,
                     precision=precision,
                     kv_precision=kv_precision,
                 )
             )
+        _check_fits(out[-1], at)
     return out
 
 
+def _kv_transfer(value: Any, where: str) -> KVTransferSpec:
+    where = f"{where}: kv_transfer"
+    kv = _mapping(value or {}, where, "the KV transfer network")
+    _known_keys(kv, _KV_KEYS, where)
+    pairs = []
+    for k, pair in enumerate(_list(kv.get("pairs") or [], f"{where}: pairs", "{a, b, bandwidth}")):
+        at = f"{where}: pairs[{k}]"
+        pair = _mapping(pair, at, "{a: gpu, b: gpu, bandwidth: bytes/s}")
+        _known_keys(pair, _PAIR_KEYS, at)
+        pairs.append(
+            (
+                _gpu_name(_require(pair, "a", at), at),
+                _gpu_name(_require(pair, "b", at), at),
+                _real(_require(pair, "bandwidth", at), at, "bandwidth", positive=True),
+            )
+        )
+    default = KVTransferSpec()
+    return KVTransferSpec(
+        latency_s=_real(kv.get("latency_s", default.latency_s), where, "latency_s", positive=False),
+        same_class_bandwidth=_real(
+            kv.get("same_class_bandwidth", default.same_class_bandwidth),
+            where,
+            "same_class_bandwidth",
+            positive=True,
+        ),
+        cross_class_bandwidth=_real(
+            kv.get("cross_class_bandwidth", default.cross_class_bandwidth),
+            where,
+            "cross_class_bandwidth",
+            positive=True,
+        ),
+        pairs=tuple(pairs),
+    )
+
+
+def _topology(value: Any, where: str) -> Topology:
+    where = f"{where}: topology"
+    t = _mapping(value, where, "{gpu, num_nodes, gpus_per_node, nvlink_groups}")
+    _known_keys(t, _TOPOLOGY_KEYS, where)
+    per_node = _int(_require(t, "gpus_per_node", where), where, "gpus_per_node")
+    nodes = _int(_require(t, "num_nodes", where), where, "num_nodes")
+    if nodes * per_node > MAX_INSTANCES:
+        raise ClusterConfigError(
+            f"{where}: {nodes} x {per_node} GPUs is more than {MAX_INSTANCES} GPUs"
+        )
+    groups: list[tuple[int, ...]] = []
+    seen: set[int] = set()
+    for k, group in enumerate(_list(t.get("nvlink_groups") or [], where, "nvlink_groups")):
+        at = f"{where}: nvlink_groups[{k}]"
+        members = tuple(
+            _int(g, at, "GPU index", minimum=0, maximum=per_node - 1)
+            for g in _list(group, at, "a list of GPU indices within a node")
+        )
+        if seen & set(members) or len(set(members)) != len(members):
+            raise ClusterConfigError(f"{at}: a GPU is listed in more than one place: {members}")
+        seen.update(members)
+        groups.append(members)
+    return Topology(
+        gpu=_gpu_name(_require(t, "gpu", where), where),
+        num_nodes=nodes,
+        gpus_per_node=per_node,
+        nvlink_groups=tuple(groups),
+    )
+
+
 def cluster_from_dict(
-    data: dict[str, Any], model: str | None = None, source_path: str = "<dict>"
+    data: Mapping[str, Any], model: str | None = None, source_path: str = "<dict>"
 ) -> ClusterSpec:
-    """Build a :class:`ClusterSpec` from a parsed preset (see ``envs/configs/clusters/``)."""
+    """Build a :class:`ClusterSpec` from a parsed preset (see ``envs/configs/clusters/``).
+
+    :param data: the parsed preset.
+    :param model: model to serve (None: the preset's ``default_model``).
+    :param source_path: file name used in error messages.
+    :raises ClusterConfigError: naming the file, entry and key at fault (see the module docstring).
+    """
     where = source_path
-    name = str(_require(data, "name", where))
+    data = _mapping(data, where, "a cluster preset")
+    _known_keys(data, _TOP_KEYS, where)
+    name = _require(data, "name", where)
+    if not isinstance(name, str) or not name:
+        raise ClusterConfigError(f"{where}: name must be a non-empty string, got {name!r}")
     arch = _require(data, "architecture", where)
     if arch not in ARCHITECTURES:
         raise ClusterConfigError(f"{where}: architecture {arch!r} not one of {ARCHITECTURES}")
-    kv = data.get("kv_transfer", {}) or {}
-    pairs = tuple(
-        (str(p["a"]), str(p["b"]), float(p["bandwidth"])) for p in kv.get("pairs", []) or []
-    )
-    kv_spec = KVTransferSpec(
-        latency_s=float(kv.get("latency_s", KVTransferSpec.latency_s)),
-        same_class_bandwidth=float(
-            kv.get("same_class_bandwidth", KVTransferSpec.same_class_bandwidth)
-        ),
-        cross_class_bandwidth=float(
-            kv.get("cross_class_bandwidth", KVTransferSpec.cross_class_bandwidth)
-        ),
-        pairs=pairs,
-    )
-    topology = None
-    if "topology" in data:
-        t = data["topology"]
-        topology = Topology(
-            gpu=str(_require(t, "gpu", f"{where}: topology")),
-            num_nodes=int(_require(t, "num_nodes", f"{where}: topology")),
-            gpus_per_node=int(_require(t, "gpus_per_node", f"{where}: topology")),
-            nvlink_groups=tuple(tuple(int(g) for g in grp) for grp in t.get("nvlink_groups", [])),
-        )
+    kv_spec = _kv_transfer(data.get("kv_transfer"), where)
+    topology = _topology(data["topology"], where) if "topology" in data else None
     instances: list[InstanceSpec] = []
     if arch != "pool":
-        tp_tables: dict[str, dict[str, int]] = data.get("tensor_parallel", {}) or {}
-        model = model or data.get("default_model")
-        if model is None:
-            raise ClusterConfigError(f"{where}: no model given and no default_model in preset")
+        tp_tables = _tp_tables(data.get("tensor_parallel"), where)
+        if model is not None:
+            _model_name(model, f"{where}: model to serve (--model)")
+        else:
+            model = data.get("default_model")
+            if model is None:
+                raise ClusterConfigError(f"{where}: no model given and no default_model in preset")
+            _model_name(model, f"{where}: default_model")
         if tp_tables and model not in tp_tables:
             raise ClusterConfigError(
-                f"cluster {name!r} has no tensor-parallel table for model {model!r}; "
+                f"{where}: cluster {name!r} has no tensor-parallel table for model {model!r}; "
                 f"it supports {sorted(tp_tables)}"
             )
         tp_table = tp_tables.get(model, {})
@@ -285,7 +493,11 @@ def cluster_from_dict(
             any(i.role == "prefill" for i in instances)
             and any(i.role == "decode" for i in instances)
         ):
-            raise ClusterConfigError(f"{where}: a pd cluster needs prefill and decode instances")
+            raise ClusterConfigError(
+                f"{where}: a pd cluster needs prefill and decode instances (zero capacity)"
+            )
+        if not instances:
+            raise ClusterConfigError(f"{where}: the cluster has no instances (zero capacity)")
     elif topology is None:
         raise ClusterConfigError(f"{where}: a pool cluster needs a 'topology' section")
     return ClusterSpec(
@@ -303,10 +515,9 @@ def scaled_cluster(base: ClusterSpec, instances: int) -> ClusterSpec:
     """``base`` grown (or cut) to ``instances`` instances, cycling through its GPU types in order
     (the scale experiments of GoodServe §4.3: 8 to 512 instances mixing the preset's GPUs).
 
-    :raises ValueError: if ``instances`` < 1.
+    :raises ClusterConfigError: if ``instances`` is not an integer in [1, ``MAX_INSTANCES``].
     """
-    if instances < 1:
-        raise ValueError(f"instances must be >= 1, got {instances}")
+    _int(instances, f"scaling cluster {base.name!r}", "instances", maximum=MAX_INSTANCES)
     specs = []
     for i in range(instances):
         s = base.instances[i % len(base.instances)]

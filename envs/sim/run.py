@@ -6,30 +6,55 @@
     python -m envs.sim.run --cluster hetero-1 --trace my_trace.jsonl
 
 Prints Req95/Req99 (HexAgent §7.3), latency percentiles and per-role utilisation.
+
+A bad input (cluster file, trace, option) is reported as one ``envs.sim.run: error: ...`` line
+naming the file, record and field, with exit status 2; nothing is written.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
-from envs.sim.cluster import cluster_names, load_cluster
+from envs.sim.cluster import ClusterConfigError, ClusterSpec, cluster_names, load_cluster
 from envs.sim.engines import engine_names
 from envs.sim.scheduler import DefaultScheduler, EarliestFinishScheduler
 from envs.sim.simulation import Simulation, SimulationResult
+from envs.sim.workload import WorkloadError
+from traces.generators import GENERATORS
+from traces.validate import TraceValidationError
 
 SCHEDULERS = {"default": DefaultScheduler, "earliest-finish": EarliestFinishScheduler}
+#: What a bad cluster file, trace or option raises; reported without a traceback.
+INPUT_ERRORS = (ClusterConfigError, TraceValidationError, WorkloadError)
 
 
 def load_workload(
-    workload: str | None, trace: str | None, seed: int, count: int | None, model: str | None
+    workload: str | None,
+    trace: str | None,
+    seed: int,
+    count: int | None,
+    model: str | None,
+    cluster: ClusterSpec | None = None,
 ) -> list:
-    """Records from a trace file, or from a generator in :mod:`traces.generators`."""
+    """Records from a trace file, or from a generator in :mod:`traces.generators`.
+
+    :param cluster: if given, a trace may use only the models it serves.
+    :raises TraceValidationError: for a bad or unreadable trace, naming file, line and field.
+    """
     if trace:
         from traces.io import read_trace
 
-        return read_trace(trace)
+        served = None if cluster is None else cluster.models
+        where = None if cluster is None else f"the models cluster {cluster.name!r} serves"
+        try:
+            return read_trace(trace, known_models=served, models_from=where)
+        except OSError as exc:
+            raise TraceValidationError(
+                f"cannot read the trace: {exc.strerror or exc}", source=trace
+            ) from exc
     from traces.generators import generate
 
     kwargs = {"model": model} if model else {}
@@ -57,15 +82,35 @@ def format_result(res: SimulationResult) -> str:
     return "\n".join(lines)
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+    return value
+
+
+def _estimate_error(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and 0.0 <= value < 1.0):
+        raise argparse.ArgumentTypeError(f"expected a relative error in [0, 1), got {text}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m envs.sim.run",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     ap.add_argument("--cluster", default="hetero-1", help=f"preset or YAML path {cluster_names()}")
     ap.add_argument("--model", default=None, help="catalog model (default: the preset's)")
-    ap.add_argument("--workload", default="mixed", help="generator name (traces.generators)")
+    ap.add_argument(
+        "--workload", default="mixed", choices=sorted(GENERATORS), help="generator name"
+    )
     ap.add_argument("--trace", default=None, help="a servegym JSONL trace instead of a generator")
-    ap.add_argument("--count", type=int, default=None, help="records to generate")
+    ap.add_argument("--count", type=_positive_int, default=None, help="records to generate")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--estimate-error", type=float, default=0.0)
+    ap.add_argument("--estimate-error", type=_estimate_error, default=0.0)
     ap.add_argument("--scheduler", choices=sorted(SCHEDULERS), default="default")
     ap.add_argument(
         "--engine",
@@ -75,12 +120,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--json", action="store_true", help="print metrics as JSON")
     args = ap.parse_args(argv)
-    cluster = load_cluster(args.cluster, model=args.model)
-    model = args.model or cluster.models[0]
-    records = load_workload(args.workload, args.trace, args.seed, args.count, model)
-    sim = Simulation(
-        cluster, records, seed=args.seed, estimate_error=args.estimate_error, engine=args.engine
-    )
+    try:
+        cluster = load_cluster(args.cluster, model=args.model)
+        if not cluster.instances:
+            raise ClusterConfigError(
+                f"--cluster {args.cluster}: {cluster.name!r} is a GPU pool (architecture "
+                f"{cluster.architecture!r}) without instances; the simulator runs a pd or "
+                "monolithic cluster (pool clusters are for servegym/Allocation-v0)"
+            )
+        model = args.model or cluster.models[0]
+        records = load_workload(args.workload, args.trace, args.seed, args.count, model, cluster)
+        sim = Simulation(
+            cluster, records, seed=args.seed, estimate_error=args.estimate_error, engine=args.engine
+        )
+    except INPUT_ERRORS as exc:
+        print(f"envs.sim.run: error: {exc}", file=sys.stderr)
+        return 2
     res = sim.run(SCHEDULERS[args.scheduler]())
     if args.json:
         print(json.dumps({"metrics": res.metrics, "utilisation": res.utilisation}, indent=2))

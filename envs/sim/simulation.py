@@ -435,6 +435,12 @@ class Simulation:
         self.pd = cluster.architecture == "pd"
         self.served_models = set(cluster.models)
 
+        # The KV a call of each model can hold: a call larger than every instance that would
+        # decode it could never be placed (decode instances, or the model's monolithic ones).
+        largest_kv: dict[str, int] = dict.fromkeys(self.served_models, 0)
+        for inst in self.decode if self.pd else self.monolithic:
+            model = inst.spec.model
+            largest_kv[model] = max(largest_kv.get(model, 0), inst.capacity)
         self.runs: list[WorkflowRun] = []
         last = -math.inf
         for i, rec in enumerate(workload):
@@ -449,10 +455,21 @@ class Simulation:
             last = wf.arrival
             run = WorkflowRun(wf, i)
             for node in wf.nodes:
-                if isinstance(node, LLMNode) and node.model not in self.served_models:
+                if not isinstance(node, LLMNode):
+                    continue
+                if node.model not in self.served_models:
                     raise WorkloadError(
                         f"workflow {wf.id!r} node {node.id!r} needs model {node.model!r}, but "
                         f"cluster {cluster.name!r} serves {sorted(self.served_models)}"
+                    )
+                need = node.input_tokens + node.output_tokens
+                if need > largest_kv[node.model]:
+                    raise WorkloadError(
+                        f"record {i} (workflow {wf.id!r}) node {node.id!r} holds {need} KV "
+                        f"tokens (input_tokens {node.input_tokens} + output_tokens "
+                        f"{node.output_tokens}), more than any instance of cluster "
+                        f"{cluster.name!r} serving {node.model!r} holds "
+                        f"({largest_kv[node.model]} tokens)"
                     )
             self.runs.append(run)
         self._isolated_cache: dict[tuple[str, int, int], float] = {}

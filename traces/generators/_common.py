@@ -105,8 +105,7 @@ def arrivals(
         coefficient of variation ``cv``, the ServeGen model).
     :param cv: coefficient of variation of the gaps for ``"bursty"``.
     """
-    if count < 1:
-        raise ValueError(f"count must be >= 1, got {count}")
+    check_count(count)
     if not rate > 0:
         raise ValueError(f"rate must be > 0 arrivals/s, got {rate}")
     if process == "poisson":
@@ -121,13 +120,21 @@ def arrivals(
     return np.round(np.concatenate([[0.0], np.cumsum(gaps)]), 6)
 
 
+#: Most records one generator call makes: 2,500x the largest paper workload (BFCL, 400 workflows).
+#: A million workflows take minutes and gigabytes; a larger count is a typo, not a hang to wait on.
+MAX_COUNT = 1_000_000
+
+
 def check_count(count: int) -> int:
     """Validate a record count.
 
     :param count: number of records requested.
+    :raises ValueError: unless ``count`` is an integer in [1, :data:`MAX_COUNT`].
     """
-    if not isinstance(count, (int, np.integer)) or count < 1:
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
         raise ValueError(f"count must be a positive integer, got {count!r}")
+    if count > MAX_COUNT:
+        raise ValueError(f"count must be at most {MAX_COUNT:,} records, got {count:,}")
     return int(count)
 
 
