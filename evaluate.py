@@ -120,6 +120,8 @@ class EnvEntry:
     :param curve: ``(x metric, y metric)``: with a sweep, also plot y against x, one line per
         policy through the swept values (Scepsy Fig. 6: latency vs achieved throughput);
         points whose ``sustainable`` metric is 0 are drawn hollow.
+    :param takes_traces: the env replays a servegym JSONL trace (its ``trace`` argument), so a
+        ``--workload`` entry may be a trace file.
     """
 
     gym_id: str
@@ -137,6 +139,7 @@ class EnvEntry:
     attainment_xlabel: str = "SLO scale α"
     fixed: Mapping[str, Any] = field(default_factory=dict)
     curve: tuple[str, str] | None = None
+    takes_traces: bool = False
 
     def __post_init__(self) -> None:
         if self.select not in {m.key for m in self.headline}:
@@ -169,6 +172,7 @@ ENVS: dict[str, EnvEntry] = {
         baselines=("per-call-fcfs", "workflow-fcfs", "workflow-llf", "atlas"),
         paper="HexAgent Tables 1–3",
         attainment_xlabel="SLO scale α  (workflow meets SLO if C_w ≤ α·H_w)",
+        takes_traces=True,
     ),
     "routing": _family(
         "routing",
@@ -194,6 +198,7 @@ ENVS: dict[str, EnvEntry] = {
         ablations=("goodserve-no-migration",),
         paper="GoodServe §4 (Fig. 6: goodput vs SLO scale)",
         attainment_xlabel="SLO scale α  (request meets SLO if latency ≤ α × run-alone latency)",
+        takes_traces=True,
     ),
     "allocation": _family(
         "allocation",
@@ -469,11 +474,15 @@ def resolve_config(config: EvalConfig) -> EvalConfig:
     }
     if config.sweep is not None:
         filled.pop(config.sweep.option, None)
+    workloads = config.workloads or entry.workloads
+    model = config.model
+    if model is None and "model" in entry.options:
+        model = trace_model(workloads) or entry.model
     return dataclasses.replace(
         config,
         cluster=config.cluster or entry.cluster,
-        model=config.model or (entry.model if "model" in entry.options else None),
-        workloads=config.workloads or entry.workloads,
+        model=model,
+        workloads=workloads,
         policies=policies,
         reference=config.reference or entry.reference,
         **{k: v for k, v in filled.items() if k not in ("cluster", "model")},
@@ -539,6 +548,68 @@ def _flags(env: str) -> list[str]:
     return ["--" + n.replace("_", "-") for n in ENV_FIELDS if n in entry.options]
 
 
+def is_trace(workload: str) -> bool:
+    """A ``--workload`` entry that names a servegym JSONL trace file rather than a generator
+    (generator names have no dot or path separator)."""
+    return workload.endswith((".jsonl", ".json")) or "/" in workload or Path(workload).is_file()
+
+
+def _trace_records(path: str) -> list[Any]:
+    from traces.io import read_trace
+
+    if not Path(path).is_file():
+        raise EvaluationError(f"--workload {path!r}: no such trace file")
+    try:
+        return read_trace(path)
+    except ValueError as exc:  # traces.io's validation errors name file, line and field
+        raise EvaluationError(f"--workload {path!r}: {exc}") from exc
+
+
+def trace_model(workloads: Sequence[str]) -> str | None:
+    """The one model the trace workloads among ``workloads`` name (None without traces).
+
+    :raises EvaluationError: if they name several: ``--model`` must pick the one that serves
+        them all.
+    """
+    from envs.workloads import trace_models
+
+    models: set[str] = set()
+    for w in workloads:
+        if is_trace(w):
+            models.update(trace_models(_trace_records(w)))
+    if len(models) > 1:
+        raise EvaluationError(
+            f"the traces name models {sorted(models)}; give --model to serve all of their calls "
+            "with one model"
+        )
+    return next(iter(models), None)
+
+
+def trace_notes(config: EvalConfig) -> list[str]:
+    """What the options mean for the trace workloads of a resolved ``config`` (printed before
+    the run, so that nothing is dropped silently)."""
+    assert config.workloads is not None
+    traces = [w for w in config.workloads if is_trace(w)]
+    if not traces:
+        return []
+    notes = []
+    if config.count is not None:
+        notes.append(f"--count {config.count}: the first {config.count} records of each trace")
+    if config.load_scale is not None and config.load_scale != 1.0:
+        notes.append(
+            f"--load-scale {_fmt_value(config.load_scale)}: trace arrival times divided by "
+            f"{_fmt_value(config.load_scale)}"
+        )
+    if len(config.seeds) > 1:
+        notes.append(
+            f"--seeds {','.join(map(str, config.seeds))}: a trace is the same workload for every "
+            "seed; seeds change only seeded estimates (--estimate-error, predictors)"
+        )
+    if config.model and config.model != trace_model(traces):
+        notes.append(f"--model {config.model}: serves every call of the traces")
+    return [f"trace {', '.join(traces)}: {n}" for n in notes]
+
+
 def make_env(config: EvalConfig, workload: str, overrides: Mapping[str, Any] | None = None) -> Any:
     """A fresh env for ``workload`` with ``config``'s options (see :class:`EnvEntry`).
 
@@ -554,10 +625,19 @@ def make_env(config: EvalConfig, workload: str, overrides: Mapping[str, Any] | N
     entry = env_entry(config.env)
     values = {name: getattr(config, name) for name in ENV_FIELDS}
     values.update(overrides or {})
-    values["workload"] = workload
+    trace = is_trace(workload)
+    if trace and not entry.takes_traces:
+        raise EvaluationError(
+            f"env {config.env!r} does not replay trace files (--workload {workload!r}); use one "
+            f"of its generators, e.g. {', '.join(entry.workloads)}"
+        )
+    values["workload"] = None if trace else workload
     kwargs = {
         kw: values[name] for name, kw in entry.options.items() if values.get(name) is not None
     }
+    if trace:
+        _trace_records(workload)  # a clear error for a missing or malformed file
+        kwargs["trace"] = workload
     try:
         return gym.make(entry.gym_id, **entry.fixed, **kwargs)
     except (ValueError, KeyError, FileNotFoundError) as exc:
@@ -1469,7 +1549,10 @@ def parse_args(argv: Sequence[str]) -> EvalConfig:
         "--workload",
         dest="workloads",
         type=_csv_list,
-        help="comma-separated workloads, the table columns (default: the env's)",
+        help="comma-separated workloads, the table columns (default: the env's): generator "
+        "names, or servegym JSONL trace files (FILE.jsonl; pd-cluster and routing), replayed as "
+        "recorded: --count keeps their first records, --load-scale divides their arrival times, "
+        "--model serves all their calls",
     )
     p.add_argument(
         "--policies",
@@ -1555,7 +1638,7 @@ def default_out_dir(config: EvalConfig) -> Path:
         config.env,
         config.cluster,
         config.model,
-        "-".join(config.workloads),
+        "-".join(Path(w).stem if is_trace(w) else w for w in config.workloads),
         "-".join(config.policies),
         "s" + "-".join(map(str, config.seeds)),
         f"n{config.count if config.count is not None else 'paper'}",
@@ -1603,6 +1686,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
         if quick:
             print(f"no arguments: running the quick suite ({command_for(config)})")
+        for note in trace_notes(config):
+            print(note)
         rows = evaluate(config)
     except EvaluationError as exc:
         print(f"evaluate.py: error: {exc}", file=sys.stderr)

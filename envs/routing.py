@@ -113,6 +113,8 @@ SLO_REFERENCE_GPU = "a800"
 SLO_BASES = ("request", "task")
 #: Requests per episode when neither ``workload_count`` nor a trace is given.
 DEFAULT_COUNT = 500
+#: ``load_scale`` of the generated workload when none is given: 1.01 req/s (see RoutingEnv).
+DEFAULT_LOAD_SCALE = 0.35
 #: GoodServe workload arrival rate at ``load_scale`` 1 (the generator's default, Mooncake's).
 PAPER_RATES = {"goodserve": 2.89}
 
@@ -154,16 +156,20 @@ class RoutingEnv(ServegymEnv):
     """GoodServe's request routing problem (see the module docstring for the full table).
 
     :param cluster: preset name or YAML path (``goodserve-4``) or a :class:`ClusterSpec`.
-    :param model: ``llama3.1-8b`` (default) or ``qwen2.5-14b`` (GoodServe §4).
+    :param model: ``llama3.1-8b`` or ``qwen2.5-14b`` (GoodServe §4); None: the cluster's default
+        (``goodserve-4``: ``llama3.1-8b``). With a ``trace``, a model given here also serves
+        every call of the trace, whatever model it names.
     :param instances: grow the cluster to this many instances, cycling its GPU types (None: as
         is). For the scale experiments (8 to 512).
     :param workload: generator name (``goodserve``).
-    :param trace: a servegym JSONL request trace, or a list of records, instead of a generator.
+    :param trace: a servegym JSONL request trace, or a list of records, instead of a generator
+        (``workload_count`` keeps its first records, ``load_scale`` divides its arrival times).
     :param workload_count: requests per episode (None: 500).
     :param workload_rate: arrival rate, requests/s (None: the generator's, 2.89).
-    :param load_scale: multiplies the arrival rate. Default 0.35 (1.01 req/s): the middle of the
-        three documented loads; at 1.0, the generator's Mooncake rate, the 4-GPU preset is
-        overloaded (68–96 % SLO violations at scale 2 for every policy).
+    :param load_scale: multiplies the arrival rate. None: 0.35 for the generator (1.01 req/s):
+        the middle of the three documented loads; at 1.0, the generator's Mooncake rate, the
+        4-GPU preset is overloaded (68–96 % SLO violations at scale 2 for every policy); 1.0
+        (as recorded) for a trace.
     :param slo_scale: SLO = scale × run-alone latency on ``slo_reference_gpu`` (GoodServe §4).
     :param slo_reference_gpu: the mid-tier GPU of the SLO (A800).
     :param slo_basis: ``request`` (each request's run-alone latency; leaks its length through the
@@ -197,13 +203,13 @@ class RoutingEnv(ServegymEnv):
     def __init__(
         self,
         cluster: str | ClusterSpec = "goodserve-4",
-        model: str | None = "llama3.1-8b",
+        model: str | None = None,
         instances: int | None = None,
         workload: str = "goodserve",
         trace: str | Sequence[Any] | None = None,
         workload_count: int | None = None,
         workload_rate: float | None = None,
-        load_scale: float = 0.35,
+        load_scale: float | None = None,
         slo_scale: float = 2.0,
         slo_reference_gpu: str = SLO_REFERENCE_GPU,
         slo_basis: str = "request",
@@ -256,9 +262,12 @@ class RoutingEnv(ServegymEnv):
             trace,
             count=DEFAULT_COUNT if workload_count is None and trace is None else workload_count,
             rate=workload_rate,
-            load_scale=load_scale,
+            load_scale=(DEFAULT_LOAD_SCALE if trace is None else 1.0)
+            if load_scale is None
+            else load_scale,
             model=self.model,
             paper_rates=PAPER_RATES,
+            model_override=model if trace is not None else None,
         )
 
         self.M = len(self.cluster.instances)

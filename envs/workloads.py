@@ -6,6 +6,7 @@ One function, :func:`make_records`, so that each env's ``reset`` reads the same 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,12 @@ class TraceSource:
     :param paper_rates: generator name -> the paper's arrival rate, needed to scale a rate that
         was not given.
     :param extra: further generator keyword arguments.
+    :param model_override: with a trace, serve every LLM call of it with this model instead of
+        the one the trace names (None: as named).
+
+    With a trace, ``count`` keeps its first ``count`` records (an error if it has fewer),
+    ``load_scale`` divides every arrival time (the arrival rate times ``load_scale``), and the
+    seed changes nothing; ``rate`` and generator options do not apply and are rejected.
     """
 
     def __init__(
@@ -34,11 +41,23 @@ class TraceSource:
         model: str | None = None,
         paper_rates: Mapping[str, float] | None = None,
         extra: Mapping[str, Any] | None = None,
+        model_override: str | None = None,
     ):
         if not load_scale > 0:
             raise ValueError(f"load_scale must be > 0, got {load_scale}")
         if count is not None and count < 1:
             raise ValueError(f"workload count must be >= 1, got {count}")
+        if trace is not None and rate is not None:
+            raise ValueError(
+                f"workload_rate {rate} does not apply to a trace (its arrivals are recorded); "
+                "use load_scale to scale its arrival rate"
+            )
+        if trace is not None and extra:
+            raise ValueError(
+                f"generator options {sorted(extra)} do not apply to a trace (a trace replays "
+                "recorded records)"
+            )
+        self.model_override = model_override
         self.workload = workload
         self.trace = trace
         self.count = count
@@ -66,13 +85,9 @@ class TraceSource:
     def records(self, seed: int) -> list[Any]:
         """The episode's records for workload seed ``seed`` (a trace ignores the seed)."""
         if self.trace is not None:
-            if isinstance(self.trace, str):
-                if self._cached is None:
-                    from traces.io import read_trace
-
-                    self._cached = read_trace(self.trace)
-                return self._cached
-            return list(self.trace)
+            if self._cached is None:
+                self._cached = self._trace_records()
+            return list(self._cached)
         from traces.generators import generate
 
         return generate(
@@ -83,6 +98,54 @@ class TraceSource:
             model=self.model,
             **self.extra,
         )
+
+    def _trace_records(self) -> list[Any]:
+        """The trace's records with ``count``, ``load_scale`` and ``model_override`` applied."""
+        if isinstance(self.trace, str):
+            from traces.io import read_trace
+
+            records = read_trace(self.trace)
+            where = f"trace {self.trace!r}"
+        else:
+            records = list(self.trace)  # type: ignore[arg-type]
+            where = "the trace"
+        if self.count is not None:
+            if self.count > len(records):
+                raise ValueError(
+                    f"{where} has {len(records)} records; workload count {self.count} asks for "
+                    "more (a trace is replayed, never extended)"
+                )
+            records = records[: self.count]
+        if self.load_scale != 1.0:
+            records = [dataclasses.replace(r, arrival=r.arrival / self.load_scale) for r in records]
+        if self.model_override is not None:
+            records = [_with_model(r, self.model_override) for r in records]
+        return records
+
+
+def _with_model(record: Any, model: str) -> Any:
+    """``record`` (a Workflow or Request) with every LLM call served by ``model``."""
+    from traces.schema import LLMNode, Request
+
+    if isinstance(record, Request):
+        return dataclasses.replace(record, model=model)
+    nodes = tuple(
+        dataclasses.replace(n, model=model) if isinstance(n, LLMNode) else n for n in record.nodes
+    )
+    return dataclasses.replace(record, nodes=nodes)
+
+
+def trace_models(records: Sequence[Any]) -> list[str]:
+    """The models a trace's LLM calls name, sorted."""
+    from traces.schema import LLMNode, Request
+
+    models = set()
+    for r in records:
+        if isinstance(r, Request):
+            models.add(r.model)
+        else:
+            models.update(n.model for n in r.nodes if isinstance(n, LLMNode))
+    return sorted(models)
 
 
 def episode_seed(env: Any, seed: int | None, fixed: int | None) -> int:

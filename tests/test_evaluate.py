@@ -458,3 +458,65 @@ def test_checkpoint_settings_come_from_its_config_json_and_conflicts_are_named(t
     (other / "config.json").write_text(json.dumps({"env": "routing"}))
     with pytest.raises(evaluate.EvaluationError, match="trained on --env routing"):
         evaluate.resolve_config(evaluate.EvalConfig(policies=(f"ckpt:{other / 'model.zip'}",)))
+
+
+def _bfcl_trace(path: Path, count: int = 6) -> list[Any]:
+    from traces.generators import generate
+    from traces.io import write_trace
+
+    records = generate("bfcl", seed=5, count=count)
+    write_trace(records, path)
+    return records
+
+
+def test_trace_file_runs_end_to_end_and_its_regenerate_line_reproduces_the_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _bfcl_trace(tmp_path / "calls.jsonl")
+    monkeypatch.chdir(tmp_path)
+    argv = ["--workload", "calls.jsonl", "--policies", "per-call-fcfs", "--seeds", "0"]
+    assert evaluate.main([*argv, "--count", "5", "--load-scale", "2", "--quiet"]) == 0
+    first = capsys.readouterr().out
+    assert "trace calls.jsonl: --count 5: the first 5 records" in first
+    assert "arrival times divided by 2" in first
+    regen = next(line for line in first.splitlines() if line.startswith("regenerate: "))
+    assert "--workload calls.jsonl" in regen and "--model llama3.1-70b" in regen
+    again = regen.removeprefix("regenerate: python evaluate.py ").split()
+    assert evaluate.main([*again, "--quiet"]) == 0
+    second = capsys.readouterr().out
+
+    def row(out: str) -> str:
+        return next(line for line in out.splitlines() if line.startswith("per-call-fcfs "))
+
+    assert row(first) == row(second)
+    [result] = json.loads(next(tmp_path.glob("results/*/results.json")).read_text())
+    assert result["workload"] == "calls.jsonl"
+
+
+def test_trace_source_applies_count_load_scale_and_model_to_a_trace(tmp_path: Path) -> None:
+    from envs.workloads import TraceSource
+    from traces.schema import LLMNode
+
+    records = _bfcl_trace(tmp_path / "calls.jsonl")
+    src = TraceSource("bfcl", str(tmp_path / "calls.jsonl"), count=4, load_scale=2.0)
+    got = src.records(seed=0)
+    assert [r.id for r in got] == [r.id for r in records[:4]]
+    assert [r.arrival for r in got] == [r.arrival / 2.0 for r in records[:4]]
+    assert got == src.records(seed=123)  # a trace does not depend on the seed
+    other = TraceSource("bfcl", records, model_override="qwen3-235b-a22b").records(seed=0)
+    models = {n.model for r in other for n in r.nodes if isinstance(n, LLMNode)}
+    assert models == {"qwen3-235b-a22b"}
+    with pytest.raises(ValueError, match="has 6 records; workload count 7 asks for more"):
+        TraceSource("bfcl", records, count=7).records(seed=0)
+    with pytest.raises(ValueError, match="does not apply to a trace"):
+        TraceSource("bfcl", records, rate=2.0)
+
+
+def test_trace_errors_name_the_file_and_envs_without_traces_refuse_them(tmp_path: Path) -> None:
+    _bfcl_trace(tmp_path / "calls.jsonl")
+    with pytest.raises(EvaluationError, match="no such trace file"):
+        evaluate.evaluate(tiny(workloads=(str(tmp_path / "missing.jsonl"),)), resolve=stand_in)
+    with pytest.raises(EvaluationError, match="does not replay trace files"):
+        evaluate.evaluate(
+            EvalConfig(env="allocation", workloads=(str(tmp_path / "calls.jsonl"),), quiet=True)
+        )
