@@ -122,6 +122,10 @@ class EnvEntry:
         points whose ``sustainable`` metric is 0 are drawn hollow.
     :param takes_traces: the env replays a servegym JSONL trace (its ``trace`` argument), so a
         ``--workload`` entry may be a trace file.
+    :param baselines_label: what the table calls the ``baselines`` family ("best of ...").
+    :param references_label: what it calls ``baselines`` + ``own_references`` together.
+    :param references_note: the line below the table saying what that second family holds
+        (``{refs}`` = the own references that ran).
     """
 
     gym_id: str
@@ -140,6 +144,11 @@ class EnvEntry:
     fixed: Mapping[str, Any] = field(default_factory=dict)
     curve: tuple[str, str] | None = None
     takes_traces: bool = False
+    baselines_label: str = "paper baselines"
+    references_label: str = "all references"
+    references_note: str = (
+        "all references = the paper's baselines and our own strong reference(s) {refs}"
+    )
 
     def __post_init__(self) -> None:
         if self.select not in {m.key for m in self.headline}:
@@ -170,9 +179,21 @@ ENVS: dict[str, EnvEntry] = {
         model="llama3.1-70b",
         workloads=("sharegpt", "bfcl", "lats", "mixed"),
         baselines=("per-call-fcfs", "workflow-fcfs", "workflow-llf", "atlas"),
+        own_references=(
+            "per-call-fcfs+earliest-finish",
+            "workflow-fcfs+earliest-finish",
+            "workflow-llf+earliest-finish",
+            "atlas+earliest-finish",
+        ),
         paper="HexAgent Tables 1–3",
         attainment_xlabel="SLO scale α  (workflow meets SLO if C_w ≤ α·H_w)",
         takes_traces=True,
+        baselines_label="paper's speed-blind baselines",
+        references_label="all baselines (speed-blind + speed-aware)",
+        references_note=(
+            "all baselines = the paper's, with its speed-blind load-balanced dispatch (§7.2), and "
+            "their speed-aware variants with earliest-finish placement {refs}"
+        ),
     ),
     "routing": _family(
         "routing",
@@ -760,9 +781,9 @@ def comparison_sets(entry: EnvEntry, reference: str) -> list[tuple[str, tuple[st
     paper's baselines, then (if the env has any) the paper's baselines together with our own
     strong references. Experts, ablations, learned (``ckpt:``) and outside (``py:``) policies
     are never in a set, and neither is ``reference``."""
-    sets = [("paper baselines", entry.baselines)]
+    sets = [(entry.baselines_label, entry.baselines)]
     if entry.own_references:
-        sets.append(("all references", (*entry.baselines, *entry.own_references)))
+        sets.append((entry.references_label, (*entry.baselines, *entry.own_references)))
     return [(label, tuple(p for p in ps if p != reference)) for label, ps in sets]
 
 
@@ -1081,7 +1102,9 @@ def format_table(
 
     compared: list[list[str]] = []
     for set_label, candidates in comparison_sets(entry, reference):
-        if set_label != "paper baselines" and not any(p in entry.own_references for p in policies):
+        if set_label != entry.baselines_label and not any(
+            p in entry.own_references for p in policies
+        ):
             continue  # no own reference ran: the row pair would repeat the paper's
         best_row = [f"best of {set_label}"]
         for k in keys:
@@ -1127,14 +1150,12 @@ def format_table(
     direction = ", in the metric's own direction" if len({m.better for m in headline}) > 1 else ""
     lines.append(
         f"{verb}: % by which {reference} beats the policy above it on each metric{direction} "
-        f"(positive = better); paper baselines: {', '.join(entry.baselines)}"
+        f"(positive = better); {entry.baselines_label}: {', '.join(entry.baselines)}"
     )
     own = [p for p in entry.own_references if p in policies]
     if own:
-        lines.append(
-            f"all references = the paper's baselines and our own strong "
-            f"reference{'s' if len(own) > 1 else ''} {', '.join(own)}"
-        )
+        note = entry.references_note.format(refs=", ".join(own))
+        lines.append(note.replace("reference(s)", "references" if len(own) > 1 else "reference"))
     candidates_all = {p for _, ps in comparison_sets(entry, reference) for p in ps}
     outside = [p for p in policies if p != reference and p not in candidates_all]
     if outside:

@@ -1,5 +1,7 @@
 """FCFS baselines of HexAgent (papers/000): per-call FCFS (§3 Approach 0, Table 1) and
-workflow-level FCFS (§3 Approach 1, §7.2 "SGLang-FCFS"), plus the §3 Insight-2 ablation."""
+workflow-level FCFS (§3 Approach 1, §7.2 "SGLang-FCFS") with the paper's speed-blind
+load-balanced dispatch, their speed-aware ``+earliest-finish`` variants (our references), plus the
+§3 Insight-2 ablation."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import numpy as np
 
 from envs.pd_cluster import DecisionContext
 from heuristics.base import ComposedPolicy, KeyOrdering, Policy, register
-from heuristics.placement import heterogeneity_aware, load_balanced
+from heuristics.placement import earliest_finish, heterogeneity_aware, load_balanced
 
 
 def per_call_fcfs_key(ctx: DecisionContext) -> list[np.ndarray]:
@@ -34,6 +36,24 @@ def workflow_fcfs() -> Policy:
     SGLang-FCFS): order by workflow arrival a_w ascending, then ``revealed_at`` (ties: slot
     index); load-balanced placement."""
     return ComposedPolicy("workflow-fcfs", KeyOrdering(workflow_fcfs_key), load_balanced)
+
+
+@register("per-call-fcfs+earliest-finish")
+def per_call_fcfs_earliest_finish() -> Policy:
+    """Per-call FCFS order with earliest-finish placement: the speed-aware variant of
+    ``per-call-fcfs`` (:func:`heuristics.placement.earliest_finish`)."""
+    return ComposedPolicy(
+        "per-call-fcfs+earliest-finish", KeyOrdering(per_call_fcfs_key), earliest_finish
+    )
+
+
+@register("workflow-fcfs+earliest-finish")
+def workflow_fcfs_earliest_finish() -> Policy:
+    """Workflow-FCFS order with earliest-finish placement: the speed-aware variant of
+    ``workflow-fcfs`` (:func:`heuristics.placement.earliest_finish`)."""
+    return ComposedPolicy(
+        "workflow-fcfs+earliest-finish", KeyOrdering(workflow_fcfs_key), earliest_finish
+    )
 
 
 @register("workflow-fcfs+hetero-placement")

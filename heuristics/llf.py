@@ -7,7 +7,7 @@ import numpy as np
 
 from envs.pd_cluster import DecisionContext
 from heuristics.base import ComposedPolicy, KeyOrdering, Policy, register
-from heuristics.placement import load_balanced
+from heuristics.placement import earliest_finish, load_balanced
 
 
 class LaxityOrdering(KeyOrdering):
@@ -42,3 +42,13 @@ def workflow_llf(alpha: float = 1.0) -> Policy:
     :param alpha: deadline scale α (default 1: deadline a_w + H_w(t)).
     """
     return ComposedPolicy("workflow-llf", LaxityOrdering(alpha), load_balanced)
+
+
+@register("workflow-llf+earliest-finish")
+def workflow_llf_earliest_finish(alpha: float = 1.0) -> Policy:
+    """Workflow-LLF order with earliest-finish placement: the speed-aware variant of
+    ``workflow-llf`` (:func:`heuristics.placement.earliest_finish`).
+
+    :param alpha: deadline scale α (default 1: deadline a_w + H_w(t)).
+    """
+    return ComposedPolicy("workflow-llf+earliest-finish", LaxityOrdering(alpha), earliest_finish)

@@ -63,8 +63,34 @@ def load_balanced(ctx: DecisionContext, slot: int) -> tuple[int, int]:
     return p, d
 
 
+def earliest_finish(ctx: DecisionContext, slot: int) -> tuple[int, int]:
+    """Earliest estimated finish, our speed-aware placement for the paper's orderings (not a
+    HexAgent rule; DESIGN.md "Fair comparison"): argmin over legal (p, d) of
+
+        prefill_ready[p] + prefill_time[slot, p] + transfer_time[slot, p, d] + decode_time[slot, d]
+
+    — when the call would finish if prefilled after the work ahead of it on p, shipped to d and
+    decoded at d's batch with this invocation's earlier picks (all the env's estimates). It is
+    :func:`heterogeneity_aware` without HexAgent's ratio and KV-wait hint: what any scheduler
+    that knows GPU speeds would do. Ties: lowest p, then lowest d.
+    """
+    finish = (
+        ctx.prefill_ready[:, None]
+        + ctx.prefill_time[slot][:, None]
+        + ctx.transfer_time[slot]
+        + ctx.decode_time[slot][None, :]
+    )
+    finish = np.where(ctx.feasible[slot], finish, np.inf)
+    flat = int(np.argmin(finish))  # first minimum in (p, d) row-major order
+    if not np.isfinite(finish.flat[flat]):
+        raise _no_legal_pair(ctx, slot)
+    p, d = divmod(flat, finish.shape[1])
+    return p, d
+
+
 #: Placement rules by name (for ablation scripts and configs).
 PLACEMENTS = {
     "heterogeneity-aware": heterogeneity_aware,
     "load-balanced": load_balanced,
+    "earliest-finish": earliest_finish,
 }

@@ -107,7 +107,7 @@ def test_table_has_policy_rows_best_baseline_and_reduction(rows: list[dict[str, 
     table = evaluate.format_table(rows, command="python evaluate.py --seeds 0,1")
     lines = table.splitlines()
     assert any(line.startswith("first-legal") for line in lines)
-    best = next(line for line in lines if line.startswith("best of paper baselines"))
+    best = next(line for line in lines if line.startswith("best of paper's speed-blind baselines"))
     assert "first-legal" not in best and best.split()[-1] == "-"
     assert any(line.startswith("reduction (hexagent vs it)") for line in lines)
     assert "not compared against (expert, ablation, learned or outside): first-legal" in table
@@ -155,7 +155,7 @@ def test_writes_strict_json_csv_and_one_png_per_workload(
     assert sorted(p.name for p in pngs) == ["attainment_bfcl.png", "attainment_mixed.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
     # A table can be rebuilt from the JSON alone.
-    assert "best of paper baselines" in evaluate.format_table(loaded)
+    assert "best of paper's speed-blind baselines" in evaluate.format_table(loaded)
 
 
 def test_unknown_workload_is_a_clear_error() -> None:

@@ -280,6 +280,52 @@ def test_heterogeneity_aware_takes_the_pair_with_the_smallest_ratio():
     assert heterogeneity_aware(synthetic_ctx(r), 0) == (1, 0)
 
 
+def test_earliest_finish_takes_the_legal_pair_with_the_smallest_estimated_finish():
+    from heuristics.placement import earliest_finish
+
+    r = np.ones((1, 2, 3))
+    r[0, 0, 2] = np.inf  # (0, 2) illegal although it would finish first
+    ctx = synthetic_ctx(
+        r,
+        prefill_ready=np.array([0.0, 1.0]),
+        prefill_time=np.array([[2.0, 0.5]]),
+        transfer_time=np.array([[[0.1, 0.1, 0.1], [0.4, 0.4, 0.2]]]),
+        decode_time=np.array([[3.0, 2.0, 0.1]]),
+    )
+    # finish = ready + prefill + transfer + decode: row 0 -> 5.1, 4.1, (illegal 2.2);
+    # row 1 -> 4.9, 3.9, 1.8 -> (1, 2); the projected ratio (all 1.0) plays no part
+    assert earliest_finish(ctx, 0) == (1, 2)
+    ctx.feasible[0, 1, 2] = False
+    assert earliest_finish(ctx, 0) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "base", ["per-call-fcfs", "workflow-fcfs", "workflow-llf", "atlas", "plas"]
+)
+def test_each_paper_ordering_is_registered_with_earliest_finish_placement(base):
+    """The speed-aware variant orders like the paper's baseline and places by earliest
+    finish, where the paper's (load-balanced) would take the least-loaded instances."""
+    name = f"{base}+earliest-finish"
+    speed_aware, paper = make_policy(name), make_policy(base)
+    assert speed_aware.name == name
+    r = np.ones((2, 2, 2))
+    ctx = synthetic_ctx(
+        r,
+        revealed_at=np.array([1.0, 0.0]),
+        workflow_arrival=np.array([1.0, 0.0]),
+        isolated_time=np.array([5.0, 5.0]),
+        prefill_ready=np.array([0.0, 0.5]),  # prefill 1 is busier but 10x faster
+        prefill_time=np.array([[4.0, 0.4], [4.0, 0.4]]),
+        decode_kv_used=np.array([0.0, 500.0]),  # decode 1 is fuller but 10x faster
+        decode_time=np.array([[3.0, 0.3], [3.0, 0.3]]),
+    )
+    info = {"decision_context": ctx}
+    k_sa, p_sa, d_sa = ctx.unflatten(speed_aware.act(None, info))
+    k_paper, p_paper, d_paper = ctx.unflatten(paper.act(None, info))
+    assert k_sa == k_paper  # same ordering
+    assert (p_sa, d_sa) == (1, 1) and (p_paper, d_paper) == (0, 0)
+
+
 @pytest.mark.parametrize("name", ["workflow-fcfs", "hexagent", "atlas"])
 def test_decode_stage_keeps_the_locked_pair(name):
     r = np.full((1, 2, 2), np.inf)
