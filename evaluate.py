@@ -341,6 +341,8 @@ class EvalConfig:
     :param out: output directory (None: ``results/<name derived from these options>``).
     :param json_path: JSON path (None: ``<out>/results.json``).
     :param quiet: no progress bar.
+    :param timeline: directory for one Perfetto / chrome://tracing timeline per run
+        (``<workload>_<policy>_seed<seed>.json``; :mod:`envs.sim.timeline`); None: none.
     :param wandb: ``disabled`` (default), ``offline`` or ``online``: log the table and plots to
         W&B (``agents.wandb_utils``).
     """
@@ -399,6 +401,7 @@ class EvalConfig:
     out: str | None = None
     json_path: str | None = None
     quiet: bool = False
+    timeline: str | None = None
     wandb: str = "disabled"
 
 
@@ -913,6 +916,13 @@ def evaluate(
         }
         if config.sweep is not None:
             row["sweep"] = {"option": config.sweep.option, "value": overrides[config.sweep.option]}
+        if config.timeline is not None:
+            name = (
+                f"{workload}_{label}_{spec}_seed{seed}"
+                if label
+                else f"{workload}_{spec}_seed{seed}"
+            )
+            env.unwrapped.export_timeline(Path(config.timeline) / f"{_safe(name)}.json")
         rows.append({**row, **result})
     for _, _, env in envs_by_column:
         env.close()
@@ -1610,6 +1620,13 @@ def parse_args(argv: Sequence[str]) -> EvalConfig:
     p.add_argument("--out", default=d.out, help="output directory (default: results/<name>)")
     p.add_argument("--json", dest="json_path", default=d.json_path, help="JSON path override")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--timeline",
+        metavar="DIR",
+        default=d.timeline,
+        help="write each run's timeline to DIR/<workload>_<policy>_seed<seed>.json (Chrome trace "
+        "events: open at ui.perfetto.dev or chrome://tracing)",
+    )
     p.add_argument(
         "--wandb",
         default=d.wandb,

@@ -11,6 +11,7 @@ step's action into a legal one (or raises) and :meth:`ServegymEnv._truncated` ap
 from __future__ import annotations
 
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -111,6 +112,23 @@ class ServegymEnv(gym.Env):
 
     def _truncated(self, terminated: bool, steps: int) -> bool:
         return (not terminated) and self.max_steps is not None and steps >= self.max_steps
+
+    def export_timeline(self, path: str | Path) -> Path:
+        """Write the episode so far as a Chrome-trace / Perfetto JSON timeline: per-instance
+        prefill, KV-transfer and decode slices, queue counters and workflow spans with C_w and
+        H_w (see :mod:`envs.sim.timeline`). Open it at ui.perfetto.dev or ``chrome://tracing``.
+
+        :return: the path written.
+        :raises RuntimeError: before the first ``reset``.
+        """
+        sim = getattr(self, "sim", None)
+        if sim is None:
+            raise RuntimeError(
+                f"{type(self).__name__} has no episode to export yet: call reset() (and step) first"
+            )
+        from envs.sim.timeline import write_timeline
+
+        return write_timeline(sim.result(), sim.cluster, path)
 
     def _explain_invalid(self, action: int) -> str:
         """Why ``action`` is not legal now, naming the offending value."""
