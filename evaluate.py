@@ -343,6 +343,9 @@ class EvalConfig:
     :param quiet: no progress bar.
     :param timeline: directory for one Perfetto / chrome://tracing timeline per run
         (``<workload>_<policy>_seed<seed>.json``; :mod:`envs.sim.timeline`); None: none.
+    :param ray: run every (workload, policy, seed) as a Ray task: ``"local"`` (``ray.init()``
+        on this machine's cores) or a cluster address (``ray://host:10001``, ``auto``); None:
+        serially in this process. Same rows either way.
     :param wandb: ``disabled`` (default), ``offline`` or ``online``: log the table and plots to
         W&B (``agents.wandb_utils``).
     """
@@ -402,6 +405,7 @@ class EvalConfig:
     json_path: str | None = None
     quiet: bool = False
     timeline: str | None = None
+    ray: str | None = None
     wandb: str = "disabled"
 
 
@@ -867,7 +871,6 @@ def evaluate(
         dupes = sorted({v for v in values if list(values).count(v) > 1})
         if dupes:
             raise EvaluationError(f"duplicate {name} {', '.join(dupes)}")
-    entry = env_entry(config.env)
     envs_by_column = []
     for workload, overrides in columns_of(config):
         env = make_env(config, workload, overrides)
@@ -883,49 +886,128 @@ def evaluate(
     for spec in config.policies:
         resolve(spec, first_env)
 
+    runs = [
+        (workload, overrides, env, spec, seed)
+        for workload, overrides, env in envs_by_column
+        for spec in config.policies
+        for seed in config.seeds
+    ]
+    if config.ray is not None:
+        for _, _, env in envs_by_column:
+            env.close()
+        return _evaluate_on_ray(config, [(w, o, p, s) for w, o, _, p, s in runs])
+    rows = []
+    bar = progress(runs, desc="evaluate", unit="run", disable=config.quiet, file=sys.stderr)
+    for workload, overrides, env, spec, seed in bar:
+        label = " ".join(f"{k}={v}" for k, v in overrides.items())
+        bar.set_postfix_str(f"{workload} {label} {spec} seed {seed}".replace("  ", " "))
+        rows.append(run_one(config, workload, overrides, spec, seed, env, resolve))
+    for _, _, env in envs_by_column:
+        env.close()
+    return rows
+
+
+def run_one(
+    config: EvalConfig,
+    workload: str,
+    overrides: Mapping[str, Any],
+    spec: str,
+    seed: int,
+    env: Any = None,
+    resolve: Callable[[str, Any], Policy] = resolve_policy,
+) -> dict[str, Any]:
+    """One run of a resolved ``config``: policy ``spec`` on ``workload`` (with the sweep's
+    ``overrides``) reset with ``seed``; its result row. ``env``: a built env to reuse (None:
+    build one, as a Ray task does)."""
+    entry = env_entry(config.env)
+    if env is None:
+        env = make_env(config, workload, overrides)
+    label = " ".join(f"{k}={v}" for k, v in overrides.items())
+    try:
+        result = run_episode(env, resolve(spec, env), seed)
+    except Exception as exc:
+        if not spec.startswith("py:"):
+            raise  # a bug in servegym: the full traceback helps
+        raise EvaluationError(
+            f"policy {spec!r} raised {exc!r} on {workload} {label} seed {seed}"
+            f"{_where(exc)}".replace("  ", " ")
+        ) from exc
     options = {
         name: getattr(config, name)
         for name in ENV_FIELDS
         if name in entry.options and name not in _ROW_FIELDS
     }
-    rows = []
-    runs = [(c, p, s) for c in envs_by_column for p in config.policies for s in config.seeds]
-    bar = progress(runs, desc="evaluate", unit="run", disable=config.quiet, file=sys.stderr)
-    for (workload, overrides, env), spec, seed in bar:
-        label = " ".join(f"{k}={v}" for k, v in overrides.items())
-        bar.set_postfix_str(f"{workload} {label} {spec} seed {seed}".replace("  ", " "))
-        try:
-            result = run_episode(env, resolve(spec, env), seed)
-        except Exception as exc:
-            if not spec.startswith("py:"):
-                raise  # a bug in servegym: the full traceback helps
-            raise EvaluationError(
-                f"policy {spec!r} raised {exc!r} on {workload} {label} seed {seed}"
-                f"{_where(exc)}".replace("  ", " ")
-            ) from exc
-        row = {
-            "env": config.env,
-            "cluster": config.cluster,
-            "model": config.model,
-            "workload": workload,
-            "policy": spec,
-            "seed": seed,
-            "workload_count": config.count,
-            **options,
-            **overrides,
-        }
-        if config.sweep is not None:
-            row["sweep"] = {"option": config.sweep.option, "value": overrides[config.sweep.option]}
-        if config.timeline is not None:
-            name = (
-                f"{workload}_{label}_{spec}_seed{seed}"
-                if label
-                else f"{workload}_{spec}_seed{seed}"
-            )
-            env.unwrapped.export_timeline(Path(config.timeline) / f"{_safe(name)}.json")
-        rows.append({**row, **result})
-    for _, _, env in envs_by_column:
-        env.close()
+    row = {
+        "env": config.env,
+        "cluster": config.cluster,
+        "model": config.model,
+        "workload": workload,
+        "policy": spec,
+        "seed": seed,
+        "workload_count": config.count,
+        **options,
+        **overrides,
+    }
+    if config.sweep is not None:
+        row["sweep"] = {"option": config.sweep.option, "value": overrides[config.sweep.option]}
+    if config.timeline is not None:
+        name = f"{workload}_{label}_{spec}_seed{seed}" if label else f"{workload}_{spec}_seed{seed}"
+        env.unwrapped.export_timeline(Path(config.timeline) / f"{_safe(name)}.json")
+    return {**row, **result}
+
+
+class PartialEvaluation(EvaluationError):
+    """Some runs of a Ray evaluation failed: ``rows`` holds the others', ``failures`` one line
+    per failed run naming its (workload, policy, seed) and error."""
+
+    def __init__(self, rows: list[dict[str, Any]], failures: list[str]):
+        super().__init__(
+            f"{len(failures)} of {len(rows) + len(failures)} runs failed:\n  "
+            + "\n  ".join(failures)
+        )
+        self.rows = rows
+        self.failures = failures
+
+
+def _evaluate_on_ray(
+    config: EvalConfig, runs: Sequence[tuple[str, Mapping[str, Any], str, int]]
+) -> list[dict[str, Any]]:
+    """Every run as a Ray task (``agents.distributed``); rows in the serial order.
+
+    :raises PartialEvaluation: if a task failed (after every other task finished).
+    """
+    from agents.distributed import evaluate_task, init_ray
+    from envs.sim.progress import progress
+
+    ray = init_ray(config.ray)
+    task = ray.remote(evaluate_task)
+    payload = dataclasses.asdict(config)
+    futures = [task.remote(payload, w, dict(o), p, s) for w, o, p, s in runs]
+    index = {f: i for i, f in enumerate(futures)}
+    results: list[Any] = [None] * len(futures)
+    failures: dict[int, str] = {}
+    pending = list(futures)
+    with progress(
+        total=len(futures), desc="evaluate (ray)", unit="run", disable=config.quiet, file=sys.stderr
+    ) as bar:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for future in done:
+                i = index[future]
+                workload, overrides, spec, seed = runs[i]
+                try:
+                    results[i] = ray.get(future)
+                except Exception as exc:  # a task's error: report it, keep the others' rows
+                    cause = getattr(exc, "cause", None) or exc
+                    where = f" {dict(overrides)}" if overrides else ""
+                    failures[i] = (
+                        f"policy {spec!r} on {workload}{where} seed {seed}: "
+                        f"{type(cause).__name__}: {cause}"
+                    )
+                bar.update(1)
+    rows = [r for i, r in enumerate(results) if i not in failures]
+    if failures:
+        raise PartialEvaluation(rows, [failures[i] for i in sorted(failures)])
     return rows
 
 
@@ -1621,6 +1703,16 @@ def parse_args(argv: Sequence[str]) -> EvalConfig:
     p.add_argument("--json", dest="json_path", default=d.json_path, help="JSON path override")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=d.ray,
+        metavar="ADDRESS",
+        help="run the grid as Ray tasks: on this machine (no ADDRESS: ray.init() on its cores) "
+        "or on a running cluster (ADDRESS: auto, ray://HOST:10001); needs pip install "
+        "'servegym[ray]'. Same results as the serial run",
+    )
+    p.add_argument(
         "--timeline",
         metavar="DIR",
         default=d.timeline,
@@ -1632,6 +1724,13 @@ def parse_args(argv: Sequence[str]) -> EvalConfig:
         default=d.wandb,
         choices=("disabled", "offline", "online"),
         help="log the table and plots to W&B (offline: a local run directory under --out)",
+    )
+    p.add_argument(
+        "--leaderboard",
+        metavar="OUT.md",
+        help="instead of evaluating: write the markdown leaderboard of the RESULTS.json files "
+        "that follow (python evaluate.py --leaderboard results/leaderboard.md "
+        "results/*/results.json; later files override earlier ones)",
     )
     args = p.parse_args(list(argv))
     if args.count is not None and args.count < 1:
@@ -1699,9 +1798,291 @@ def default_out_dir(config: EvalConfig) -> Path:
     return Path("results") / name
 
 
+# --------------------------------------------------------------------------------------------
+# Leaderboard: results/leaderboard.md from results.json files and their run.json provenance
+# --------------------------------------------------------------------------------------------
+
+
+def provenance_path(json_path: Path) -> Path:
+    """The provenance sidecar of a results file: ``run.json`` beside ``results.json``, else
+    ``<stem>.run.json`` (``--json other.json``)."""
+    if json_path.name == "results.json":
+        return json_path.with_name("run.json")
+    return json_path.with_name(f"{json_path.stem}.run.json")
+
+
+def git_commit(directory: Path) -> str:
+    """``git rev-parse HEAD`` of the checkout holding ``directory``, with ``-dirty`` when tracked
+    files have uncommitted changes; ``unknown`` outside a git checkout or without git."""
+    import os
+    import subprocess
+
+    # GIT_OPTIONAL_LOCKS=0: `git status` must not refresh (write) the index of a tree in use.
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+
+    def git(*args: str) -> str:
+        out = subprocess.run(
+            ["git", *args], cwd=directory, env=env, capture_output=True, text=True, timeout=30
+        )
+        if out.returncode != 0:
+            raise OSError(out.stderr.strip())
+        return out.stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return commit + ("-dirty" if dirty else "")
+
+
+def write_provenance(json_path: Path, command: str, wall_seconds: float) -> Path:
+    """Write the run's provenance beside ``json_path`` (:func:`provenance_path`): the exact
+    command, the commit of this checkout and the UTC date. Kept out of ``results.json``, whose
+    rows are a deterministic function of the command."""
+    from datetime import datetime, timezone
+
+    path = provenance_path(json_path)
+    record = {
+        "command": command,
+        "commit": git_commit(Path(__file__).resolve().parent),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "wall_seconds": round(wall_seconds, 1),
+    }
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
+
+
+def _sortable(value: Any) -> tuple[int, float, str]:
+    """A sort key for option values that may be numbers, strings or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return (1 if value is None else 0, 0.0, str(value))
+    return (0, float(value), "")
+
+
+def load_leaderboard_rows(paths: Sequence[Path]) -> dict[tuple, tuple[list[dict], int]]:
+    """The rows of ``paths`` keyed by (env, cluster, model, column, count, options, policy),
+    each with the index of the file it came from; a later file replaces every seed of a
+    policy's setting that an earlier one had (a rerun supersedes, seeds are not mixed).
+
+    :raises EvaluationError: for a missing or malformed file, naming it.
+    """
+    merged: dict[tuple, tuple[list[dict], int]] = {}
+    for index, path in enumerate(paths):
+        try:
+            rows = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise EvaluationError(f"--leaderboard: cannot read {path}: {exc}") from None
+        needed = ("env", "cluster", "workload", "policy", "seed", "metrics")
+        if not isinstance(rows, list) or not all(
+            isinstance(r, dict) and all(k in r for k in needed) for r in rows
+        ):
+            raise EvaluationError(
+                f"--leaderboard: {path} is not an evaluate.py results.json (a list of rows "
+                f"with {', '.join(needed)})"
+            )
+        from_file: dict[tuple, list[dict]] = {}
+        for row in rows:
+            entry = env_entry(row["env"])
+            options = tuple(
+                (n, row.get(n)) for n in ENV_FIELDS if n in entry.options and n not in _ROW_FIELDS
+            )
+            sweep = column_key(row)[1]
+            key = (
+                row["env"], row["cluster"], row.get("model"), row["workload"], sweep,
+                row.get("workload_count"), options, row["policy"],
+            )  # fmt: skip
+            from_file.setdefault(key, []).append(row)
+        merged.update({key: (rs, index) for key, rs in from_file.items()})
+    return merged
+
+
+def _policy_kind(entry: EnvEntry, policy: str) -> str:
+    if policy == entry.reference:
+        return "expert"
+    if policy in entry.baselines:
+        return "paper baseline"
+    if policy in entry.own_references:
+        return "own reference"
+    if policy in entry.ablations:
+        return "ablation"
+    return {"ckpt": "learned", "py": "plug-in", "alloc": "fixed allocation"}.get(
+        policy.partition(":")[0] if ":" in policy else "", "heuristic"
+    )
+
+
+def _metric_cell(rows: Sequence[Mapping[str, Any]], metric: Metric) -> tuple[float, str]:
+    """(mean, ``mean ± sample std``) of ``metric`` over ``rows`` (one per seed); a missing value
+    (a run that did not finish) counts as the worst, as in :func:`mean_metric`."""
+    worst = math.inf if metric.better == "lower" else -math.inf
+    values = [
+        worst if r["metrics"].get(metric.key) is None else float(r["metrics"][metric.key])
+        for r in rows
+    ]
+    mean = float(np.mean(values))
+    if len(values) < 2 or not all(math.isfinite(v) for v in values):
+        return mean, _num(mean)
+    return mean, f"{_num(mean)} ± {_num(float(np.std(values, ddof=1)))}"
+
+
+def _setting_label(env: str, workload_count: Any, options: tuple, swept: str | None) -> str:
+    """``--count 40 (reduced size)`` and the options (but the ``swept`` one, which the column
+    label names) that differ from the env's defaults."""
+    defaults = env_defaults(env)
+    parts = []
+    if "count" in env_entry(env).options:
+        parts.append(
+            "paper's count" if workload_count is None else f"--count {workload_count} (reduced size)"
+        )
+    parts += [
+        f"--{n.replace('_', '-')} {_fmt_value(v)}"
+        for n, v in options
+        if v is not None and v != defaults.get(n) and n != swept
+    ]
+    return ", ".join(parts) or "the env's defaults"
+
+
+def _provenance_line(path: Path, sidecar: Mapping[str, Any] | None, policies: list[str]) -> str:
+    which = f" ({', '.join(policies)})" if policies else ""
+    if sidecar is None:
+        return f"- provenance unknown{which}: {path.as_posix()} has no {provenance_path(path).name}"
+    return (
+        f"- `{sidecar.get('command', '?')}`{which}  \n"
+        f"  commit `{sidecar.get('commit', 'unknown')}`, {sidecar.get('date', 'date unknown')}"
+    )
+
+
+def format_leaderboard(paths: Sequence[Path], out: Path) -> str:
+    """The leaderboard markdown of the results files ``paths`` (later files override earlier
+    ones, see :func:`load_leaderboard_rows`): a section per env × cluster × model, a table per
+    workload setting with one row per policy, best-first by the env's ``select`` metric (ties
+    by the other headline metrics, then name), cells mean ± sample standard deviation over the
+    seeds listed; below each table the command, commit and date of the runs. Deterministic:
+    the same files give the same bytes."""
+    merged = load_leaderboard_rows(paths)
+    sidecars: dict[int, Mapping[str, Any] | None] = {}
+    for index, path in enumerate(paths):
+        side = provenance_path(path)
+        try:
+            sidecars[index] = json.loads(side.read_text()) if side.is_file() else None
+        except ValueError as exc:
+            raise EvaluationError(f"--leaderboard: {side} is not JSON: {exc}") from None
+    used = sorted({index for _, index in merged.values()})
+    regenerate = f"python evaluate.py --leaderboard {out.as_posix()} " + " ".join(
+        p.as_posix() for p in paths
+    )
+    lines = [
+        "# servegym leaderboard",
+        "",
+        "Generated from `evaluate.py` results files and their `run.json` provenance by one "
+        "command; do not edit by hand. Per env × cluster preset × model, one table per "
+        "workload setting; rows are best-first by the env's selection metric, cells are the "
+        "mean ± sample standard deviation over the seeds listed. A setting marked *reduced "
+        "size* ran fewer workflows (requests) than the paper: its ordering shows the method "
+        "on a short burst, not the paper's steady load (paper-size PDCluster suite: "
+        f"`{FULL_SUITE_COMMAND}`).",
+        "",
+        "Regenerate (each `evaluate.py` run writes `results.json` and `run.json` in "
+        "`results/<name from its options>/`):",
+        "",
+        "```bash",
+        *_unique(
+            str(sidecars[i]["command"]) for i in used if sidecars[i] and "command" in sidecars[i]
+        ),
+        regenerate,
+        "```",
+    ]
+    env_order = {name: i for i, name in enumerate(ENVS)}
+    sections = sorted(
+        {k[:3] for k in merged},
+        key=lambda s: (env_order.get(s[0], len(env_order)), s[1], _sortable(s[2])),
+    )
+    for env, cluster, model in sections:
+        entry = env_entry(env)
+        lines += [
+            "",
+            f"## {env} · {cluster}" + (f" · {model}" if model else ""),
+            "",
+            f"`{entry.gym_id}`; headline as in {entry.paper}; best first by {entry.select} "
+            f"({entry.select_metric.better} is better).",
+        ]
+        tables = sorted(
+            {k[3:7] for k in merged if k[:3] == (env, cluster, model)},
+            key=lambda t: (t[0], _sortable(t[1]), _sortable(t[2]), repr(t[3])),
+        )
+        for workload, sweep, count, options in tables:
+            cells = {
+                k[7]: v for k, v in merged.items() if k[:7] == (env, cluster, model, workload,
+                                                                 sweep, count, options)
+            }  # fmt: skip
+            first = next(iter(cells.values()))[0][0]
+            swept = (first.get("sweep") or {}).get("option")
+            metrics = [entry.select_metric, *(m for m in entry.headline if m.key != entry.select)]
+            ranked = []
+            for policy, (rows, index) in cells.items():
+                scored = {m.key: _metric_cell(rows, m) for m in entry.headline}
+                order = tuple(m.sign(scored[m.key][0]) for m in metrics)
+                ranked.append((order, policy, rows, index, scored))
+            ranked.sort(key=lambda t: (t[0], t[1]))
+            head = [
+                f"{m.label} ({m.unit + ', ' if m.unit else ''}{m.better} is better)"
+                for m in entry.headline
+            ]
+            lines += [
+                "",
+                f"### {column_label(first)}: {_setting_label(env, count, options, swept)}",
+                "",
+                "| # | policy | kind | " + " | ".join(head) + " | seeds | wall s / run |",
+                "|---|---|---|" + "---|" * len(head) + "---|---|",
+            ]
+            for rank, (_, policy, rows, _, scored) in enumerate(ranked, 1):
+                seeds = ",".join(str(s) for s in sorted(r["seed"] for r in rows))
+                wall = [r["wall_seconds"] for r in rows if r.get("wall_seconds") is not None]
+                wall_cell = f"{np.mean(wall):.1f}" if wall else "-"
+                lines.append(
+                    f"| {rank} | `{policy}` | {_policy_kind(entry, policy)} | "
+                    + " | ".join(scored[m.key][1] for m in entry.headline)
+                    + f" | {seeds} | {wall_cell} |"
+                )
+            sources = sorted({index for *_, index, _ in ranked})
+            lines += ["", "Produced by:"]
+            for index in sources:
+                policies = (
+                    sorted(p for _, p, _, i, _ in ranked if i == index) if len(sources) > 1 else []
+                )
+                lines.append(_provenance_line(paths[index], sidecars[index], policies))
+    lines += ["", f"Regenerate this file: `{regenerate}`"]
+    return "\n".join(lines) + "\n"
+
+
+def leaderboard_main(argv: Sequence[str]) -> int:
+    """``python evaluate.py --leaderboard OUT.md RESULTS.json [RESULTS.json ...]``: write the
+    leaderboard of the results files to OUT.md (:func:`format_leaderboard`)."""
+    p = argparse.ArgumentParser(
+        prog="evaluate.py --leaderboard",
+        description="Build a markdown leaderboard from evaluate.py results.json files (later "
+        "files override earlier ones for the same setting and policy).",
+    )
+    p.add_argument("--leaderboard", metavar="OUT.md", required=True, help="markdown to write")
+    p.add_argument("results", nargs="+", type=Path, metavar="RESULTS.json")
+    args = p.parse_args(list(argv))
+    out = Path(args.leaderboard)
+    try:
+        text = format_leaderboard(args.results, out)
+    except EvaluationError as exc:
+        print(f"evaluate.py: error: {exc}", file=sys.stderr)
+        return 2
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    print(f"wrote {out} from {len(args.results)} results file(s)")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "--leaderboard" in argv:
+        return leaderboard_main(argv)
     quick = not argv
     if quick:
         argv = list(QUICK_SUITE_ARGS)
@@ -1727,14 +2108,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         for note in trace_notes(config):
             print(note)
         rows = evaluate(config)
+    except PartialEvaluation as exc:
+        print(f"evaluate.py: error: {exc}", file=sys.stderr)
+        if not exc.rows:
+            return 1
+        rows, status = exc.rows, 1  # write what finished, as for a complete run
     except EvaluationError as exc:
         print(f"evaluate.py: error: {exc}", file=sys.stderr)
         return 2
+    else:
+        status = 0
 
     entry = env_entry(config.env)
     out = Path(config.out) if config.out else default_out_dir(config)
     json_path = Path(config.json_path) if config.json_path else out / "results.json"
     write_results(rows, json_path, out / "results.csv")
+    provenance = command_for(config) + "".join(
+        f" --{flag} {value}" for flag, value in (("out", config.out), ("json", config.json_path))
+        if value
+    )  # fmt: skip
+    write_provenance(json_path, provenance, time.perf_counter() - start)
     pngs = (
         plot_attainment(rows, out, config.reference)
         + plot_sweep(rows, out, config.reference)
@@ -1766,7 +2159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(rows)} runs in {time.perf_counter() - start:.0f} s wall")
     if quick:
         print(f"full suite (HexAgent Tables 1–3, Llama-3.1-70B / Hetero-1): {FULL_SUITE_COMMAND}")
-    return 0
+    return status
 
 
 if __name__ == "__main__":

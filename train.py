@@ -109,6 +109,9 @@ class TrainConfig:
     :param timesteps: RL env steps after BC (0 = BC only).
     :param n_envs: vectorised training envs.
     :param vec: where the training envs run: one subprocess each, or all in this process.
+    :param ray: run the training envs as Ray actors instead (``agents.distributed.RayVecEnv``):
+        ``local`` (``--ray`` alone: Ray on this machine's cores) or a cluster address
+        (``auto``, ``ray://HOST:10001``); needs ``pip install -e '.[ray]'``.
     :param seed: master seed.
     :param eval_episodes: held-out evaluation seeds (``agents.eval_seeds``).
     :param eval_every: env steps between evaluations during RL.
@@ -167,6 +170,7 @@ class TrainConfig:
     timesteps: int = 20_000
     n_envs: int = 2
     vec: str = "subproc"
+    ray: str | None = None
     seed: int = 0
     eval_episodes: int = 3
     eval_every: int = 10_000
@@ -408,6 +412,9 @@ def parse_args(argv: list[str]) -> TrainConfig:
         if isinstance(default, bool):
             p.add_argument(flag, action="store_true", default=default, help=help_text)
             continue
+        if f.name == "ray":  # --ray alone: on this machine
+            p.add_argument(flag, nargs="?", const="local", metavar="ADDRESS", help=help_text)
+            continue
         shown = "the env's" if default is None else evaluate_fmt(default)
         p.add_argument(
             flag,
@@ -465,6 +472,8 @@ def check_config(cfg: TrainConfig) -> None:
         raise TrainError(f"--algo {cfg.algo!r} unknown; known: {sorted(ALGOS)}")
     if cfg.vec not in VECS:
         raise TrainError(f"--vec must be one of {', '.join(VECS)}, got {cfg.vec!r}")
+    if cfg.ray is not None and cfg.vec != "subproc":
+        raise TrainError(f"--ray and --vec {cfg.vec} both say where the envs run; give one")
     if cfg.wandb not in MODES:
         raise TrainError(f"--wandb must be one of {MODES}, got {cfg.wandb!r}")
     for name in (
@@ -752,7 +761,10 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
     report["validation_references"] = ref_lines
 
     eval_env = make_env(spec, kwargs)
-    vec_env = TimedVecEnv(make_vec_env(cfg.env, kwargs, cfg.n_envs, cfg.seed, cfg.vec))
+    vec = "ray" if cfg.ray is not None else cfg.vec
+    vec_env = TimedVecEnv(
+        make_vec_env(cfg.env, kwargs, cfg.n_envs, cfg.seed, vec, ray_address=cfg.ray)
+    )
     ckpt = latest_checkpoint(out) if cfg.resume else None
     hp = {**cfg.hyperparams}
     if cfg.resume and ckpt is None and (out / "bc_model.zip").exists():
@@ -886,7 +898,8 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
         history_path=out / "eval_history.json",
     )
     if remaining > 0:
-        print(f"[3/4] {cfg.algo}: {remaining} env steps on {cfg.n_envs} {cfg.vec} envs")
+        where = f"Ray ({cfg.ray})" if cfg.ray is not None else cfg.vec
+        print(f"[3/4] {cfg.algo}: {remaining} env steps on {cfg.n_envs} {where} envs")
         callbacks = [
             TqdmCallback(remaining, disable=cfg.quiet),
             EpisodeMetricsCallback(keys),

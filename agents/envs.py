@@ -225,6 +225,7 @@ def make_vec_env(
     n_envs: int,
     seed: int,
     vec: str = "subproc",
+    ray_address: str | None = None,
 ) -> Any:
     """``n_envs`` training envs, env i seeded with ``seed + i`` (workloads differ per env).
 
@@ -232,14 +233,16 @@ def make_vec_env(
     :param kwargs: env keyword arguments.
     :param n_envs: number of envs.
     :param seed: base seed.
-    :param vec: ``subproc`` (one process per env, ``torch`` limited to 1 thread there) or
-        ``dummy`` (all in this process).
+    :param vec: ``subproc`` (one process per env, ``torch`` limited to 1 thread there),
+        ``dummy`` (all in this process) or ``ray`` (one Ray actor per env,
+        :class:`agents.distributed.RayVecEnv`, also with ``torch`` limited to 1 thread).
+    :param ray_address: with ``vec="ray"``: ``local`` / None (this machine) or a cluster address.
     :raises ValueError: for an unknown ``vec``.
     """
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     train_env_spec(spec_name)
-    threads = 1 if vec == "subproc" else None
+    threads = 1 if vec in ("subproc", "ray") else None
     fns: list[Callable[[], gym.Env]] = [
         functools.partial(_worker_env, spec_name, dict(kwargs), seed + i, threads)
         for i in range(n_envs)
@@ -248,7 +251,11 @@ def make_vec_env(
         return SubprocVecEnv(fns)
     if vec == "dummy":
         return DummyVecEnv(fns)
-    raise ValueError(f"vec must be 'subproc' or 'dummy', got {vec!r}")
+    if vec == "ray":
+        from agents.distributed import RayVecEnv
+
+        return RayVecEnv(fns, ray_address)
+    raise ValueError(f"vec must be 'subproc', 'dummy' or 'ray', got {vec!r}")
 
 
 def eval_seeds(n: int) -> tuple[int, ...]:
