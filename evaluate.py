@@ -1926,14 +1926,12 @@ def _metric_cell(rows: Sequence[Mapping[str, Any]], metric: Metric) -> tuple[flo
 
 
 def _setting_label(env: str, workload_count: Any, options: tuple, swept: str | None) -> str:
-    """``--count 40 (reduced size)`` and the options (but the ``swept`` one, which the column
-    label names) that differ from the env's defaults."""
+    """``--count 40`` (or ``default count``) and the options (but the ``swept`` one, which the
+    column label names) that differ from the env's defaults."""
     defaults = env_defaults(env)
     parts = []
     if "count" in env_entry(env).options:
-        parts.append(
-            "paper's count" if workload_count is None else f"--count {workload_count} (reduced size)"
-        )
+        parts.append("default count" if workload_count is None else f"--count {workload_count}")
     parts += [
         f"--{n.replace('_', '-')} {_fmt_value(v)}"
         for n, v in options
@@ -1968,6 +1966,14 @@ def format_leaderboard(paths: Sequence[Path], out: Path) -> str:
         except ValueError as exc:
             raise EvaluationError(f"--leaderboard: {side} is not JSON: {exc}") from None
     used = sorted({index for _, index in merged.values()})
+    tables_seen = {key[:7] for key in merged}
+    default_seeds = len(EvalConfig().seeds)
+    reduced = sum(
+        1
+        for table in tables_seen
+        if table[5] is not None
+        or any(len(rows) < default_seeds for k, (rows, _) in merged.items() if k[:7] == table)
+    )
     regenerate = f"python evaluate.py --leaderboard {out.as_posix()} " + " ".join(
         p.as_posix() for p in paths
     )
@@ -1977,13 +1983,24 @@ def format_leaderboard(paths: Sequence[Path], out: Path) -> str:
         "Generated from `evaluate.py` results files and their `run.json` provenance by one "
         "command; do not edit by hand. Per env × cluster preset × model, one table per "
         "workload setting; rows are best-first by the env's selection metric, cells are the "
-        "mean ± sample standard deviation over the seeds listed. A setting marked *reduced "
-        "size* ran fewer workflows (requests) than the paper: its ordering shows the method "
-        "on a short burst, not the paper's steady load (paper-size PDCluster suite: "
-        f"`{FULL_SUITE_COMMAND}`).",
+        "mean ± sample standard deviation over the seeds listed. A table's heading gives its "
+        "`--count` when one was set (workflows or requests per episode instead of the env's "
+        "default) and the options that differ from the env's defaults.",
         "",
-        "Regenerate (each `evaluate.py` run writes `results.json` and `run.json` in "
-        "`results/<name from its options>/`):",
+        *(
+            [
+                f"**Reduced-size runs.** {reduced} of {len(tables_seen)} tables ran fewer seeds "
+                f"than evaluate.py's default ({','.join(map(str, EvalConfig().seeds))}) or an "
+                "explicit `--count`: they show how the policies compare on a short run, not the "
+                "papers' settings, and their ± spans are wide. The paper-size PDCluster suite "
+                f"is `{FULL_SUITE_COMMAND}`.",
+                "",
+            ]
+            if reduced
+            else []
+        ),
+        "Regenerate (each `evaluate.py` run writes `results.json` and `run.json` in its "
+        "`--out` folder, by default `results/<name from its options>/`):",
         "",
         "```bash",
         *_unique(
