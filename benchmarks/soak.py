@@ -1,0 +1,161 @@
+"""Soak: memory over one long episode and over many consecutive resets (issue 13).
+
+    python -m benchmarks.soak [--workflows 10000] [--resets 1000] [--every 10]
+
+Two phases, each printing the process's resident memory (RSS, ``VmRSS`` of /proc/self/status;
+``ru_maxrss``, the peak, where /proc is missing) at ``--every`` evenly spaced points, then the
+growth from the first point to the last in MB and %:
+
+1. **Long episode**: the bare simulator (:class:`envs.sim.Simulation`, its
+   :class:`envs.sim.DefaultScheduler`, no RL) serving ``--workflows`` generated workflows on
+   ``--cluster``, driven decision by decision; RSS after every tenth of the workflows has
+   finished. The simulator keeps every call's state until the episode ends (the records are its
+   result), so this phase grows by design; the figure to read is bytes per workflow, printed too.
+   Standalone horizons are off (``--horizons`` turns them on: one small simulation per distinct
+   workflow, cached for the episode).
+2. **Resets**: one ``servegym/PDCluster-v0`` env reset ``--resets`` times (a new seed each time:
+   a new workload, a new simulation) and stepped ``--steps`` random legal actions after each
+   reset; RSS after every tenth of the resets. Nothing of a finished episode should survive the
+   next reset, so this phase should stay flat after the first point (warm caches).
+
+Memory is measured after ``gc.collect()``, so it counts what is still referenced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import resource
+import sys
+import time
+
+import numpy as np
+
+from envs.pd_cluster import PDClusterEnv
+from envs.sim import DefaultScheduler, Simulation, load_cluster
+from traces.generators import generate
+
+
+def rss_mb() -> float:
+    """Resident set size of this process in MB (peak RSS where /proc is unavailable)."""
+    gc.collect()
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024.0 * 1024.0 if sys.platform == "darwin" else 1024.0)
+
+
+def report(label: str, points: list[tuple[int, float]], unit: str) -> tuple[float, float]:
+    """Print the growth from the first to the last point; returns (MB, %)."""
+    first, last = points[0][1], points[-1][1]
+    growth = last - first
+    pct = 100.0 * growth / first if first else 0.0
+    print(
+        f"{label}: RSS {first:.1f} MB at {points[0][0]} {unit} -> {last:.1f} MB at "
+        f"{points[-1][0]} {unit}; growth {growth:+.1f} MB ({pct:+.1f}%)"
+    )
+    return growth, pct
+
+
+def long_episode(
+    cluster: str, workload: str, count: int, every: int, seed: int, horizons: bool
+) -> list[tuple[int, float]]:
+    """Phase 1: RSS while one simulation serves ``count`` workflows."""
+    records = generate(workload, seed=seed, count=count)
+    sim = Simulation(load_cluster(cluster), records, seed=seed, compute_horizons=horizons)
+    scheduler = DefaultScheduler()
+    marks = sorted({max(1, round(count * k / every)) for k in range(1, every + 1)})
+    points = [(0, rss_mb())]
+    print(f"  {0:>7} workflows done  RSS {points[0][1]:8.1f} MB")
+    start = time.perf_counter()
+    nxt = 0
+    pending = True
+    while pending:
+        inv = sim.advance()
+        pending = inv is not None
+        if pending:
+            sim.apply(scheduler.plan(sim, inv))
+        while nxt < len(marks) and sim.finished_runs >= marks[nxt]:
+            points.append((marks[nxt], rss_mb()))
+            print(
+                f"  {marks[nxt]:>7} workflows done  RSS {points[-1][1]:8.1f} MB  "
+                f"sim t={sim.now:9.1f} s  wall {time.perf_counter() - start:6.1f} s"
+            )
+            nxt += 1
+    result = sim.result()
+    done = sum(1 for w in result.workflows if w.finish < float("inf"))
+    print(
+        f"  {done} of {count} workflows finished, {len(result.calls)} calls, "
+        f"{result.events} events, {time.perf_counter() - start:.1f} s wall"
+    )
+    return points
+
+
+def resets(
+    cluster: str, workload: str, count: int, n: int, steps: int, every: int
+) -> list[tuple[int, float]]:
+    """Phase 2: RSS over ``n`` consecutive resets of one PDCluster-v0 env."""
+    env = PDClusterEnv(cluster=cluster, workload=workload, workload_count=count, slots=16)
+    rng = np.random.default_rng(0)
+    marks = sorted({max(1, round(n * k / every)) for k in range(1, every + 1)})
+    points = []
+    start = time.perf_counter()
+    for i in range(1, n + 1):
+        env.reset(seed=i)
+        for _ in range(steps):
+            action = int(rng.choice(np.flatnonzero(env.action_masks())))
+            *_, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                break
+        if i in marks:
+            points.append((i, rss_mb()))
+            print(
+                f"  {i:>7} resets  RSS {points[-1][1]:8.1f} MB  "
+                f"wall {time.perf_counter() - start:6.1f} s"
+            )
+    return points
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--cluster", default="hetero-1")
+    ap.add_argument("--workload", default="mixed")
+    ap.add_argument("--workflows", type=int, default=10_000, help="phase 1 episode length")
+    ap.add_argument("--resets", type=int, default=1000, help="phase 2 reset count")
+    ap.add_argument("--reset-workflows", type=int, default=5, help="workflows per reset episode")
+    ap.add_argument("--steps", type=int, default=20, help="random legal steps after each reset")
+    ap.add_argument("--every", type=int, default=10, help="RSS points per phase")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--horizons", action="store_true", help="phase 1 computes H_w as well")
+    args = ap.parse_args(argv)
+
+    start = time.perf_counter()
+    print(
+        f"phase 1: one episode of {args.workflows} {args.workload} workflows on {args.cluster} "
+        f"(bare Simulation, DefaultScheduler, horizons {'on' if args.horizons else 'off'})"
+    )
+    p1 = long_episode(
+        args.cluster, args.workload, args.workflows, args.every, args.seed, args.horizons
+    )
+    print(
+        f"phase 2: {args.resets} resets of PDCluster-v0 ({args.reset_workflows} workflows, "
+        f"{args.steps} random legal steps each)"
+    )
+    p2 = resets(
+        args.cluster, args.workload, args.reset_workflows, args.resets, args.steps, args.every
+    )
+    print("summary")
+    g1, _ = report("  long episode", p1, "workflows")
+    per_wf = 1e6 * g1 / max(1, p1[-1][0])
+    print(f"    = {per_wf:.0f} bytes per workflow kept (the episode's records and run state)")
+    report("  resets", p2, "resets")
+    print(f"  total wall {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
