@@ -66,7 +66,7 @@ from envs.sim.instances import KV_POLICIES, SCHEDULING_MODES
 from envs.sim.latency import LatencyModel
 from envs.sim.scheduler import DefaultScheduler
 from envs.sim.simulation import Assignment, Invocation, Simulation
-from envs.sim.workload import DECODE, DONE
+from envs.sim.workload import DECODE, DONE, WorkloadError
 from traces.io import dumps_record, record_from_dict
 from traces.schema import LLMNode, Request, ToolNode, Workflow
 from traces.validate import validate_records
@@ -494,8 +494,7 @@ def pd_simulations(draw: Any) -> SimCase:
     kw = {"estimate_error": draw(st.sampled_from((0.0, 0.3)))}
     random_plans = draw(st.booleans())
     limits = kv_limits(cluster, caps, "decode", _fit(draw, random_plans))
-    # min_output=1: a zero-output call with children breaks re-planning schedulers (xfail below)
-    trace = draw(workloads(limits, chain=draw(st.booleans()), min_output=1))
+    trace = draw(workloads(limits, chain=draw(st.booleans())))
     return cluster, trace, kw, random_plans
 
 
@@ -590,9 +589,8 @@ def pd_env_cases(draw: Any) -> tuple[dict[str, Any], list[Workflow]]:
     caps = capacities(cluster)
     # Every call fits every decode instance: with estimate error or a predictor, the mask judges
     # feasibility by L̂_out while the simulator enforces L_out (see the xfail test below).
-    # min_output=1: see test_invocations_list_only_calls_still_waiting
     limits = kv_limits(cluster, caps, "decode", min)
-    trace = draw(workloads(limits, chain=draw(st.booleans()), min_output=1))
+    trace = draw(workloads(limits, chain=draw(st.booleans())))
     reward = draw(st.sampled_from(("slowdown", "lateness", "req99")))
     reward_kwargs = {}
     if reward == "slowdown":
@@ -898,7 +896,8 @@ def test_routing_hides_true_lengths_with_task_slos(
     assert_same_until(runs[0], runs[1], t_star)
 
 
-# -- known defects (strict xfail: they start failing loudly once fixed) -----------------------
+# -- defects the property tests found: fixed ones stay as regression tests, open ones are strict
+#    xfails (they start failing loudly once fixed) ---------------------------------------------
 @pytest.mark.xfail(
     strict=True,
     raises=Exception,
@@ -927,28 +926,16 @@ def test_masked_in_action_never_raises_when_the_estimate_undershoots() -> None:
     env.step(0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=Exception,
-    reason="Routing-v0's mask assumes no request outgrows its model's context window, but the "
-    "trace schema accepts L_in + L_out above it: a legal route then raises SchedulingError "
-    "(true KV footprint > instance capacity) instead of being masked, rejected at load or "
-    "truncated at the context window as vLLM does.",
-)
-def test_routing_legal_action_never_raises_for_a_schema_valid_request() -> None:
+def test_a_request_beyond_its_models_context_window_is_rejected_at_load() -> None:
+    """Routing-v0's mask cannot see true lengths; a request no deployment of its model can hold
+    (longer than the model's context window, which vLLM refuses) is a workload error when the
+    episode's simulation is built, not a legal route that raises mid-episode."""
     trace = roundtrip([Request("r0", 0.0, "llama3.1-8b", 1000, 500_000)])
     env = RoutingEnv(trace=trace, output_predictor="task-mean")
-    _, info = env.reset(seed=0)
-    env.step(int(np.flatnonzero(info["action_mask"])[0]))
+    with pytest.raises(WorkloadError, match=r"r0.*501000 tokens.*context window of 131072"):
+        env.reset(seed=0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="A schema-valid workflow of zero-latency tool nodes has H_w = 0: Simulation.result() "
-    "passes it to metrics.summarize_workflows, which raises 'horizons[1] = 0.0 is invalid', so "
-    "the whole run (and PDCluster-v0's episode end) crashes instead of reporting the others.",
-)
 def test_a_zero_latency_tool_workflow_does_not_crash_the_metrics() -> None:
     model = "llama3.1-70b"
     trace = roundtrip(
@@ -957,7 +944,10 @@ def test_a_zero_latency_tool_workflow_does_not_crash_the_metrics() -> None:
             Workflow("w1", 0.0, (ToolNode("n0", 0.0),)),
         ]
     )
-    Simulation(PDClusterEnv().cluster, trace).run(DefaultScheduler())
+    res = Simulation(PDClusterEnv().cluster, trace).run(DefaultScheduler())
+    instant = res.workflows[1]
+    assert instant.completion_time == instant.horizon == 0.0
+    assert res.metrics["num_workflows"] == 2 and res.metrics["req99"] >= 1.0
 
 
 class _PinnedPair:
@@ -969,14 +959,6 @@ class _PinnedPair:
         return [Assignment(c, 0.0, 1, 2) for c in inv.new_calls]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="H_w is not the standalone optimum when prefill instances' KV precisions differ: "
-    "EarliestFinishScheduler (and Simulation._isolated_time, PDCluster-v0's transfer_time) "
-    "price every KV transfer with sim.prefill[0]'s KV bytes per token, while the transfer "
-    "really moves the chosen instance's (fp8: half). The standalone run then picks a slower "
-    "pair, and a workflow served on the faster pair finishes in C_w < H_w.",
-)
 def test_horizon_prices_kv_transfer_with_the_chosen_instances_precision() -> None:
     model = "llama3.1-70b"
     cluster = cluster_from_dict(
@@ -1008,18 +990,6 @@ class _ReplanAll:
         return []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=Exception,
-    reason="An engine that ends a call starts the next queued one in the same callback that "
-    "revealed the call's children: PrefillInstance._finish (a P-D call with output_tokens=0 "
-    "ends at its prefill) and _BatchEngine._boundary (any monolithic completion; _next_segment "
-    "admits at once). The 'prefill'/'route' invocation raised by the reveal lists every call "
-    "waiting at that moment, so it lists a call that is in service by the time the plan comes; "
-    "a plan covering inv.calls (PDCluster-v0 with slots < waiting calls; any re-planning "
-    "scheduler) raises SchedulingError. Simulation's docstring promises nothing is processed "
-    "while an invocation is pending.",
-)
 @pytest.mark.parametrize("architecture", ["pd", "monolithic"])
 def test_invocations_list_only_calls_still_waiting(architecture: str) -> None:
     model = "llama3.1-8b"
@@ -1092,14 +1062,6 @@ def test_horizon_is_a_lower_bound_for_dags() -> None:
     assert rec.completion_time >= rec.horizon  # 0.0378013699 s < 0.0378015419 s
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=Exception,
-    reason="DefaultScheduler's 'route' stage picks the least-loaded instance serving the model "
-    "without checking that the call's KV footprint fits it (its 'prefill' stage does check, by "
-    "the estimate): on a monolithic cluster whose instances differ in KV capacity the "
-    "simulator's own default scheduler makes an illegal plan and the run raises SchedulingError.",
-)
 def test_default_scheduler_routes_only_to_instances_that_hold_the_call() -> None:
     model = "qwen2.5-14b"
     cluster = cluster_from_dict(

@@ -104,9 +104,12 @@ def slowdown_ratios(completion_times: FloatSeq, horizons: FloatSeq) -> np.ndarra
 
     :param completion_times: ``C_w`` per workflow, seconds from its arrival to its last call's
         completion; ``inf`` if it did not finish.
-    :param horizons: ``H_w`` per workflow, its standalone completion time in seconds (> 0).
+    :param horizons: ``H_w`` per workflow, its standalone completion time in seconds (> 0; 0
+        only for a workflow that takes no time at all, e.g. zero-latency tools alone, whose
+        ratio is 1 when it also completed at once).
     :return: a float array of ratios (dimensionless), same order as the inputs.
-    :raises ValueError: on mismatched lengths, NaN, negative times or non-positive horizons.
+    :raises ValueError: on mismatched lengths, NaN, negative times, negative horizons, or a zero
+        horizon with a positive completion time.
     """
     c = _as_1d(completion_times, "completion_times", allow_empty=True, allow_inf=True)
     h = _as_1d(horizons, "horizons", allow_empty=True, allow_inf=False)
@@ -114,12 +117,15 @@ def slowdown_ratios(completion_times: FloatSeq, horizons: FloatSeq) -> np.ndarra
         raise ValueError(
             f"completion_times and horizons must have the same length, got {c.size} and {h.size}"
         )
-    if (h <= 0).any():
-        i = int(np.flatnonzero(h <= 0)[0])
+    instant = (h == 0) & (c == 0)  # takes no time alone and took none: on time, ratio 1
+    bad = (h < 0) | ((h == 0) & ~instant)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
         raise ValueError(
             f"horizons[{i}] = {float(h[i])!r} is invalid; expected a finite horizon > 0 s"
+            + (f" (completion time {float(c[i])!r} s)" if h[i] == 0 else "")
         )
-    return c / h
+    return np.divide(c, h, out=np.ones_like(c), where=~instant)
 
 
 def req_tau(ratios: FloatSeq, tau: float) -> float:

@@ -37,8 +37,9 @@ class DefaultScheduler:
       tokens over capacity) among those where m(c) = L_in + L̂_out fits (ties: fastest decode
       step, then lowest index). Priority = reveal time (FCFS).
     * ``decode``: keeps the FCFS priorities set at prefill time.
-    * ``route``: the instance serving the call's model with the fewest running + waiting calls
-      (ties: fastest prefill, then lowest index).
+    * ``route``: among the instances serving the call's model whose KV capacity holds m(c) (all
+      too small: the largest), the one with the fewest running + waiting calls (ties: fastest
+      prefill, then lowest index).
     """
 
     def plan(self, sim: Simulation, inv: Invocation) -> list[Assignment]:
@@ -72,7 +73,11 @@ class DefaultScheduler:
             return out
         planned = {m.index: 0 for m in sim.monolithic}
         for c in inv.new_calls:
-            cands = [m for m in sim.monolithic if m.spec.model == c.model]
+            serving = [m for m in sim.monolithic if m.spec.model == c.model]
+            # instances whose KV holds the call by its estimate (else the largest one)
+            cands = [m for m in serving if c.predicted_kv_tokens <= m.capacity] or [
+                max(serving, key=lambda m: (m.capacity, -m.index))
+            ]
             queued = [len(m.running) + len(m.waiting) + planned[m.index] for m in cands]
             n_in = c.input_tokens
             m = cands[
@@ -116,7 +121,8 @@ class EarliestFinishScheduler:
             # transfer_time(kv_bytes, prefill GPU, decode GPU) = latency + kv_bytes / bandwidth;
             # the (prefill instance, decode instance) bandwidths, with the same arithmetic
             bandwidth, capacity = sim.kv_links()
-            kv_per_token = prefill[0].latency.kv_bytes_per_token
+            # KV bytes per prompt token leaving each prefill instance (its KV precision's)
+            kv_per_token = np.array([p.latency.kv_bytes_per_token for p in prefill])
             all_decode = np.arange(len(decode))
             for c in inv.new_calls:
                 out_tokens = c.predicted_output_tokens
@@ -146,7 +152,7 @@ class EarliestFinishScheduler:
                         if t is None:
                             t = priced[key] = d.latency.decode_steps_time(b, b * n_in, out_tokens)
                         td.append(t)
-                    seconds = transfer.latency_s + (kv_per_token * n_in) / links
+                    seconds = transfer.latency_s + (kv_per_token[:, None] * n_in) / links
                     finish = (p_end[:, None] + np.array(td)[None, :]) + seconds
                 else:
                     finish = p_end[:, None] + np.zeros(fits.size)[None, :]

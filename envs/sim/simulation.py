@@ -58,6 +58,7 @@ import numpy as np
 import simpy
 
 from envs.sim import metrics as _metrics
+from envs.sim.catalog import get_model
 from envs.sim.cluster import ClusterSpec, InstanceSpec
 from envs.sim.engines import EnginePreset, get_engine, resolve_token_budget
 from envs.sim.instances import (
@@ -120,8 +121,10 @@ class Invocation:
     :param stage: ``prefill``, ``decode``, ``route`` or ``migrate``.
     :param time: simulated time in seconds.
     :param trigger: ``arrival``, ``reveal``, ``transfer`` or ``check`` (migrate).
-    :param calls: every call waiting at this stage, in reveal order (the plan may cover all);
-        for ``migrate``, the instance's running calls past prefill, in admission order.
+    :param calls: every call waiting at this stage when the decision is handed out (a call an
+        engine started in the same event that raised the invocation is not listed), in reveal
+        order (the plan may cover all); for ``migrate``, the instance's running calls past
+        prefill, in admission order.
     :param new_calls: the calls whose arrival at the stage raised the invocation (``migrate``:
         the same calls as ``calls``).
     :param seq: invocation counter, from 0.
@@ -441,6 +444,7 @@ class Simulation:
         for inst in self.decode if self.pd else self.monolithic:
             model = inst.spec.model
             largest_kv[model] = max(largest_kv.get(model, 0), inst.capacity)
+        context = {m: get_model(m).max_context_tokens for m in self.served_models}
         self.runs: list[WorkflowRun] = []
         last = -math.inf
         for i, rec in enumerate(workload):
@@ -463,6 +467,14 @@ class Simulation:
                         f"cluster {cluster.name!r} serves {sorted(self.served_models)}"
                     )
                 need = node.input_tokens + node.output_tokens
+                window = context[node.model]
+                if need > window:  # vLLM refuses such a request (max_model_len)
+                    raise WorkloadError(
+                        f"record {i} (workflow {wf.id!r}) node {node.id!r} is {need} tokens long "
+                        f"(input_tokens {node.input_tokens} + output_tokens "
+                        f"{node.output_tokens}), beyond {node.model!r}'s context window of "
+                        f"{window} tokens"
+                    )
                 if need > largest_kv[node.model]:
                     raise WorkloadError(
                         f"record {i} (workflow {wf.id!r}) node {node.id!r} holds {need} KV "
@@ -485,6 +497,7 @@ class Simulation:
         # plan must cover exactly the unplanned calls below that bound (see ``_validate``).
         self._unplanned: dict[int, Call] = {}
         self._uid_bound: dict[int, int] = {}
+        self._started_while_pending = False  # see _drop_started_calls
         # Calls planned to each decode instance and not yet admitted there (P-D clusters): queued
         # or running prefill, transferring, or waiting for decode. Lets schedulers see the decode
         # load that is on its way.
@@ -551,7 +564,22 @@ class Simulation:
                 return None
             env.step()
             self.events += 1
+        if self._started_while_pending:
+            self._drop_started_calls()
         return self.pending[0]
+
+    def _drop_started_calls(self) -> None:
+        """Take calls out of the pending invocations that started service after the invocation
+        was raised but within the same event (an engine that finished a call starts its next
+        queued one in the callback that revealed the finished call's children): a scheduler is
+        shown only calls it can still plan."""
+        self._started_while_pending = False
+        for inv in self.pending:
+            if inv.stage == "migrate":
+                continue
+            waiting = self.waiting_decode if inv.stage == "decode" else self.waiting_prefill
+            inv.calls = [c for c in inv.calls if c.uid in waiting]
+            inv.new_calls = [c for c in inv.new_calls if c.uid in waiting]
 
     def run(self, scheduler: Any) -> SimulationResult:
         """Run to the end, asking ``scheduler.plan(sim, invocation)`` for every decision."""
@@ -852,7 +880,6 @@ class Simulation:
             classes = self._isolated_classes = (len(self.instances), self._instance_classes())
         if self.pd:
             prefill_classes, decode_classes, transfer = classes[1]
-            kv_bytes = self.prefill[0].latency.kv_bytes_per_token * input_tokens
             need = input_tokens + output_tokens
             seen_d = []
             for dg, group in decode_classes:
@@ -864,6 +891,7 @@ class Simulation:
             latency_s = transfer.latency_s
             for pg, lat in prefill_classes:
                 tp = lat.prefill_time(input_tokens)
+                kv_bytes = lat.kv_bytes_per_token * input_tokens  # this class's KV precision
                 for dg, td in seen_d:
                     tt = latency_s + kv_bytes / self._bandwidth[pg, dg] if output_tokens else 0.0
                     best = min(best, tp + (tt + td if output_tokens else 0.0))
@@ -876,25 +904,24 @@ class Simulation:
         return best
 
     def _instance_classes(self) -> Any:
-        """What :meth:`_isolated_time` prices a call on: for P-D clusters the first prefill
-        instance of each (GPU, TP) class and each decode class's instances (capacity, latency),
-        with the pair bandwidths; for monolithic ones each model's distinct latency models."""
+        """What :meth:`_isolated_time` prices a call on: for P-D clusters each distinct prefill
+        latency model (instances of one spec share one: GPU, TP, fraction, precision) and each
+        distinct decode one with its instances' capacities, and the pair bandwidths; for
+        monolithic clusters each model's distinct latency models."""
         if self.pd:
-            prefill: dict[tuple[str, int], Any] = {}
+            prefill: dict[int, tuple[str, Any]] = {}
             for p in self.prefill:
-                prefill.setdefault((p.gpu, p.spec.tp), p.latency)
-            decode: dict[tuple[str, int], list[tuple[int, Any]]] = {}
+                prefill.setdefault(id(p.latency), (p.gpu, p.latency))
+            decode: dict[int, tuple[str, list[tuple[int, Any]]]] = {}
             for d in self.decode:
-                decode.setdefault((d.gpu, d.spec.tp), []).append((d.capacity, d.latency))
+                decode.setdefault(id(d.latency), (d.gpu, []))[1].append((d.capacity, d.latency))
             kv = self.cluster.kv_transfer
             self._bandwidth = {
-                (pg, dg): kv.bandwidth(pg, dg) for (pg, _) in prefill for (dg, _) in decode
+                (pg, dg): kv.bandwidth(pg, dg)
+                for pg, _ in prefill.values()
+                for dg, _ in decode.values()
             }
-            return (
-                [(pg, lat) for (pg, _), lat in prefill.items()],
-                [(dg, group) for (dg, _), group in decode.items()],
-                kv,
-            )
+            return list(prefill.values()), list(decode.values()), kv
         by_model: dict[str, list[Any]] = {}
         for m in self.monolithic:
             lats = by_model.setdefault(m.spec.model, [])
@@ -1044,6 +1071,8 @@ class Simulation:
                 del self.decode_inbound[call.decode_instance][call.uid]
         else:
             self.waiting_prefill.pop(call.uid, None)
+        if self.pending:
+            self._started_while_pending = True
 
     def _call_done(self, call: Call) -> None:
         run = call.workflow
