@@ -6,6 +6,10 @@ Also prints the share of step time spent building observations (``_observation``
 the projected ratios and mask (``_refresh``), measured by timing those methods in the same run.
 A training loop waits on the simulator when the env does fewer steps per second than the learner
 consumes (SB3 PPO on 2 cores: ~1.2–2.5k steps/s).
+
+Target (issue 14): ≥ 15,000 random-policy steps/s at K = 256 (the default slot count),
+observation building included, judged on ``env-only/s`` (wall time minus the random policy's own
+sampling); a closing line says PASS or FAIL.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from typing import Any
 import numpy as np
 
 from envs.pd_cluster import PDClusterEnv
+
+#: Issue 14's target: random-policy env steps per second at K = 256.
+TARGET_STEPS_PER_S = 15_000
 
 
 class _Timed:
@@ -39,7 +46,9 @@ class _Timed:
 
 
 def run(policy_name: str, args: argparse.Namespace) -> dict[str, float]:
-    env = PDClusterEnv(cluster=args.cluster, model=args.model, workload=args.workload)
+    env = PDClusterEnv(
+        cluster=args.cluster, model=args.model, workload=args.workload, slots=args.slots
+    )
     timer = _Timed(env, ["_observation", "_refresh"])
     if policy_name == "random":
         rng = np.random.default_rng(0)
@@ -84,21 +93,31 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workload", default="mixed")
     ap.add_argument("--episodes", type=int, default=2)
     ap.add_argument("--policies", default="random,hexagent")
+    ap.add_argument("--slots", type=int, default=256, help="K, waiting calls per invocation")
     args = ap.parse_args(argv)
     print(
         f"PDCluster-v0 on {args.cluster} ({args.model}), workload {args.workload}, "
-        f"{args.episodes} episodes per policy"
+        f"{args.episodes} episodes per policy, K = {args.slots}"
     )
     print(
         f"{'policy':<12}{'steps':>8}{'steps/s':>10}{'env-only/s':>12}{'obs %':>8}"
         f"{'R+mask %':>10}{'policy %':>10}"
     )
+    verdict = None
     for name in args.policies.split(","):
         r = run(name, args)
         print(
             f"{name:<12}{r['steps']:>8}{r['steps_per_s']:>10,.0f}{r['env_steps_per_s']:>12,.0f}"
             f"{r['obs_share']:>8.1%}{r['refresh_share']:>10.1%}{r['policy_share']:>10.1%}"
         )
+        if name == "random" and args.slots == 256:
+            ok = r["env_steps_per_s"] >= TARGET_STEPS_PER_S
+            verdict = (
+                f"{'PASS' if ok else 'FAIL'}: random policy {r['env_steps_per_s']:,.0f} env "
+                f"steps/s at K = 256 (target >= {TARGET_STEPS_PER_S:,})"
+            )
+    if verdict is not None:
+        print(verdict)
 
 
 if __name__ == "__main__":

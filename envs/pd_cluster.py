@@ -77,6 +77,7 @@ See the options table under "PDCluster-v0" in README.md; each is a keyword of :c
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,6 +99,12 @@ from traces.schema import ToolNode
 SLOT_FEATURES = 12
 INSTANCE_FEATURES = 9
 RATIO_CLIP = 5.0
+#: Slot features that are log1p(x) / scale: L_in, L̂_out, H_w(t), elapsed, time since reveal,
+#: attained service (columns of the observation's ``slots``, see the module docstring).
+LOGGED_SLOT_FEATURES = [2, 3, 5, 6, 7, 10]
+LOGGED_SLOT_SCALES = np.array([10.0, 10.0, 5.0, 5.0, 5.0, 5.0])
+#: Invocations with at most this many (slot, p, d) entries are re-projected whole after a pick.
+WHOLE_REFRESH_LIMIT = 2048
 
 
 @dataclass(eq=False)
@@ -107,6 +114,12 @@ class DecisionContext(DecisionContextBase):
     Array axes: k = slot (K), p = prefill instance (P), d = decode instance (D); seconds unless
     named otherwise. Entries of invalid slots are zero. Nothing here depends on true output
     lengths or on unrevealed nodes.
+
+    Within an invocation the env updates this object after every pick: ``picked``, ``picks``
+    and the arrays the picks change (``projected_ratio``, ``feasible``, ``decode_time``,
+    ``prefill_ready``, ``decode_kv_used``, ``decode_batch``). An array taken from it at an
+    earlier step keeps that step's values (the env writes in place only into arrays that nothing
+    else references).
 
     :param time: simulated time t.
     :param stage: ``prefill`` or ``decode``.
@@ -379,6 +392,7 @@ class PDClusterEnv(ServegymEnv):
         if predictor is not None:
             self.sim.add_listener(PredictorFeed(predictor))
         self._reward = make_reward(self.reward_name, len(self.sim.runs), **self.reward_kwargs)
+        self._cluster_tables()
         self._completed_seen = 0
         self._remaining_cache: dict[int, _OpenNodes] = {}
         inv = self._advance()
@@ -398,7 +412,7 @@ class PDClusterEnv(ServegymEnv):
             inv = self._advance()
         else:
             inv = self.sim.pending[0]
-            self._refresh()
+            self._refresh((slot, p, d))
         reward += self._collect_rewards()
         terminated = inv is None
         truncated = self._truncated(terminated, self._steps)
@@ -426,10 +440,50 @@ class PDClusterEnv(ServegymEnv):
         # oldest are re-planned; newer ones wait behind them, so no call starves beyond K.
         order = inv.calls
         self._inv = inv
-        self._static_obs: tuple[np.ndarray, np.ndarray] | None = None
+        self._obs_slots: np.ndarray | None = None
         self._slot_calls: list[Call] = list(order[: self.K])
         self._rest: list[Call] = list(order[self.K :])
         self._build_context(inv)
+        self._owned_refs = self._refcounts()  # see _unshare; no local names hold them here
+
+    def _cluster_tables(self) -> None:
+        """Per-episode lookup tables of the cluster (instance positions, KV-transfer inverse
+        bandwidths, decode capacities, prefill instance classes) and an empty prefill-time
+        cache; the simulator's instances are rebuilt at every reset."""
+        sim = self.sim
+        assert sim is not None
+        self._prefill_pos: dict[int | None, int] = {None: -1}
+        self._prefill_pos.update({inst.index: i for i, inst in enumerate(sim.prefill)})
+        self._decode_pos: dict[int | None, int] = {None: -1}
+        self._decode_pos.update({inst.index: i for i, inst in enumerate(sim.decode)})
+        kv = self.cluster.kv_transfer
+        self._inv_bw = np.array(
+            [[1.0 / kv.bandwidth(p.gpu, d.gpu) for d in sim.decode] for p in sim.prefill]
+        )
+        self._cap = np.array([float(d.capacity) for d in sim.decode])
+        # Prefill time depends only on the instance class (GPU type, TP): few distinct ones.
+        classes: dict[tuple[str, int], int] = {}
+        self._prefill_class = np.array(
+            [classes.setdefault((i.gpu, i.spec.tp), len(classes)) for i in sim.prefill]
+        )
+        first = {c: j for j, c in reversed(list(enumerate(self._prefill_class.tolist())))}
+        self._prefill_class_latency = [sim.prefill[first[c]].latency for c in range(len(classes))]
+        self._prefill_times: list[dict[int, float]] = [{} for _ in classes]
+
+    def _class_prefill_times(self, tokens: list[int]) -> np.ndarray:
+        """(len(tokens), classes) unscaled prefill seconds of each input length per class."""
+        out = np.empty((len(tokens), len(self._prefill_times)))
+        for ci, (cache, lat) in enumerate(
+            zip(self._prefill_times, self._prefill_class_latency, strict=True)
+        ):
+            col = []
+            for x in tokens:
+                t = cache.get(x)
+                if t is None:
+                    t = cache[x] = lat.prefill_time(x)
+                col.append(t)
+            out[:, ci] = col
+        return out
 
     def _build_context(self, inv: Invocation) -> None:
         sim = self.sim
@@ -438,54 +492,44 @@ class PDClusterEnv(ServegymEnv):
         now = sim.now
         calls = self._slot_calls
         n = self._n = len(calls)
+        runs = [c.workflow for c in calls]
         valid = np.zeros(K, dtype=bool)
         valid[:n] = True
-        f = lambda: np.zeros(K, dtype=np.float64)  # noqa: E731
-        arrival, elapsed, horizon, revealed = f(), f(), f(), f()
-        lin, lout, iso, att, attc, rem = f(), f(), f(), f(), f(), f()
-        time_err = np.ones(K)
+        # The per-slot (K,) fields, as the rows of one array (padding 0, estimate error 1).
+        tokens_in = [c.input_tokens for c in calls]
+        columns = np.zeros((11, K))
+        columns[10, n:] = 1.0
+        if n:
+            columns[:, :n] = [
+                [r.arrival for r in runs],
+                [now - r.arrival for r in runs],
+                [max(r.online_horizon, 1e-6) for r in runs],
+                [c.revealed_at for c in calls],
+                tokens_in,
+                [c.predicted_output_tokens for c in calls],
+                [sim.isolated_call_time(c) for c in calls],
+                [r.attained_service for r in runs],
+                [r.attained_critical for r in runs],
+                [self._remaining_critical(r) for r in runs],
+                [c.time_error for c in calls],
+            ]
+        arrival, elapsed, horizon, revealed, lin, lout, iso, att, attc, rem, time_err = columns
         pp = np.full(K, -1, dtype=np.int64)
+        pp[:n] = [self._prefill_pos[c.prefill_instance] for c in calls]
         pd_ = np.full(K, -1, dtype=np.int64)
-        prefill_pos = {inst.index: i for i, inst in enumerate(sim.prefill)}
-        decode_pos = {inst.index: i for i, inst in enumerate(sim.decode)}
-        for k, c in enumerate(calls):
-            run = c.workflow
-            arrival[k] = run.arrival
-            elapsed[k] = now - run.arrival
-            horizon[k] = max(run.online_horizon, 1e-6)
-            revealed[k] = c.revealed_at
-            lin[k] = c.input_tokens
-            lout[k] = c.predicted_output_tokens
-            iso[k] = sim.isolated_call_time(c)
-            att[k] = run.attained_service
-            attc[k] = run.attained_critical
-            rem[k] = self._remaining_critical(run)
-            time_err[k] = c.time_error
-            if c.prefill_instance is not None:
-                pp[k] = prefill_pos[c.prefill_instance]
-            if c.decode_instance is not None:
-                pd_[k] = decode_pos[c.decode_instance]
-        # Per-call service estimates, by instance class (GPU type, TP): few distinct classes.
+        pd_[:n] = [self._decode_pos[c.decode_instance] for c in calls]
+        # Per-call service estimates: prefill seconds by instance class, scaled by the call's
+        # estimate error; KV transfer from the static inverse bandwidths.
         pre = np.zeros((K, P))
-        pcache: dict[tuple[str, int, int], float] = {}
-        for j, inst in enumerate(sim.prefill):
-            for k, c in enumerate(calls):
-                key = (inst.gpu, inst.spec.tp, c.input_tokens)
-                t = pcache.get(key)
-                if t is None:
-                    t = pcache[key] = inst.latency.prefill_time(c.input_tokens)
-                pre[k, j] = t * c.time_error
+        pre[:n] = self._class_prefill_times(tokens_in)[:, self._prefill_class] * time_err[:n, None]
         kvb = sim.prefill[0].latency.kv_bytes_per_token
         kv = self.cluster.kv_transfer
-        inv_bw = np.array(
-            [[1.0 / kv.bandwidth(p.gpu, d.gpu) for d in sim.decode] for p in sim.prefill]
-        )
-        trans = np.where(
-            lout[:, None, None] > 0,
-            kv.latency_s + (kvb * lin)[:, None, None] * inv_bw[None, :, :],
+        trans = np.zeros((K, P, D))
+        trans[:n] = np.where(
+            lout[:n, None, None] > 0,
+            kv.latency_s + (kvb * lin[:n])[:, None, None] * self._inv_bw[None, :, :],
             0.0,
         )
-        trans[~valid] = 0.0
         # Simulated state Ŝ (HexAgent Algorithm 1 line 10): only work in service is ahead of
         # the picks; calls beyond K keep their queue places behind this invocation's picks.
         p_ready = np.array(
@@ -498,48 +542,74 @@ class PDClusterEnv(ServegymEnv):
         if inv.stage == "prefill":
             for c in self._rest:
                 if c.prefill_instance is not None:
-                    j = prefill_pos[c.prefill_instance]
+                    j = self._prefill_pos[c.prefill_instance]
                     rest_work[j] += sim.prefill[j].latency.prefill_time(c.input_tokens)
-        cap = np.array([float(d.capacity) for d in sim.decode])
+        cap = self._cap
         # Decode load from estimates only: running calls' predicted footprint, plus the calls
         # planned to the instance that are on their way (not re-planned in this invocation).
+        # Summed as floats in the simulator's order, so the totals are exactly reproducible.
         slotted = {c.uid for c in calls}
         kv_used = np.zeros(D)
         batch = np.zeros(D)
         ctx_tokens = np.zeros(D)
         for j, d in enumerate(sim.decode):
+            used = tok = 0.0
             for c in d.running:
-                kv_used[j] += c.predicted_kv_tokens
-                ctx_tokens[j] += c.input_tokens + c.generated
-            batch[j] = len(d.running)
+                used += c.input_tokens + c.predicted_output_tokens
+                tok += c.input_tokens + c.generated
+            b = len(d.running)
             for uid, c in sim.decode_inbound[d.index].items():
                 if uid not in slotted:
-                    kv_used[j] += c.predicted_kv_tokens
-                    ctx_tokens[j] += c.input_tokens
-                    batch[j] += 1
-        self._state = {
-            "p_ready": p_ready,
-            "kv_used": kv_used,
-            "batch": batch,
-            "ctx": ctx_tokens,
-            "it0": np.empty(D),
-            "slope": np.empty(D),
-        }
-        self._static = {
-            "pre": pre,
-            "trans": trans,
-            "lin": lin,
-            "lout": lout,
-            "time_err": time_err,
-            "cap": cap,
-            "pp": pp,
-            "pd": pd_,
-            "fits": (lin + lout)[:, None] <= cap[None, :],
-            "ctx_call": lin + 0.5 * lout,
-            "lout_err": lout * time_err,
-        }
+                    used += c.input_tokens + c.predicted_output_tokens
+                    tok += c.input_tokens
+                    b += 1
+            kv_used[j], ctx_tokens[j], batch[j] = used, tok, b
+        # The planning state that picks change (Algorithm 1's Ŝ), as Python floats (the same
+        # doubles the arrays hold): prefill readiness; decode KV use, batch and context tokens.
+        self._ready: list[float] = p_ready.tolist()
+        self._kv_used: list[float] = kv_used.tolist()
+        self._batch: list[float] = batch.tolist()
+        self._ctx_tokens: list[float] = ctx_tokens.tolist()
+        self._it0 = [0.0] * D
+        self._slope = [0.0] * D
         for j in range(D):
             self._decode_rate(j)
+        # Per-call constants of the projection, over the n valid slots.
+        demand = lin + lout
+        self._pre, self._trans, self._lin, self._lout = pre, trans, lin, lout
+        self._demand = demand[:n]
+        self._demand_max = float(self._demand.max()) if n else 0.0
+        self._ctx_call = (lin + 0.5 * lout)[:n]
+        self._lout_err = (lout * time_err)[:n]
+        self._elapsed, self._horizon = elapsed[:n], horizon[:n]
+        # Legal actions: at the prefill stage every valid slot on every decode instance that can
+        # hold its KV (any prefill instance); at the decode stage only the slot's planned pair.
+        feasible = np.zeros((K, P, D), dtype=bool)
+        if inv.stage == "prefill":
+            feasible[:n] = (demand[:n, None] <= cap[None, :])[:, None, :]
+        else:
+            feasible[np.arange(n), pp[:n], pd_[:n]] = True
+        self._feasible = feasible
+        # The projection's working arrays are slot-last, (P, D, n): the plane and the column a
+        # pick changes are then long contiguous runs. ``_base`` is the part of Δ that only p's
+        # readiness changes, +inf where illegal (so R is +inf there without a mask; + 0.0 keeps
+        # the legal sums exact): at the prefill stage the wait for p, the prefill on p and the
+        # KV transfer p→d, summed in Eq. 2's order.
+        self._feasible_t = np.ascontiguousarray(feasible[:n].transpose(1, 2, 0))
+        blocked = np.where(self._feasible_t, 0.0, np.inf)
+        if inv.stage == "prefill":
+            self._trans_blocked = np.ascontiguousarray(trans[:n].transpose(1, 2, 0)) + blocked
+            ready_pre = p_ready[:, None, None] + np.ascontiguousarray(pre[:n].T)[:, None, :]
+            self._base = ready_pre + self._trans_blocked
+        else:
+            self._base = blocked
+        self._open = n
+        self._open_legal = int(feasible[:n].any(axis=(1, 2)).sum())
+        self._ratio = np.full((K, P, D), np.inf)
+        self._decode = np.zeros((K, D))
+        self._slack = np.empty((D, n))  # decode seconds + KV wait, per decode instance and slot
+        self._ratio_log = np.full((P, D, n), np.inf)  # log1p R (+inf where illegal)
+        self._ratio_obs = np.zeros((K, P, D), dtype=np.float32)  # its float32 copy, padded
         self._ctx = DecisionContext(
             time=now,
             stage=inv.stage,
@@ -549,14 +619,14 @@ class PDClusterEnv(ServegymEnv):
             valid=valid,
             picked=np.zeros(K, dtype=bool),
             call_ids=[c.id for c in calls] + [""] * (K - n),
-            workflow_ids=[c.workflow.id for c in calls] + [""] * (K - n),
+            workflow_ids=[r.id for r in runs] + [""] * (K - n),
             workflow_arrival=arrival,
             elapsed=elapsed,
             horizon=horizon,
             revealed_at=revealed,
             input_tokens=lin,
             predicted_output_tokens=lout,
-            kv_demand=lin + lout,
+            kv_demand=demand,
             isolated_time=iso,
             attained_service=att,
             attained_critical=attc,
@@ -565,14 +635,14 @@ class PDClusterEnv(ServegymEnv):
             planned_decode=pd_,
             prefill_time=pre,
             transfer_time=trans,
-            decode_time=np.zeros((K, D)),
+            decode_time=self._decode,
             prefill_ready=p_ready.copy(),
             prefill_queued=rest_work,
             decode_kv_used=kv_used.copy(),
-            decode_kv_capacity=cap,
+            decode_kv_capacity=cap.copy(),
             decode_batch=batch.copy(),
-            projected_ratio=np.full((K, P, D), np.inf),
-            feasible=np.zeros((K, P, D), dtype=bool),
+            projected_ratio=self._ratio,
+            feasible=feasible,
             prefill_gpus=[i.gpu for i in sim.prefill],
             decode_gpus=[i.gpu for i in sim.decode],
         )
@@ -608,87 +678,154 @@ class PDClusterEnv(ServegymEnv):
         affine function of the call's context: it0 + slope · tokens (two latency-model calls)."""
         sim = self.sim
         assert sim is not None
-        st = self._state
         d = sim.decode[j]
-        b = int(st["batch"][j]) + 1
-        c0 = int(st["ctx"][j])
+        b = int(self._batch[j]) + 1
+        c0 = int(self._ctx_tokens[j])
         a = d.latency.decode_iteration_time(b, c0)
-        st["it0"][j] = a
-        st["slope"][j] = (d.latency.decode_iteration_time(b, c0 + 8192) - a) / 8192.0
+        self._it0[j] = a
+        self._slope[j] = (d.latency.decode_iteration_time(b, c0 + 8192) - a) / 8192.0
 
-    def _decode_estimates(self) -> np.ndarray:
-        """(n, D) decode seconds of each valid slot's call on each decode instance, at the batch
-        size and context the instance will have with this invocation's picks."""
-        st, sv = self._state, self._static
+    def _decode_estimates(self, j: int | None = None) -> None:
+        """Decode seconds of each valid slot's call on decode instance ``j`` (None: on every
+        one), at the batch size and context the instance will have with this invocation's
+        picks (``decode_time``), and the same plus the wait for KV room (``_slack``)."""
+        if j is None:
+            cols: int | slice = slice(None)
+            it0, slope = np.array(self._it0), np.array(self._slope)
+            ctx_call, lout_err = self._ctx_call[:, None], self._lout_err[:, None]
+            demand, cap = self._demand[:, None], self._cap
+            free = cap - np.array(self._kv_used)
+            tight = float(free.min()) - self._demand_max < 0
+        else:
+            cols = j
+            it0, slope = self._it0[j], self._slope[j]
+            ctx_call, lout_err, demand = self._ctx_call, self._lout_err, self._demand
+            cap = float(self._cap[j])
+            free = cap - self._kv_used[j]
+            tight = free - self._demand_max < 0
+        dec = lout_err * (it0 + slope * ctx_call)
+        self._decode[: self._n, cols] = dec
+        if tight:
+            # Wait for KV: if the instance's reserved + planned tokens leave no room, the call
+            # waits roughly until a share of the running batch drains (a hint, as in HexAgent
+            # §5.3). Without any such call (``tight`` false: room is smallest for the largest
+            # demand) the wait is 0 everywhere and dec + 0 = dec.
+            room = free - demand
+            dec = dec + np.where(room < 0, dec * np.minimum(1.0, -room / cap), 0.0)
+        self._slack[cols] = dec.T
+
+    def _project(self, ps: slice, ds: slice) -> None:
+        """Recompute R(c, p, d) of the valid slots on the block of prefill instances ``ps`` ×
+        decode instances ``ds`` (HexAgent Eq. 2), its log1p and the observation's clipped log."""
         n = self._n
-        per_iter = st["it0"][None, :] + st["slope"][None, :] * sv["ctx_call"][:n, None]
-        return sv["lout_err"][:n, None] * per_iter
+        delta = self._base[ps, ds] + self._slack[ds]
+        ratio = (self._elapsed + delta) / self._horizon
+        self._ratio[:n, ps, ds] = ratio.transpose(2, 0, 1)
+        log = np.log1p(ratio)
+        self._ratio_log[ps, ds] = log
+        clipped = np.where(self._feasible_t[ps, ds], np.minimum(log, RATIO_CLIP), 0.0)
+        self._ratio_obs[:n, ps, ds] = clipped.transpose(2, 0, 1)
 
-    def _refresh(self) -> None:
-        """Recompute R, the mask and the context arrays after a pick (Algorithm 1 lines 13–17).
+    def _refresh(self, pick: tuple[int, int, int] | None = None) -> None:
+        """Bring R, the mask and the context arrays up to date (Algorithm 1 lines 13–17): all
+        of them at the invocation's start, after a pick (slot, p, d) only what it changed.
 
-        Only the n valid slots (the first n) are computed; the padding stays inf / illegal."""
+        A pick changes prefill p's readiness (the plane R[:, p, :]) and decode d's batch, context
+        and KV use (the column R[:, :, d]); the picked slot loses its legal actions. Only the n
+        valid slots (the first n) are computed; the padding stays inf / illegal. Small
+        invocations are recomputed whole: fewer, larger array operations cost less there."""
         ctx = self._ctx
         assert ctx is not None
-        st, sv = self._state, self._static
-        K, P, D = self.K, self.P, self.D
         n = self._n
-        dec = self._decode_estimates()
-        open_slots = ctx.valid & ~ctx.picked
-        op = open_slots[:n]
-        # Wait for KV: if the instance's reserved + planned tokens leave no room, the call waits
-        # roughly until a share of the running batch drains (a hint, as in HexAgent §5.3).
-        demand = sv["lin"][:n] + sv["lout"][:n]
-        room = sv["cap"][None, :] - st["kv_used"][None, :] - demand[:, None]
-        kv_wait = np.where(room < 0, dec * np.minimum(1.0, -room / sv["cap"][None, :]), 0.0)
-        feasible = np.zeros((K, P, D), dtype=bool)
-        if ctx.stage == "prefill":
-            delta = (
-                st["p_ready"][None, :, None]
-                + sv["pre"][:n, :, None]
-                + sv["trans"][:n]
-                + (dec + kv_wait)[:, None, :]
-            )
-            feasible[:n] = (op[:, None] & sv["fits"][:n])[:, None, :]
+        whole = slice(None)
+        if pick is None:
+            self._decode_estimates()
+            self._project(whole, whole)
         else:
-            delta = np.broadcast_to((dec + kv_wait)[:, None, :], (n, P, D))
-            ks = np.flatnonzero(op)
-            feasible[ks, sv["pp"][ks], sv["pd"][ks]] = True
-        ratio = np.full((K, P, D), np.inf)
-        h = ctx.horizon[:n, None, None]
-        ratio[:n] = np.where(feasible[:n], (ctx.elapsed[:n, None, None] + delta) / h, np.inf)
-        dec_full = np.zeros((K, D))
-        dec_full[:n] = dec
-        ctx.projected_ratio = ratio
-        ctx.feasible = feasible
-        ctx.decode_time = dec_full
-        ctx.prefill_ready = st["p_ready"].copy()
-        ctx.decode_kv_used = st["kv_used"].copy()
-        ctx.decode_batch = st["batch"].copy()
-        self._mask = feasible.reshape(-1)
-        if not self._mask.any() and open_slots.any():
+            self._unshare()
+            slot, p, d = pick
+            self._feasible[slot] = False
+            self._feasible_t[:, :, slot] = False
+            self._base[:, :, slot] = np.inf
+            self._decode_estimates(d)
+            prefill = ctx.stage == "prefill"
+            if prefill:
+                self._trans_blocked[:, :, slot] = np.inf
+                self._base[p] = (self._ready[p] + self._pre[:n, p]) + self._trans_blocked[p]
+            if self._ratio_log.size <= WHOLE_REFRESH_LIMIT:
+                self._project(whole, whole)
+            else:
+                self._ratio[slot] = np.inf
+                self._ratio_log[:, :, slot] = np.inf
+                self._ratio_obs[slot] = 0.0
+                if prefill:
+                    self._project(slice(p, p + 1), whole)
+                self._project(whole, slice(d, d + 1))
+        ctx.projected_ratio = self._ratio
+        ctx.feasible = self._feasible
+        ctx.decode_time = self._decode
+        ctx.prefill_ready = np.array(self._ready)
+        ctx.decode_kv_used = np.array(self._kv_used)
+        ctx.decode_batch = np.array(self._batch)
+        self._mask = self._feasible.reshape(-1)
+        if self._open_legal == 0 and self._open > 0:
+            op = ctx.valid & ~ctx.picked
             raise RuntimeError(
                 "no legal action although calls are waiting: some call's KV demand exceeds every "
-                f"decode instance's capacity (demands {demand[op]}, capacities {sv['cap']})"
+                f"decode instance's capacity (demands {ctx.kv_demand[op]}, capacities "
+                f"{self._cap})"
             )
+
+    def _refcounts(self) -> tuple[int, int, int]:
+        return (
+            sys.getrefcount(self._ratio),
+            sys.getrefcount(self._feasible),
+            sys.getrefcount(self._decode),
+        )
+
+    def _unshare(self) -> None:
+        """Copy-on-write for the context's R, mask and decode-time arrays, which a refresh
+        updates in place: if anything besides the env and the context references one of them (a
+        policy kept it, or a view of it, from an earlier step), the env continues on a copy, so
+        what was kept still holds that step's values, as if every step had fresh arrays.
+        ``_owned_refs`` are the reference counts with only the env's and the context's
+        references, measured when the invocation's arrays were made."""
+        refs = self._refcounts()
+        if refs == self._owned_refs:
+            return
+        if refs[0] > self._owned_refs[0]:
+            self._ratio = self._ratio.copy()
+        if refs[1] > self._owned_refs[1]:
+            self._feasible = self._feasible.copy()
+            self._mask = self._feasible.reshape(-1)
+        if refs[2] > self._owned_refs[2]:
+            self._decode = self._decode.copy()
 
     def _pick(self, slot: int, p: int, d: int) -> None:
         ctx = self._ctx
         assert ctx is not None
-        st, sv = self._state, self._static
         ctx.picked[slot] = True
         ctx.picks.append((slot, p, d))
-        if ctx.stage == "prefill":
-            st["p_ready"][p] += sv["pre"][slot, p]
-        st["kv_used"][d] += sv["lin"][slot] + sv["lout"][slot]
-        st["batch"][d] += 1
-        st["ctx"][d] += sv["lin"][slot]
+        self._open -= 1
+        self._open_legal -= 1  # the slot had a legal action: it was just taken
+        prefill = ctx.stage == "prefill"
+        if prefill:
+            self._ready[p] += float(self._pre[slot, p])
+        self._kv_used[d] += float(self._lin[slot] + self._lout[slot])
+        self._batch[d] += 1
+        self._ctx_tokens[d] += float(self._lin[slot])
         self._decode_rate(d)
+        if self._obs_slots is not None:
+            # What the pick changes in the observation's per-slot and per-instance features.
+            self._obs_slots[slot, 1] = 1.0
+            inst, P = self._obs_inst, self.P
+            if prefill:
+                inst[p, 3] = np.log1p(self._ready[p]) / 5
+            inst[P + d, 5] = min(self._kv_used[d] / self._cap[d], 10.0)
+            inst[P + d, 6] = min(self._batch[d], 640) / 64
 
     def _slot_pending(self) -> bool:
-        ctx = self._ctx
-        assert ctx is not None
-        return bool((ctx.valid & ~ctx.picked).any())
+        return self._open > 0
 
     def _finish_invocation(self) -> None:
         """Turn the picks into a plan: picks get priority 0..k−1; the rest keep placement and
@@ -776,56 +913,56 @@ class PDClusterEnv(ServegymEnv):
 
     # -- observation -------------------------------------------------------------------------
     def _observation(self) -> dict[str, np.ndarray]:
-        """Per-invocation features are built once (``_static_obs``); a step only refreshes what
-        a pick changes: picked flags, best ratios, instance readiness, KV and batch."""
+        """Per-invocation features are built once (:meth:`_invocation_features`) and the clipped
+        log ratios are kept by :meth:`_refresh`; a step only writes what a pick changes: picked
+        flags, best ratios, instance readiness, KV and batch."""
         ctx = self._ctx
         assert ctx is not None
-        if self._static_obs is None:
-            self._static_obs = self._invocation_features()
-        slots, inst = self._static_obs
-        slots = slots.copy()
-        inst = inst.copy()
-        P, n = self.P, self._n
-        feasible = ctx.feasible[:n]
-        rn = np.log1p(np.where(feasible, ctx.projected_ratio[:n], 0.0))
-        np.minimum(rn, RATIO_CLIP, out=rn)
-        best = np.where(feasible, rn, np.inf).min(axis=(1, 2))
-        r = np.zeros(ctx.projected_ratio.shape, dtype=np.float32)
-        r[:n] = rn
-        slots[:, 1] = ctx.picked
-        slots[:n, 11] = np.where(np.isfinite(best), best, 0.0) / 5
-        inst[:P, 3] = np.log1p(ctx.prefill_ready) / 5
-        inst[P:, 5] = np.minimum(ctx.decode_kv_used / ctx.decode_kv_capacity, 10.0)
-        inst[P:, 6] = np.minimum(ctx.decode_batch, 640) / 64
+        if self._obs_slots is None:
+            self._obs_slots, self._obs_inst = self._invocation_features()
+        slots, inst = self._obs_slots, self._obs_inst
+        n = self._n
+        # min over legal pairs of min(log1p R, clip) = min(min of log1p R, clip); +inf: none.
+        best = self._ratio_log.reshape(self.P * self.D, n).min(axis=0, initial=np.inf)
+        slots[:n, 11] = np.where(np.isfinite(best), np.minimum(best, RATIO_CLIP), 0.0) / 5
         stage = np.array(
             [ctx.stage == "prefill", ctx.stage == "decode", len(ctx.picks) / self.K],
             dtype=np.float32,
         )
-        return {"slots": slots, "instances": inst, "ratio": r, "stage": stage}
+        return {
+            "slots": slots.copy(),
+            "instances": inst.copy(),
+            "ratio": self._ratio_obs.copy(),
+            "stage": stage,
+        }
 
     def _invocation_features(self) -> tuple[np.ndarray, np.ndarray]:
         sim = self.sim
         ctx = self._ctx
         assert sim is not None and ctx is not None
         K, P, D = self.K, self.P, self.D
-        v = ctx.valid
+        n = self._n
+        # Padding slots' features are all 0, so only the n valid rows are computed.
         slots = np.zeros((K, SLOT_FEATURES), dtype=np.float32)
-        h = np.where(v, ctx.horizon, 1.0)
-        since = np.where(v, ctx.time - ctx.revealed_at, 0.0)
-        progress = np.zeros(K)
-        for k, c in enumerate(self._slot_calls):
-            run = c.workflow
-            progress[k] = len(run.finished) / max(1, len(run.revealed))
-        slots[:, 0] = v
-        slots[:, 2] = np.log1p(ctx.input_tokens) / 10
-        slots[:, 3] = np.log1p(ctx.predicted_output_tokens) / 10
-        slots[:, 4] = np.minimum(ctx.elapsed / h, 10.0) / 10
-        slots[:, 5] = np.log1p(np.where(v, ctx.horizon, 0.0)) / 5
-        slots[:, 6] = np.log1p(ctx.elapsed) / 5
-        slots[:, 7] = np.log1p(since) / 5
-        slots[:, 8] = (ctx.planned_prefill >= 0) & v
-        slots[:, 9] = progress
-        slots[:, 10] = np.log1p(ctx.attained_service) / 5
+        logged = np.stack(
+            [
+                ctx.input_tokens[:n],
+                ctx.predicted_output_tokens[:n],
+                ctx.horizon[:n],
+                ctx.elapsed[:n],
+                ctx.time - ctx.revealed_at[:n],
+                ctx.attained_service[:n],
+            ],
+            axis=1,
+        )
+        slots[:n, LOGGED_SLOT_FEATURES] = np.log1p(logged) / LOGGED_SLOT_SCALES
+        slots[:n, 0] = 1.0
+        slots[:n, 1] = ctx.picked[:n]
+        slots[:n, 4] = np.minimum(ctx.elapsed[:n] / ctx.horizon[:n], 10.0) / 10
+        slots[:n, 8] = ctx.planned_prefill[:n] >= 0
+        slots[:n, 9] = [
+            len(c.workflow.finished) / max(1, len(c.workflow.revealed)) for c in self._slot_calls
+        ]
         inst = np.zeros((P + D, INSTANCE_FEATURES), dtype=np.float32)
         inst[:, :3] = self._instance_static()
         inst[:P, 4] = np.minimum([len(i.queue) for i in sim.prefill], 160) / 16
@@ -834,6 +971,10 @@ class PDClusterEnv(ServegymEnv):
         inst[:, 8] = self._gpu_memory
         np.clip(slots, 0.0, 10.0, out=slots)
         np.clip(inst, 0.0, 10.0, out=inst)
+        # Updated by every pick (:meth:`_pick`); not clipped, as they never leave [0, 10].
+        inst[:P, 3] = np.log1p(ctx.prefill_ready) / 5
+        inst[P:, 5] = np.minimum(ctx.decode_kv_used / ctx.decode_kv_capacity, 10.0)
+        inst[P:, 6] = np.minimum(ctx.decode_batch, 640) / 64
         return slots, inst
 
     def _instance_static(self) -> np.ndarray:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from envs.pd_cluster import DecisionContext
-from heuristics.base import ComposedPolicy, Policy, open_slots, register
+from heuristics.base import ComposedPolicy, Policy, register
 from heuristics.placement import heterogeneity_aware, load_balanced
 
 #: Default queue-length threshold between the greedy and the one-pass mode. HexAgent §5.3 says
@@ -22,8 +22,22 @@ DEFAULT_THRESHOLD = 32
 
 def best_ratio(ctx: DecisionContext) -> np.ndarray:
     """(K,) min over legal (p, d) of R(c, p, d); −inf for slots with no legal action."""
-    best = ctx.projected_ratio.min(axis=(1, 2))
-    return np.where(open_slots(ctx), best, -np.inf)
+    best = np.full(ctx.num_slots, -np.inf)
+    ks, scores = _open_scores(ctx)
+    best[ks] = scores
+    return best
+
+
+def _open_scores(ctx: DecisionContext) -> tuple[np.ndarray, np.ndarray]:
+    """The open slots (ascending) and their best-case ratios min_{p,d} R(c, p, d). Only valid,
+    not yet picked slots can have a legal action, so only their rows are read."""
+    ks = np.flatnonzero(ctx.valid & ~ctx.picked)
+    if ks.size:
+        ks = ks[ctx.feasible[ks].reshape(ks.size, -1).any(axis=1)]
+    if ks.size == 0:
+        return ks, np.empty(0)
+    # Illegal (p, d) hold +inf, so the plain minimum is the minimum over legal pairs.
+    return ks, ctx.projected_ratio[ks].reshape(ks.size, -1).min(axis=1)
 
 
 class HexAgentOrdering:
@@ -48,32 +62,35 @@ class HexAgentOrdering:
         if not isinstance(threshold, (int, np.integer)) or threshold < 0:
             raise ValueError(f"threshold must be an integer >= 0 (calls), got {threshold!r}")
         self.threshold = int(threshold)
-        self._invocation: tuple | None = None
-        self._ranking: list[int] | None = None
+        self.reset()
 
     def reset(self) -> None:
-        self._invocation = None
-        self._ranking = None
+        self._invocation: tuple | None = None
+        self._call_ids: list[str] = []
+        self._ranking: list[int] | None = None
+        self._skip = 0  # ranking entries before this one are picked (and stay picked)
 
     def next_slot(self, ctx: DecisionContext) -> int:
-        invocation = (ctx.time, ctx.stage, ctx.trigger, tuple(ctx.call_ids))
-        if len(ctx.picks) == 0 or invocation != self._invocation:
+        invocation = (ctx.time, ctx.stage, ctx.trigger)
+        if len(ctx.picks) == 0 or invocation != self._invocation or ctx.call_ids != self._call_ids:
             self._invocation = invocation
+            self._call_ids = list(ctx.call_ids)
             self._ranking = None
             if ctx.num_waiting > self.threshold:
-                score = best_ratio(ctx)
-                ks = np.flatnonzero(open_slots(ctx))
-                self._ranking = ks[np.argsort(-score[ks], kind="stable")].tolist()
+                ks, score = _open_scores(ctx)
+                self._ranking = ks[np.argsort(-score, kind="stable")].tolist()
+                self._skip = 0
         if self._ranking is not None:
-            still_open = open_slots(ctx)
-            for k in self._ranking:
-                if still_open[k]:
-                    return int(k)
-        score = best_ratio(ctx)
-        k = int(np.argmax(score))
-        if not np.isfinite(score[k]):
+            ranking, picked = self._ranking, ctx.picked
+            while self._skip < len(ranking) and picked[ranking[self._skip]]:
+                self._skip += 1
+            for k in ranking[self._skip :]:
+                if ctx.feasible[k].any():
+                    return k
+        ks, score = _open_scores(ctx)
+        if ks.size == 0:
             raise ValueError(f"no open slot: picked={ctx.picked.tolist()}")
-        return k
+        return int(ks[np.argmax(score)])
 
 
 @register("hexagent")

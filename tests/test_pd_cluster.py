@@ -107,7 +107,8 @@ def test_decode_kv_feasibility_is_in_the_mask():
             "name": "kv-tight",
             "architecture": "pd",
             "default_model": model,
-            "tensor_parallel": {model: {"a100-80g": 4, "h200": 4}},
+            # A100s at TP 2 hold 41k KV tokens: a call can outgrow them within the model's window
+            "tensor_parallel": {model: {"a100-80g": 2, "h200": 4}},
             "prefill": [{"gpu": "a100-80g"}],
             "decode": [{"gpu": "a100-80g"}, {"gpu": "h200"}],
         }
@@ -245,3 +246,27 @@ def test_task_mean_predictor_sees_each_finished_call_once_per_episode():
     for seed in (0, 1):
         random_masked_rollout(env, seed=seed)
         assert env._predictor.observed == len(env.sim.calls)
+
+
+def test_context_arrays_kept_from_an_earlier_step_keep_their_values():
+    """The env updates R, the mask and decode times in place between picks (copy-on-write): an
+    array, or a view of one, that a policy kept from an earlier step still holds that step's
+    values, and the current context always shows the current ones."""
+    env = PDClusterEnv(**SMALL)
+    _, info = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    kept = []
+    for step in range(300):
+        ctx = info["decision_context"]
+        if step % 3 == 0:
+            arrays = (ctx.projected_ratio, ctx.feasible[0], ctx.decode_time, ctx.prefill_ready)
+            kept.append((arrays, [a.copy() for a in arrays]))
+        _, _, term, trunc, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+        if term or trunc:
+            break
+        ctx = info["decision_context"]
+        assert np.array_equal(ctx.feasible.reshape(-1), info["action_mask"])
+    assert len(kept) > 10
+    for arrays, copies in kept:
+        for a, c in zip(arrays, copies, strict=True):
+            assert np.array_equal(a, c)
