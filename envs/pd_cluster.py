@@ -90,6 +90,7 @@ from envs.predictors.feed import PredictorFeed
 from envs.rewards import make_reward
 from envs.sim import metrics as sim_metrics
 from envs.sim.cluster import ClusterSpec, load_cluster
+from envs.sim.metrics import slowdown_ratio
 from envs.sim.scheduler import DefaultScheduler
 from envs.sim.simulation import Assignment, Invocation, LatencyCache, Simulation
 from envs.sim.workload import Call, WorkflowRun
@@ -105,6 +106,8 @@ LOGGED_SLOT_FEATURES = [2, 3, 5, 6, 7, 10]
 LOGGED_SLOT_SCALES = np.array([10.0, 10.0, 5.0, 5.0, 5.0, 5.0])
 #: Invocations with at most this many (slot, p, d) entries are re-projected whole after a pick.
 WHOLE_REFRESH_LIMIT = 2048
+#: The model when none is given: HexAgent's main model (§7.1).
+DEFAULT_MODEL = "llama3.1-70b"
 
 
 @dataclass(eq=False)
@@ -263,9 +266,12 @@ class PDClusterEnv(ServegymEnv):
 
     :param cluster: preset name or YAML path (``hetero-1``, ``hetero-2``, ``homo-h200-4p4d``,
         ``homo-a100-4p4d``) or a :class:`ClusterSpec`.
-    :param model: ``llama3.1-70b`` (default) or ``qwen3-235b-a22b`` (HexAgent §7.1).
+    :param model: ``llama3.1-70b`` or ``qwen3-235b-a22b`` (HexAgent §7.1); None:
+        ``llama3.1-70b``. With a ``trace``, a model given here (not None) also serves every
+        call of the trace.
     :param workload: generator name (``sharegpt``, ``bfcl``, ``lats``, ``mixed``).
-    :param trace: a servegym JSONL workflow trace, or a list of records, instead of a generator.
+    :param trace: a servegym JSONL workflow trace, or a list of records, instead of a generator
+        (``workload_count`` keeps its first records, ``load_scale`` divides its arrival times).
     :param workload_count: number of workflows (None: the paper's, HexAgent §7.1).
     :param workload_rate: arrival rate in workflows/s (None: the paper's).
     :param load_scale: multiplies the arrival rate (1.0 = the paper's).
@@ -291,7 +297,7 @@ class PDClusterEnv(ServegymEnv):
     def __init__(
         self,
         cluster: str | ClusterSpec = "hetero-1",
-        model: str | None = "llama3.1-70b",
+        model: str | None = None,
         workload: str = "mixed",
         trace: str | Sequence[Any] | None = None,
         workload_count: int | None = None,
@@ -310,7 +316,9 @@ class PDClusterEnv(ServegymEnv):
     ):
         super().__init__()
         self.cluster = (
-            cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster, model=model)
+            cluster
+            if isinstance(cluster, ClusterSpec)
+            else load_cluster(cluster, model=model or DEFAULT_MODEL)
         )
         if self.cluster.architecture != "pd":
             raise ValueError(
@@ -334,6 +342,7 @@ class PDClusterEnv(ServegymEnv):
             load_scale=load_scale,
             model=self.model,
             paper_rates={k: v[1] for k, v in PAPER_WORKLOADS.items()},
+            model_override=model if trace is not None else None,
         )
         self.K = slots
         self.estimate_error = estimate_error
@@ -430,7 +439,8 @@ class PDClusterEnv(ServegymEnv):
             self._begin_invocation(inv)
         else:
             self._ctx = None
-            self._mask[:] = False
+            # a new array: the last context's ``feasible`` (the old mask's base) keeps its values
+            self._mask = np.zeros(self.action_space.n, dtype=bool)
         return inv
 
     def _begin_invocation(self, inv: Invocation) -> None:
@@ -460,11 +470,14 @@ class PDClusterEnv(ServegymEnv):
         self._inv_bw = np.array(
             [[1.0 / kv.bandwidth(p.gpu, d.gpu) for d in sim.decode] for p in sim.prefill]
         )
+        # KV bytes per prompt token each prefill instance ships (its KV precision's)
+        self._kv_bytes = np.array([float(p.latency.kv_bytes_per_token) for p in sim.prefill])
         self._cap = np.array([float(d.capacity) for d in sim.decode])
-        # Prefill time depends only on the instance class (GPU type, TP): few distinct ones.
-        classes: dict[tuple[str, int], int] = {}
+        # Prefill time depends only on the instance's latency model (one per distinct spec:
+        # GPU, TP, fraction, precision): few distinct ones.
+        classes: dict[int, int] = {}
         self._prefill_class = np.array(
-            [classes.setdefault((i.gpu, i.spec.tp), len(classes)) for i in sim.prefill]
+            [classes.setdefault(id(i.latency), len(classes)) for i in sim.prefill]
         )
         first = {c: j for j, c in reversed(list(enumerate(self._prefill_class.tolist())))}
         self._prefill_class_latency = [sim.prefill[first[c]].latency for c in range(len(classes))]
@@ -522,12 +535,12 @@ class PDClusterEnv(ServegymEnv):
         # estimate error; KV transfer from the static inverse bandwidths.
         pre = np.zeros((K, P))
         pre[:n] = self._class_prefill_times(tokens_in)[:, self._prefill_class] * time_err[:n, None]
-        kvb = sim.prefill[0].latency.kv_bytes_per_token
         kv = self.cluster.kv_transfer
         trans = np.zeros((K, P, D))
         trans[:n] = np.where(
             lout[:n, None, None] > 0,
-            kv.latency_s + (kvb * lin[:n])[:, None, None] * self._inv_bw[None, :, :],
+            kv.latency_s
+            + (lin[:n, None, None] * self._kv_bytes[None, :, None]) * self._inv_bw[None, :, :],
             0.0,
         )
         # Simulated state Ŝ (HexAgent Algorithm 1 line 10): only work in service is ahead of
@@ -871,7 +884,7 @@ class PDClusterEnv(ServegymEnv):
             run = sim.completed[self._completed_seen]
             self._completed_seen += 1
             h = sim.standalone_horizon(run)
-            r += self._reward.on_complete((run.finish_time - run.arrival) / h)
+            r += self._reward.on_complete(slowdown_ratio(run.finish_time - run.arrival, h))
         return r
 
     def _ratios(self) -> np.ndarray:
@@ -885,7 +898,7 @@ class PDClusterEnv(ServegymEnv):
                 ct = run.finish_time - run.arrival
             else:
                 ct = sim.now - run.arrival if sim.now > run.arrival else math.inf
-            out.append(ct / sim.standalone_horizon(run))
+            out.append(slowdown_ratio(ct, sim.standalone_horizon(run)))
         return np.asarray(out, dtype=float)
 
     def _info(self, final: bool = False) -> dict[str, Any]:

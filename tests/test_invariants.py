@@ -1011,13 +1011,6 @@ def test_invocations_list_only_calls_still_waiting(architecture: str) -> None:
     Simulation(cluster, trace).run(_ReplanAll())  # w2/c is listed while in prefill
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="PDCluster-v0's action mask is a view of the decision context's 'feasible' array; at "
-    "the episode end _advance() clears the mask in place (self._mask[:] = False), which rewrites "
-    "the last info['decision_context'].feasible the policy was given: a stored context (e.g. a "
-    "behaviour-cloning sample) of the final decision shows no feasible action.",
-)
 def test_a_returned_decision_context_is_not_rewritten_at_the_episode_end() -> None:
     model = "llama3.1-70b"
     env = PDClusterEnv(trace=[Workflow("w", 0.0, (LLMNode("a", model, 16, 4),))])

@@ -270,3 +270,12 @@ def test_context_arrays_kept_from_an_earlier_step_keep_their_values():
     for arrays, copies in kept:
         for a, c in zip(arrays, copies, strict=True):
             assert np.array_equal(a, c)
+
+
+def test_an_explicit_model_serves_a_traces_calls_and_none_keeps_the_traces_own():
+    trace = [Workflow("w", 0.0, (LLMNode("a", "qwen3-235b-a22b", 100, 10),))]
+    env = PDClusterEnv(cluster="hetero-1", model="llama3.1-70b", trace=trace)
+    env.reset(seed=0)
+    assert {c.model for run in env.sim.runs for c in [run.workflow.nodes[0]]} == {"llama3.1-70b"}
+    with pytest.raises(ValueError, match="needs model 'qwen3-235b-a22b'"):
+        PDClusterEnv(cluster="hetero-1", trace=trace).reset(seed=0)  # llama cluster, qwen trace

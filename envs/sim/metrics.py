@@ -128,6 +128,22 @@ def slowdown_ratios(completion_times: FloatSeq, horizons: FloatSeq) -> np.ndarra
     return np.divide(c, h, out=np.ones_like(c), where=~instant)
 
 
+def slowdown_ratio(completion_time: float, horizon: float) -> float:
+    """One workflow's ``C_w / H_w`` with :func:`slowdown_ratios`' rule for a workflow that takes
+    no time at all (``0 / 0`` = 1: on time).
+
+    :raises ValueError: for a horizon <= 0 with a positive completion time.
+    """
+    if horizon > 0:
+        return completion_time / horizon
+    if horizon == 0 and completion_time == 0:
+        return 1.0
+    raise ValueError(
+        f"horizon {horizon!r} s is invalid for completion time {completion_time!r} s; expected "
+        "a finite horizon > 0 s"
+    )
+
+
 def req_tau(ratios: FloatSeq, tau: float) -> float:
     """HexAgent's Req_tau: the smallest scale ``alpha`` with at least ``tau * N`` ratios <= alpha.
 
