@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_first_scheduler import code_blocks, commands  # the one reader of doc commands
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEDULER_GUIDE = ROOT / "docs" / "adding-a-scheduler.md"
@@ -25,21 +26,6 @@ NOT_COPIED = (
     ".venv", ".git", "results", "runs", "wandb", ".notes", "__pycache__", "*.egg-info",
     ".pytest_cache", ".ruff_cache", ".hypothesis", "*.png",
 )  # fmt: skip
-
-
-def code_blocks(text: str, lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", text, re.S)
-
-
-def commands(text: str) -> list[str]:
-    """Every ``python ...`` line of the bash blocks (continuation lines joined)."""
-    out = []
-    for block in code_blocks(text, "bash"):
-        for line in block.replace("\\\n", " ").splitlines():
-            line = line.split("  #")[0].strip()
-            if line.startswith("python "):
-                out.append(line)
-    return out
 
 
 def copy_repo(dst: Path) -> Path:

@@ -264,24 +264,24 @@ def _real(
     return float(value)
 
 
-def _gpu_name(value: Any, where: str) -> str:
+def _catalog_name(value: Any, where: str, key: str, lookup: Any, what: str) -> str:
+    """``value`` if it names an entry of the catalog that ``lookup`` reads (``get_gpu``,
+    ``get_model``); else a :class:`ClusterConfigError` naming ``where`` and ``key``."""
     if not isinstance(value, str):
-        raise ClusterConfigError(f"{where}: gpu must be a GPU catalog name, got {value!r}")
+        raise ClusterConfigError(f"{where}: {key} must be a {what} catalog name, got {value!r}")
     try:
-        get_gpu(value)
+        lookup(value)
     except UnknownNameError as exc:
         raise ClusterConfigError(f"{where}: {exc}") from exc
     return value
+
+
+def _gpu_name(value: Any, where: str) -> str:
+    return _catalog_name(value, where, "gpu", get_gpu, "GPU")
 
 
 def _model_name(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise ClusterConfigError(f"{where}: model must be a model catalog name, got {value!r}")
-    try:
-        get_model(value)
-    except UnknownNameError as exc:
-        raise ClusterConfigError(f"{where}: {exc}") from exc
-    return value
+    return _catalog_name(value, where, "model", get_model, "model")
 
 
 def _check_fits(spec: InstanceSpec, where: str) -> None:
