@@ -583,6 +583,23 @@ def rollout(env: Any, seed: int, action_seed: int) -> tuple[list[tuple], float, 
             return steps, total, info
 
 
+def checked_rollout(
+    env_cls: Any, kw: dict[str, Any], seed: int, action_seed: int
+) -> tuple[list[tuple], float, dict[str, Any]]:
+    """:func:`rollout` of ``env_cls(**kw)`` with the simulator probed after every event: every
+    run (the episode's and each standalone-horizon run) finished clean, and decision times
+    never went backwards."""
+    with probing() as probes:
+        env = env_cls(**kw)
+        steps, total, info = rollout(env, seed, action_seed)
+    describe(probes[id(env.sim)])
+    for probe in probes.values():
+        check_finished_run(probe)
+    times = [ctx.time for _, ctx in steps]
+    assert times == sorted(times), "decision times went backwards"
+    return steps, total, info
+
+
 @st.composite
 def pd_env_cases(draw: Any) -> tuple[dict[str, Any], list[Workflow]]:
     cluster = draw(pd_clusters())
@@ -615,14 +632,7 @@ def test_pd_cluster_invariants_under_random_legal_actions(
     case: tuple[dict[str, Any], list[Workflow]], seed: int, action_seed: int
 ) -> None:
     kw, trace = case
-    with probing() as probes:
-        env = PDClusterEnv(**kw)
-        steps, total, info = rollout(env, seed, action_seed)
-    describe(probes[id(env.sim)])
-    for probe in probes.values():
-        check_finished_run(probe)
-    times = [ctx.time for _, ctx in steps]
-    assert times == sorted(times), "decision times went backwards"
+    steps, total, info = checked_rollout(PDClusterEnv, kw, seed, action_seed)
     ct, h = np.array(info["completion_times"]), np.array(info["horizons"])
     assert np.isfinite(ct).all()
     expected = documented_pd_return(kw["reward"], kw["reward_kwargs"], ct / h)
@@ -688,14 +698,7 @@ def test_routing_invariants_under_random_legal_actions(
     case: tuple[dict[str, Any], list[Request]], seed: int, action_seed: int
 ) -> None:
     kw, reqs = case
-    with probing() as probes:
-        env = RoutingEnv(**kw)
-        steps, total, info = rollout(env, seed, action_seed)
-    describe(probes[id(env.sim)])
-    for probe in probes.values():
-        check_finished_run(probe)
-    times = [ctx.time for _, ctx in steps]
-    assert times == sorted(times)
+    steps, total, info = checked_rollout(RoutingEnv, kw, seed, action_seed)
     ratios = np.array(info["latencies"]) / np.array(info["slos"])
     assert total == pytest.approx(documented_routing_return(kw["reward"], ratios), rel=1e-9)
     if kw["reward"] == "goodput":  # the return is goodput × trace duration (GoodServe Eq. 1)
