@@ -1,0 +1,191 @@
+"""PPO training speed on PDCluster: the reference learner vs the optimised one, in one run.
+
+    python -m benchmarks.train_speed [--slots 16,256] [--rollouts 2] [--quick]
+
+For each slot count K and each configuration, a fresh MaskablePPO model (``agents.build_model``,
+the training defaults of ``agents.algos.PPO_DEFAULTS``) runs ``learn()`` for ``--rollouts``
+rollouts of ``--n-steps`` env steps on one in-process env (mixed workload, ``--count``
+workflows per episode), and a fixed set of observations recorded from HexAgent's episode is
+acted on one at a time with ``model.predict(obs, action_masks=...)``, as ``evaluate.py`` and
+``train.py``'s evaluation do. Printed per row:
+
+* ``steps/s``: env steps per second of ``learn()`` (rollouts and updates, wall time);
+* ``env %``: share of that wall time spent inside the env (``agents.callbacks.TimedVecEnv``);
+  ``infer %``: the rest of rollout collection (the policy acting, SB3's buffer);
+  ``update %``: everything outside rollout collection (``train()``: the gradient steps);
+* ``predict ms``: mean wall time of one single-observation ``model.predict``;
+* ``x steps/s`` and ``x predict``: speed-up over the reference row of the same K, measured in
+  this run (house rule: speed targets print ratios against a reference measured side by side).
+
+Configurations: ``reference`` is the learner as it was before issue 11: the dense extractor
+(``PDClusterScorer(sparse=False)``: the per-action hidden layer for every (k, p, d)) and
+sb3-contrib's stock ``MaskableCategoricalDistribution``, one torch thread (``train.py``'s
+default); ``sparse`` swaps in the sparse extractor only; ``default`` is today's learner (sparse
+extractor and :class:`agents.policies.LogSoftmaxMaskableCategoricalDistribution`), one thread;
+``default-2t`` the same with two torch threads (not run unless named in ``--configs``: on a
+busy 2-core machine idle OpenMP threads spin-wait and the row takes minutes). ``target_kl`` is
+off so that every update does the same number of gradient steps in every configuration (early
+stopping would make the update time depend on the sampled actions). The header prints the load
+average: other processes on the machine slow every row, so compare ratios within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents import build_model, env_kwargs, make_env, train_env_spec
+from agents.callbacks import TimedVecEnv, TimingCallback
+
+
+@dataclass(frozen=True)
+class Config:
+    """One learner configuration.
+
+    :param name: row label.
+    :param sparse: ``PDClusterScorer(sparse=...)``.
+    :param stock_distribution: use sb3-contrib's ``MaskableCategoricalDistribution`` instead of
+        the policy's own (log_softmax-normalised) one.
+    :param threads: ``torch.set_num_threads`` during the measurement.
+    """
+
+    name: str
+    sparse: bool
+    stock_distribution: bool
+    threads: int
+
+
+CONFIGS = (
+    Config("reference", sparse=False, stock_distribution=True, threads=1),
+    Config("sparse", sparse=True, stock_distribution=True, threads=1),
+    Config("default", sparse=True, stock_distribution=False, threads=1),
+    Config("default-2t", sparse=True, stock_distribution=False, threads=2),
+)
+
+
+def recorded_observations(kwargs: dict[str, Any], n: int) -> list[tuple[dict, np.ndarray]]:
+    """The first ``n`` (observation, action mask) pairs of HexAgent's episode on seed 0."""
+    from heuristics import make_policy
+
+    env = make_env(train_env_spec("pd-cluster"), kwargs)
+    expert = make_policy("hexagent")
+    obs, info = env.reset(seed=0)
+    out = []
+    while len(out) < n:
+        out.append((obs, np.asarray(info["action_mask"], dtype=bool)))
+        obs, _, terminated, truncated, info = env.step(expert.act(obs, info))
+        if terminated or truncated:
+            obs, info = env.reset(seed=len(out))
+    return out
+
+
+def measure(
+    cfg: Config, kwargs: dict[str, Any], args: argparse.Namespace, observations: list
+) -> dict[str, float]:
+    """Run ``learn()`` and the single-observation predictions for one configuration."""
+    from sb3_contrib.common.maskable.distributions import MaskableCategoricalDistribution
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    spec = train_env_spec("pd-cluster")
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        venv = TimedVecEnv(DummyVecEnv([lambda: make_env(spec, kwargs, seed=0, lean=True)]))
+        hyper = {"n_steps": args.n_steps, "batch_size": args.batch_size, "target_kl": None}
+        model: Any = build_model(
+            "maskable-ppo",
+            venv,
+            spec,
+            seed=0,
+            hyperparams=hyper,
+            extractor_kwargs={"sparse": cfg.sparse},
+        )
+        if cfg.stock_distribution:
+            model.policy.action_dist = MaskableCategoricalDistribution(int(venv.action_space.n))
+        timing = TimingCallback(venv)
+        steps = args.rollouts * args.n_steps
+        start = time.perf_counter()
+        model.learn(total_timesteps=steps, callback=timing)
+        wall = time.perf_counter() - start
+        for obs, mask in observations[:5]:  # warm-up
+            model.predict(obs, deterministic=True, action_masks=mask)
+        t = time.perf_counter()
+        for obs, mask in observations:
+            model.predict(obs, deterministic=True, action_masks=mask)
+        predict_ms = (time.perf_counter() - t) / len(observations) * 1e3
+        venv.close()
+    finally:
+        torch.set_num_threads(previous_threads)
+    env_s = venv.env_seconds
+    return {
+        "steps_per_s": model.num_timesteps / wall,
+        "env": env_s / wall,
+        "infer": (timing.rollout_s - env_s) / wall,
+        "update": (wall - timing.rollout_s) / wall,
+        "predict_ms": predict_ms,
+        "wall": wall,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--slots", default="16,256", help="comma-separated K values")
+    ap.add_argument("--count", type=int, default=30, help="workflows per episode")
+    ap.add_argument("--n-steps", type=int, default=512, help="PPO env steps per rollout")
+    ap.add_argument("--batch-size", type=int, default=256, help="PPO minibatch size")
+    ap.add_argument("--rollouts", type=int, default=2, help="rollouts (and updates) per learn()")
+    ap.add_argument("--predicts", type=int, default=200, help="single-observation predictions")
+    ap.add_argument(
+        "--configs",
+        default="reference,sparse,default",
+        help=f"comma-separated, first is the reference; of {', '.join(c.name for c in CONFIGS)}",
+    )
+    ap.add_argument("--quick", action="store_true", help="one rollout of 128 steps, 50 predicts")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.n_steps, args.batch_size, args.rollouts, args.predicts = 128, 64, 1, 50
+    by_name = {c.name: c for c in CONFIGS}
+    names = args.configs.split(",")
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise SystemExit(f"unknown configs {unknown}; known: {', '.join(by_name)}")
+    configs = [by_name[n] for n in names]
+    slot_counts = [int(k) for k in args.slots.split(",")]
+    print(
+        f"MaskablePPO on PDCluster-v0 (hetero-1, mixed, {args.count} workflows), 1 env, "
+        f"{args.rollouts} x {args.n_steps} steps, batch {args.batch_size}; "
+        f"{args.predicts} single-observation predicts; load average "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores"
+    )
+    header = (
+        f"{'K':>4}  {'config':<11}{'steps/s':>9}{'env %':>7}{'infer %':>9}{'update %':>10}"
+        f"{'predict ms':>12}{'x steps/s':>11}{'x predict':>11}{'wall s':>8}"
+    )
+    print(header)
+    spec = train_env_spec("pd-cluster")
+    for k in slot_counts:
+        kwargs = env_kwargs(spec, {"workload": "mixed", "count": args.count, "slots": k})
+        observations = recorded_observations(kwargs, args.predicts)
+        ref: dict[str, float] | None = None
+        for cfg in configs:
+            r = measure(cfg, kwargs, args, observations)
+            ref = ref or r
+            print(
+                f"{k:>4}  {cfg.name:<11}{r['steps_per_s']:>9,.0f}{r['env']:>7.0%}"
+                f"{r['infer']:>9.0%}{r['update']:>10.0%}{r['predict_ms']:>12.2f}"
+                f"{r['steps_per_s'] / ref['steps_per_s']:>10.1f}x"
+                f"{ref['predict_ms'] / r['predict_ms']:>10.1f}x{r['wall']:>8.1f}",
+                flush=True,
+            )
+    if configs[0].name != "reference":
+        print(f"(ratios are against {configs[0].name}, the first configuration)")
+
+
+if __name__ == "__main__":
+    main()
