@@ -276,6 +276,23 @@ def parse_bool(text: str) -> bool:
     raise ValueError(f"expected true or false, got {text!r}")
 
 
+def parse_delay(text: str) -> float | str:
+    """A planning delay from the command line: ``measured`` or seconds (a number >= 0)."""
+    value = str(text).strip().lower()
+    return "measured" if value == "measured" else float(value)
+
+
+def parse_cache(text: str) -> bool | int | str:
+    """A prefill prefix cache from the command line: ``true``/``false``, ``kv`` or blocks."""
+    value = str(text).strip().lower()
+    if value == "kv":
+        return "kv"
+    try:
+        return parse_bool(value)
+    except ValueError:
+        return int(value)
+
+
 def env_option(kind: Any, help: str, abbrev: str) -> Any:
     """A :class:`EvalConfig` field that configures the env (None: the env family's default).
 
@@ -315,6 +332,11 @@ class EvalConfig:
     :param estimate_error: PDCluster: multiplicative error on scheduler-visible estimates
         (HexAgent §7.6).
     :param slots: PDCluster: K, waiting calls re-planned per scheduler invocation.
+    :param tool_estimate: PDCluster: what H_w(t) charges a revealed tool before it returns.
+    :param planning_delay: PDCluster: simulated seconds a plan takes to land, or ``measured``
+        (HexAgent §4.3 asynchronous planning).
+    :param prefix_cache: PDCluster: LRU prefix cache on prefill instances.
+    :param prefix_cache_visible: PDCluster: schedulers see the cache's hits.
     :param slo_scale: Routing: SLO = scale × run-alone latency on the reference GPU.
     :param slo_basis: Routing: ``request`` (each request's run-alone latency; the deadline then
         encodes its true length) or ``task`` (the task's median run-alone latency).
@@ -362,6 +384,18 @@ class EvalConfig:
         float, "multiplicative error on scheduler-visible estimates", "err"
     )
     slots: int | None = env_option(int, "calls re-planned per invocation", "k")
+    tool_estimate: str | None = env_option(
+        str, "what H_w(t) charges a running tool: history or oracle", "tool"
+    )
+    planning_delay: float | str | None = env_option(
+        parse_delay, "seconds a plan takes to land (asynchronous planning), or measured", "delay"
+    )
+    prefix_cache: bool | int | str | None = env_option(
+        parse_cache, "LRU prefix cache on prefill instances: true, false, kv or blocks", "pcache"
+    )
+    prefix_cache_visible: bool | None = env_option(
+        parse_bool, "schedulers see the prefix cache's hits (true/false)", "pvis"
+    )
     slo_scale: float | None = env_option(float, "SLO = scale × run-alone latency", "slo")
     slo_basis: str | None = env_option(
         str, "request (own run-alone latency) or task (task median)", "basis"

@@ -46,9 +46,12 @@ key                 shape            meaning
 ==================  ===============  ===========================================================
 
 R(c, p, d) = ((t − a_w) + Δ(c, p, d)) / H_w(t) (HexAgent §5.1 Eq. 2), where Δ is the projected
-time to finish the stage: at the prefill stage the wait for p, the prefill, the KV transfer and
-the decode on d; at the decode stage the decode on d. It is computed on the simulated state
-*including the picks already made in this invocation* (HexAgent Algorithm 1 line 20), from
+time to finish the stage: at the prefill stage the wait for p, the prefill, the KV transfer,
+the decode-queue wait on d and the decode on d; at the decode stage the decode-queue wait and
+the decode on d. The decode-queue wait lasts until the earliest capacity-feasible start on d's
+KV-occupancy timeline (HexAgent §5.4; ``decode_free_at`` in :class:`DecisionContext`). It is
+computed on the simulated state *including the picks already made in this invocation*
+(HexAgent Algorithm 1 line 20; a pick adds its KV-occupancy interval on d), from
 scheduler-visible estimates only (predicted output lengths, estimate-error-scaled times).
 
 ## Rewards (``reward=``)
@@ -78,6 +81,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,8 +96,14 @@ from envs.sim import metrics as sim_metrics
 from envs.sim.cluster import ClusterSpec, load_cluster
 from envs.sim.metrics import slowdown_ratio
 from envs.sim.scheduler import DefaultScheduler
-from envs.sim.simulation import Assignment, Invocation, LatencyCache, Simulation
-from envs.sim.workload import Call, WorkflowRun
+from envs.sim.simulation import (
+    TOOL_ESTIMATES,
+    Assignment,
+    Invocation,
+    LatencyCache,
+    Simulation,
+)
+from envs.sim.workload import PREFILL, TRANSFER, WAIT_DECODE, Call, WorkflowRun
 from envs.workloads import TraceSource
 from traces.schema import ToolNode
 
@@ -115,18 +125,34 @@ class DecisionContext(DecisionContextBase):
     """The scheduler-visible state at one decision step (``info["decision_context"]``).
 
     Array axes: k = slot (K), p = prefill instance (P), d = decode instance (D); seconds unless
-    named otherwise. Entries of invalid slots are zero. Nothing here depends on true output
-    lengths or on unrevealed nodes.
+    named otherwise. Entries of invalid slots are zero. Nothing here depends on unrevealed nodes.
+
+    **What it reveals about output lengths.** Every field that depends on a call's output length
+    (``predicted_output_tokens``, ``kv_demand``, ``isolated_time``, ``horizon``,
+    ``remaining_critical``, ``decode_time``, ``decode_kv_used``, ``projected_ratio``,
+    ``feasible``) is computed from the configured predictor's estimate L̂_out (the env's
+    ``output_predictor``), never from the true length of a call that has not finished; a finished
+    call's true length is observed, and ``horizon`` re-costs it. Under the default ``oracle``
+    predictor L̂_out *is* the true length (times the ``estimate_error`` draw), so under the oracle
+    all of those fields are functions of the truth: that is HexAgent's assumption (§5.4 feeds
+    per-call output lengths, §7.6 injects error into them), not what a deployed scheduler knows.
+    ``task-mean``, ``history``, ``mlp`` and ``moe`` are realistic
+    (tests/test_predictor_visibility.py checks that the truth reaches the observation only
+    through the predictor). Measured
+    quantities (``elapsed``, ``attained_service``, ...) reflect what happened, as in any real
+    system. A revealed tool that has not returned is charged the env's ``tool_estimate``, by
+    default a running mean of finished tools, never its true latency.
 
     Within an invocation the env updates this object after every pick: ``picked``, ``picks``
     and the arrays the picks change (``projected_ratio``, ``feasible``, ``decode_time``,
-    ``prefill_ready``, ``decode_kv_used``, ``decode_batch``). An array taken from it at an
-    earlier step keeps that step's values (the env writes in place only into arrays that nothing
-    else references).
+    ``decode_free_at``, ``prefill_ready``, ``decode_kv_used``, ``decode_batch``). An array
+    taken from it at an earlier step keeps that step's values (the env writes in place only
+    into arrays that nothing else references).
 
     :param time: simulated time t.
     :param stage: ``prefill`` or ``decode``.
-    :param trigger: ``arrival``, ``reveal`` or ``transfer``.
+    :param trigger: ``arrival``, ``reveal``, ``transfer``, or ``replan`` (asynchronous planning:
+        a delayed plan landed on a stage that absorbed new work meanwhile; ``planning_delay``).
     :param num_slots: K.
     :param num_waiting: calls waiting at this stage in all (slotted or not).
     :param valid: (K,) slot holds a waiting call.
@@ -142,9 +168,15 @@ class DecisionContext(DecisionContextBase):
         alone on an empty cluster with each node starting when its last parent ends. A call costs
         its run-alone time on the fastest (prefill, decode) pair at batch 1 — prefill + KV
         transfer + decode: ``isolated_time`` (from L̂_out) while unfinished, re-costed from its
-        true output length once it has finished (known by then). A tool node costs its trace
-        latency. Queueing and contention are excluded, so H_w(t) changes only when a node of the
-        workflow is revealed or finishes, never with t alone. Floored at 1e-6 s. It is not the
+        true output length once it has finished (known by then). A tool node costs the
+        simulation's ``tool_estimate`` until it returns (default: the mean measured latency of
+        the finished tools of its name), then its measured latency. This longest path is the
+        standalone completion of the revealed subgraph (§5.2) when every branch gets a pair as
+        fast as the fastest: a lower bound of the simulated standalone run, which may have to put
+        parallel branches on slower pairs (measured at the end of 60-workflow runs, when every
+        node has finished: 0.97–1.00 of the simulated H_w on ``mixed`` and ``lats``, 1.00 on
+        ``bfcl``). Queueing and contention are excluded, so H_w(t) changes only when a node of
+        the workflow is revealed or finishes, never with t alone. Floored at 1e-6 s. It is not the
         H_w of the rewards and metrics (``info["horizons"]``: the whole DAG simulated alone on
         true lengths), which only the finished workflow has.
     :param revealed_at: (K,) reveal time of the call.
@@ -164,7 +196,8 @@ class DecisionContext(DecisionContextBase):
     :param remaining_critical: (K,) run-alone seconds of critical-path work left in the workflow
         from now, over its revealed nodes: the longest path through the revealed nodes not yet
         finished (the slot's own call included), each costed as in ``horizon`` (calls:
-        ``isolated_time``, from L̂_out, never the true length; tools: their latency). A child is
+        ``isolated_time``, from L̂_out, never the true length; tools: what ``horizon`` charges
+        them). A child is
         revealed only when all its parents have finished, so the unfinished revealed nodes are
         mutually independent and the path is a single node: the costliest of them. A node in
         service counts in full (the work left when it started, not a countdown), so this too
@@ -175,7 +208,11 @@ class DecisionContext(DecisionContextBase):
         part, counted from a_w, if its unfinished nodes all started now and ran alone.
     :param planned_prefill: (K,) current prefill plan (pool index) or -1.
     :param planned_decode: (K,) current decode plan (pool index) or -1.
-    :param prefill_time: (K, P) estimated prefill seconds.
+    :param prefill_time: (K, P) estimated prefill seconds (of the uncached tokens, attending to
+        the cached ones, when the env has a visible ``prefix_cache``).
+    :param prefix_hit_tokens: (K, P) tokens of the slot's prompt cached on p now (its leading
+        prefix blocks in p's LRU prefix cache; 0 without a visible ``prefix_cache``). A property
+        (not a constructor argument): 0 everywhere in a context built by hand.
     :param transfer_time: (K, P, D) estimated KV transfer seconds.
     :param decode_time: (K, D) estimated decode seconds on d given this invocation's picks.
     :param prefill_ready: (P,) seconds from now until p is free of in-service and picked work.
@@ -190,6 +227,14 @@ class DecisionContext(DecisionContextBase):
     :param feasible: (K, P, D) the action mask reshaped.
     :param prefill_gpus: (P,) GPU types. ``decode_gpus``: (D,).
     :param picks: (slot, p, d) picked so far in this invocation.
+    :param decode_free_at: (K, D) earliest capacity-feasible start of the slot's demand m(c) on
+        d, seconds from now (HexAgent §5.4): the first time from which m(c) fits for good beside
+        d's simulated KV-occupancy intervals (running, inbound and picked calls; the env's
+        ``decode_intervals(d)``); at the decode stage no earlier than the latest pick's start
+        on d (strict priority admission). A call arriving at d at a starts decoding at
+        max(a, decode_free_at), so in ``projected_ratio`` Δ = max(arrival, decode_free_at) +
+        ``decode_time`` (arrival: p's readiness + prefill + transfer at the prefill stage, now
+        at the decode stage).
     """
 
     time: float
@@ -227,6 +272,17 @@ class DecisionContext(DecisionContextBase):
     prefill_gpus: list[str]
     decode_gpus: list[str]
     picks: list[tuple[int, int, int]] = field(default_factory=list)
+    decode_free_at: np.ndarray | None = None
+
+    @property
+    def prefix_hit_tokens(self) -> np.ndarray:
+        """(K, P) prompt tokens of each slot's call cached on each prefill instance now."""
+        hits = self.__dict__.get("_prefix_hit_tokens")
+        return np.zeros(self.prefill_time.shape) if hits is None else hits
+
+    @prefix_hit_tokens.setter
+    def prefix_hit_tokens(self, hits: np.ndarray) -> None:
+        self.__dict__["_prefix_hit_tokens"] = hits
 
     def action(self, slot: int, p: int, d: int) -> int:
         """The flat action index of (slot, p, d)."""
@@ -261,6 +317,69 @@ PAPER_WORKLOADS: dict[str, tuple[int, float]] = {
 }
 
 
+def capacity_timeline(intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A decode instance's KV-capacity timeline (HexAgent §5.4, "updates the simulated decode
+    intervals"; §6 "decode token-capacity intervals") in the form earliest-start queries need.
+
+    :param intervals: (m, 3) KV-occupancy intervals ``[start, end, tokens]``, seconds from now
+        (start ≥ 0) and KV tokens held during [start, end).
+    :returns: ``(breakpoints, neg_suffix_max)``: the usage step function's breakpoints
+        (ascending, the first is 0) and, for each, −(the largest usage from that breakpoint on),
+        a non-decreasing array (:func:`earliest_feasible_start` searches it). Token counts are
+        integers, so the running sums are exact and usage returns to exactly 0.
+    """
+    m = len(intervals)
+    if m == 0:
+        return np.zeros(1), np.zeros(1)
+    times = np.empty(2 * m + 1)
+    times[0] = 0.0
+    times[1 : m + 1] = intervals[:, 0]
+    times[m + 1 :] = intervals[:, 1]
+    steps = np.empty(2 * m + 1)
+    steps[0] = 0.0
+    steps[1 : m + 1] = intervals[:, 2]
+    steps[m + 1 :] = -intervals[:, 2]
+    order = np.argsort(times, kind="stable")
+    times = times[order]
+    usage = np.cumsum(steps[order])
+    # At a breakpoint shared by several events the usage after all of them holds.
+    last = np.empty(len(times), dtype=bool)
+    np.not_equal(times[1:], times[:-1], out=last[:-1])
+    last[-1] = True
+    neg = -usage[last]
+    return times[last], np.minimum.accumulate(neg[::-1])[::-1]
+
+
+def earliest_feasible_start(
+    breakpoints: np.ndarray, neg_suffix_max: np.ndarray, demand: np.ndarray, capacity: float
+) -> np.ndarray:
+    """Earliest time T(m) from which a call holding ``demand`` m KV tokens fits on the instance
+    for good: the smallest breakpoint s with (largest usage from s on) + m ≤ capacity (HexAgent
+    §5.4, "finds the earliest capacity-feasible start time"). A call arriving at a starts at
+    max(a, T(m)): at a inside the step at breakpoint b_i the largest usage from a on is that
+    from b_i on, and it only decreases with time.
+
+    Conservative by choice: it asks for room from the start on for good, not only during the
+    call's own decode interval, so a call never uses a gap before a later reservation even if
+    it would finish inside it. That is exact whenever no interval starts after the call would
+    (then usage only falls), and it reads as a single ``np.searchsorted`` for all calls at
+    once. Measured with HexAgent on
+    Hetero-1 under KV pressure (70 workflows with 100k-token prompts arriving together): 11.7 %
+    of the sampled (call, decode instance) projections waited for KV, and for none of them did
+    the exact rule (room only during the call's own decode interval) start earlier. A demand
+    above ``capacity`` (possible only for a call locked to the instance at the decode stage)
+    gets the time the instance empties.
+
+    :param breakpoints: from :func:`capacity_timeline`.
+    :param neg_suffix_max: from :func:`capacity_timeline`.
+    :param demand: (n,) KV tokens m(c) = L_in + L̂_out.
+    :param capacity: Cap(d), KV tokens.
+    :returns: (n,) seconds from now.
+    """
+    idx = np.searchsorted(neg_suffix_max, demand - capacity, side="left")
+    return breakpoints[np.minimum(idx, len(breakpoints) - 1)]
+
+
 class PDClusterEnv(ServegymEnv):
     """HexAgent's P-D cluster scheduling problem (see the module docstring for the full table).
 
@@ -269,7 +388,8 @@ class PDClusterEnv(ServegymEnv):
     :param model: ``llama3.1-70b`` or ``qwen3-235b-a22b`` (HexAgent §7.1); None:
         ``llama3.1-70b``. With a ``trace``, a model given here (not None) also serves every
         call of the trace.
-    :param workload: generator name (``sharegpt``, ``bfcl``, ``lats``, ``mixed``).
+    :param workload: generator name (``sharegpt``, ``bfcl``, ``lats``, ``mixed``; ``agent_chain``
+        for prompt-reusing agent chains with ``prefix_hashes``).
     :param trace: a servegym JSONL workflow trace, or a list of records, instead of a generator
         (``workload_count`` keeps its first records, ``load_scale`` divides its arrival times).
     :param workload_count: number of workflows (None: the paper's, HexAgent §7.1).
@@ -285,11 +405,39 @@ class PDClusterEnv(ServegymEnv):
         :data:`envs.predictors.PREDICTORS` (``task-mean``, ``history``, ``mlp``, ``moe``,
         ``oracle-error``). The learned ones are trained on the GoodServe request mix's synthetic
         prompts; HexAgent's workloads carry no prompt text, so they predict from length and task.
+    :param tool_estimate: what H_w(t) charges a revealed tool that has not returned yet:
+        ``history`` (default: the mean measured latency of earlier finished tools of its name,
+        see :class:`envs.sim.Simulation`) or ``oracle`` (its true latency, unknowable before it
+        returns).
     :param invalid_action: ``raise`` (default) or ``penalize`` (−``invalid_penalty`` and the
         first legal action instead).
     :param max_steps: truncate after this many steps (None: run to completion).
     :param workload_seed: fix the workload for every reset (None: derived from the reset seed).
     :param render_mode: ``ansi`` or ``rgb_array``.
+    :param prefix_cache: an LRU prefix cache on every prefill instance (SGLang's RadixAttention
+        at block granularity; :class:`envs.sim.instances.PrefillInstance`): ``False`` (default:
+        none, every prompt is computed in full), ``True`` or ``"kv"`` (as many 512-token blocks
+        as the instance's KV capacity holds) or a number of blocks. A hit computes only the
+        uncached tokens. Needs a workload with ``prefix_hashes`` (e.g. ``agent_chain``).
+        Standalone horizons H_w are simulated without it, so ratios with and without the cache
+        share their denominators.
+    :param prefix_cache_visible: with a ``prefix_cache``, schedulers see it (default):
+        ``prefix_hit_tokens`` and ``prefill_time``, hence R and Δ, price each prefill on p's
+        uncached tokens. False: the cache still works, but the context prices every prompt in
+        full (a cache-blind scheduler, for ablations).
+    :param planning_delay: how long a plan takes to land (HexAgent §4.3 "Asynchronous planning
+        avoids blocking", §5.2, Algorithm 1 lines 5–7 and 23; see
+        :meth:`envs.sim.Simulation.apply`). None or 0 (default): planning is instantaneous, the
+        simulator waits for every plan. A number: seconds of simulated time per plan; meanwhile
+        serving goes on, new calls follow the fallback plan (least-loaded placement, behind the
+        planned calls), at most one plan per stage is in flight, and a plan lands only on calls
+        still waiting. ``"measured"``: each plan takes the wall time its invocation took, from
+        the env raising it to its last pick (the policy's thinking plus the env's projection
+        work, i.e. HexAgent's planner work), times ``planning_delay_scale``. ``"measured"``
+        makes runs non-deterministic (it depends on the machine and its load): use it to report
+        a policy's cost, not for training or pinned comparisons. The end-of-episode ``info``
+        carries ``planning`` statistics either way.
+    :param planning_delay_scale: multiplies the measured wall time (``"measured"`` only), > 0.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -308,11 +456,16 @@ class PDClusterEnv(ServegymEnv):
         reward_kwargs: dict[str, Any] | None = None,
         estimate_error: float = 0.0,
         output_predictor: str = "oracle",
+        tool_estimate: str = "history",
         invalid_action: str = "raise",
         invalid_penalty: float = 1.0,
         max_steps: int | None = None,
         workload_seed: int | None = None,
         render_mode: str | None = None,
+        prefix_cache: bool | int | str = False,
+        prefix_cache_visible: bool = True,
+        planning_delay: float | str | None = None,
+        planning_delay_scale: float = 1.0,
     ):
         super().__init__()
         self.cluster = (
@@ -326,8 +479,16 @@ class PDClusterEnv(ServegymEnv):
                 f"{self.cluster.architecture!r}"
             )
         self._check_predictor(output_predictor)
+        if tool_estimate not in TOOL_ESTIMATES:
+            raise ValueError(
+                f"tool_estimate must be one of {TOOL_ESTIMATES}, got {tool_estimate!r}"
+            )
+        self.tool_estimate = tool_estimate
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
+        self.planning_delay, self.planning_delay_scale = _check_planning_delay(
+            planning_delay, planning_delay_scale
+        )
         self.model = self.cluster.models[0]
         self.workload = workload
         self.trace = trace
@@ -347,6 +508,11 @@ class PDClusterEnv(ServegymEnv):
         self.K = slots
         self.estimate_error = estimate_error
         self.output_predictor_name = output_predictor
+        self._prefix_cache_blocks = _prefix_cache_blocks(prefix_cache)
+        self.prefix_cache = prefix_cache
+        self.prefix_cache_visible = bool(prefix_cache_visible)
+        # schedulers price prefills with the cache's hits
+        self._prefix_visible = bool(self._prefix_cache_blocks) and self.prefix_cache_visible
 
         self.P = len(self.cluster.by_role("prefill"))
         self.D = len(self.cluster.by_role("decode"))
@@ -397,6 +563,8 @@ class PDClusterEnv(ServegymEnv):
             output_predictor=predictor,
             latency_cache=self._latency_cache,
             horizon_cache=self._horizon_cache,
+            prefix_cache_blocks=self._prefix_cache_blocks,
+            tool_estimate=self.tool_estimate,
         )
         if predictor is not None:
             self.sim.add_listener(PredictorFeed(predictor))
@@ -404,6 +572,7 @@ class PDClusterEnv(ServegymEnv):
         self._cluster_tables()
         self._completed_seen = 0
         self._remaining_cache: dict[int, _OpenNodes] = {}
+        self._planning_wall: list[float] = []  # measured wall seconds per plan ("measured")
         inv = self._advance()
         if inv is None:
             raise ValueError("the workload is empty: no scheduling decision ever arises")
@@ -427,6 +596,8 @@ class PDClusterEnv(ServegymEnv):
         truncated = self._truncated(terminated, self._steps)
         if terminated or truncated:
             reward += self._reward.terminal(self._ratios())
+        if truncated and not terminated:
+            reward += self._reward.on_truncate(self._unfinished_ratios())
         obs = self._observation() if not terminated else self._terminal_observation()
         info = self._info(final=terminated or truncated)
         return obs, float(reward), terminated, truncated, info
@@ -436,6 +607,7 @@ class PDClusterEnv(ServegymEnv):
         assert self.sim is not None
         inv = self.sim.advance()
         if inv is not None:
+            self._raised_at = time.perf_counter()  # planning starts: see ``planning_delay``
             self._begin_invocation(inv)
         else:
             self._ctx = None
@@ -535,6 +707,9 @@ class PDClusterEnv(ServegymEnv):
         # estimate error; KV transfer from the static inverse bandwidths.
         pre = np.zeros((K, P))
         pre[:n] = self._class_prefill_times(tokens_in)[:, self._prefill_class] * time_err[:n, None]
+        hits = np.zeros((K, P))
+        if self._prefix_visible:
+            self._price_prefix_hits(calls, pre, hits, time_err)
         kv = self.cluster.kv_transfer
         trans = np.zeros((K, P, D))
         trans[:n] = np.where(
@@ -556,20 +731,34 @@ class PDClusterEnv(ServegymEnv):
             for c in self._rest:
                 if c.prefill_instance is not None:
                     j = self._prefill_pos[c.prefill_instance]
-                    rest_work[j] += sim.prefill[j].latency.prefill_time(c.input_tokens)
+                    cached = None if self._prefix_visible else 0  # None: its hits on j now
+                    rest_work[j] += sim.prefill[j].prefill_seconds(c, cached)
         cap = self._cap
         # Decode load from estimates only: running calls' predicted footprint, plus the calls
         # planned to the instance that are on their way (not re-planned in this invocation).
         # Summed as floats in the simulator's order, so the totals are exactly reproducible.
+        # The same calls, as KV-occupancy intervals, make the instance's capacity timeline
+        # (HexAgent §5.4), built only for an instance where some demand may not fit
+        # (:meth:`_earliest_starts`, :meth:`decode_intervals`): the simulator does not move
+        # during an invocation, so building it later reads the same state.
         slotted = {c.uid for c in calls}
         kv_used = np.zeros(D)
         batch = np.zeros(D)
         ctx_tokens = np.zeros(D)
+        done_tokens = [0] * D
         for j, d in enumerate(sim.decode):
             used = tok = 0.0
+            # Tokens emitted in the decode jump in progress (``generated`` counts up to its
+            # start): elapsed / its first iteration's time, from observables only (batch,
+            # context, clock); iterations only lengthen, so it may run ahead of a token-by-token
+            # engine's count by the context growth's share.
+            done = 0
+            if d.seg_calls and not d.seg_prefill and now > d.seg_start:
+                first = d.latency.decode_iteration_time(d.seg_b, d.seg_c)
+                done = done_tokens[j] = int((now - d.seg_start) / first)
             for c in d.running:
                 used += c.input_tokens + c.predicted_output_tokens
-                tok += c.input_tokens + c.generated
+                tok += c.input_tokens + c.generated + done
             b = len(d.running)
             for uid, c in sim.decode_inbound[d.index].items():
                 if uid not in slotted:
@@ -577,6 +766,13 @@ class PDClusterEnv(ServegymEnv):
                     tok += c.input_tokens
                     b += 1
             kv_used[j], ctx_tokens[j], batch[j] = used, tok, b
+        # What the intervals are built from (see _base_intervals), and their caches: the
+        # running and inbound calls' intervals, this invocation's picks' rows, and all of them.
+        self._slotted, self._p_ready0, self._done_tokens = slotted, p_ready, done_tokens
+        self._batch0, self._ctx_tokens0 = batch, ctx_tokens
+        self._iv_base: list[np.ndarray | None] = [None] * D
+        self._iv_picks: list[list[list[float]]] = [[] for _ in range(D)]
+        self._iv: list[np.ndarray | None] = [None] * D
         # The planning state that picks change (Algorithm 1's Ŝ), as Python floats (the same
         # doubles the arrays hold): prefill readiness; decode KV use, batch and context tokens.
         self._ready: list[float] = p_ready.tolist()
@@ -620,7 +816,19 @@ class PDClusterEnv(ServegymEnv):
         self._open_legal = int(feasible[:n].any(axis=(1, 2)).sum())
         self._ratio = np.full((K, P, D), np.inf)
         self._decode = np.zeros((K, D))
-        self._slack = np.empty((D, n))  # decode seconds + KV wait, per decode instance and slot
+        # The decode part of Δ, slot-last: decode seconds and the earliest capacity-feasible
+        # start (seconds from now) per decode instance and slot; ``_free_kd`` is the latter as
+        # the context's (K, D) ``decode_free_at``. ``_floor``: at the decode stage, the start of
+        # the latest pick on each instance (strict priority admission, see _earliest_starts).
+        self._dec_t = np.empty((D, n))
+        self._free_at = np.empty((D, n))
+        self._free_kd = np.zeros((K, D))
+        self._floor = [0.0] * D
+        self._waits = [True] * D  # some slot's earliest start on d is > 0 (set in _refresh)
+        # Each instance's capacity_timeline, built when first needed (None: not built or stale
+        # after a pick): most instances have room for every demand and never need one.
+        self._bp: list[np.ndarray | None] = [None] * D
+        self._neg_sm: list[np.ndarray] = [np.zeros(1)] * D
         self._ratio_log = np.full((P, D, n), np.inf)  # log1p R (+inf where illegal)
         self._ratio_obs = np.zeros((K, P, D), dtype=np.float32)  # its float32 copy, padded
         self._ctx = DecisionContext(
@@ -658,8 +866,25 @@ class PDClusterEnv(ServegymEnv):
             feasible=feasible,
             prefill_gpus=[i.gpu for i in sim.prefill],
             decode_gpus=[i.gpu for i in sim.decode],
+            decode_free_at=self._free_kd,
         )
+        self._ctx.prefix_hit_tokens = hits
         self._refresh()
+
+    def _price_prefix_hits(
+        self, calls: list[Call], pre: np.ndarray, hits: np.ndarray, time_err: np.ndarray
+    ) -> None:
+        """Fill ``hits`` (K, P) with the slots' prompt tokens cached on each prefill instance now
+        and re-price ``pre`` (K, P) where a slot hits: the prefill of its uncached tokens with the
+        cached ones as context, times the call's estimate error."""
+        sim = self.sim
+        assert sim is not None
+        for k, c in enumerate(calls):
+            for i, tokens in sim.prefix_hits(c).items():
+                if tokens:
+                    j = self._prefill_pos[i]
+                    hits[k, j] = tokens
+                    pre[k, j] = sim.prefill[j].prefill_seconds(c, tokens) * time_err[k]
 
     def _remaining_critical(self, run: WorkflowRun) -> float:
         """``remaining_critical`` of ``run`` (see :class:`DecisionContext`): the largest run-alone
@@ -676,7 +901,8 @@ class PDClusterEnv(ServegymEnv):
         for node_id in run.revealed[state.revealed :]:
             node = run.nodes[node_id]
             if isinstance(node, ToolNode):
-                state.cost[node_id] = node.latency
+                # What H_w(t) charges it: an estimate until it returns (never its true latency).
+                state.cost[node_id] = run.tool_estimates[node_id]
             else:
                 state.cost[node_id] = sim.isolated_call_time(run.calls[node_id])
         for node_id in [n for n in state.cost if n in run.finished]:
@@ -698,40 +924,158 @@ class PDClusterEnv(ServegymEnv):
         self._it0[j] = a
         self._slope[j] = (d.latency.decode_iteration_time(b, c0 + 8192) - a) / 8192.0
 
+    def _inbound_arrival(self, call: Call, j: int, p_ready: np.ndarray) -> float:
+        """Predicted seconds from now until ``call``, planned to decode instance ``j`` and not
+        re-planned in this invocation, reaches j's decode queue: 0 if it waits there; the rest
+        of its KV transfer; the rest of its prefill plus the transfer; if still queued for
+        prefill, its prefill right after the one in service plus the transfer (a lower bound:
+        the queue ahead of it is not counted). Estimates only (the env's transfer formula, the
+        call's estimate error)."""
+        stage = call.stage
+        if stage == WAIT_DECODE:
+            return 0.0
+        pos = self._prefill_pos[call.prefill_instance]
+        trans = (
+            self.cluster.kv_transfer.latency_s
+            + (call.input_tokens * self._kv_bytes[pos]) * self._inv_bw[pos, j]
+        )
+        if stage == TRANSFER:
+            assert self.sim is not None
+            return max(0.0, call.prefill_end + trans - self.sim.now)
+        if stage == PREFILL:
+            return float(p_ready[pos] + trans)
+        lat = self._prefill_class_latency[self._prefill_class[pos]]
+        return float(p_ready[pos] + lat.prefill_time(call.input_tokens) * call.time_error + trans)
+
+    def _base_intervals(self, j: int) -> np.ndarray:
+        """The KV-occupancy intervals of decode instance ``j``'s running and inbound calls at the
+        invocation's start (HexAgent §5.4, Algorithm 1 line 10): (m, 3) ``[start, end, tokens]``,
+        seconds from now and KV tokens.
+
+        A call holds its predicted footprint L_in + L̂_out (never the true length) from its
+        start — now if running, its predicted arrival (:meth:`_inbound_arrival`) if inbound —
+        for its predicted remaining output tokens (L̂_out − generated, at least 1; all of L̂_out
+        if inbound) times its estimate error times one decode iteration of the instance at its
+        batch and context (running + inbound calls). An inbound call is placed at its arrival
+        whether or not it would fit then; the intervals are not stretched when later picks grow
+        the batch."""
+        sim = self.sim
+        assert sim is not None
+        d = sim.decode[j]
+        done = self._done_tokens[j]
+        arrive: list[float] = []
+        work: list[float] = []
+        hold: list[float] = []
+        for c in d.running:
+            arrive.append(0.0)
+            work.append(max(c.predicted_output_tokens - c.generated - done, 1) * c.time_error)
+            hold.append(c.input_tokens + c.predicted_output_tokens)
+        for uid, c in sim.decode_inbound[d.index].items():
+            if uid not in self._slotted:
+                arrive.append(self._inbound_arrival(c, j, self._p_ready0))
+                work.append(c.predicted_output_tokens * c.time_error)
+                hold.append(c.input_tokens + c.predicted_output_tokens)
+        iv = np.empty((len(hold), 3))
+        if hold:
+            batch, tokens = int(self._batch0[j]), int(self._ctx_tokens0[j])
+            step = d.latency.decode_iteration_time(batch, tokens)
+            iv[:, 0] = arrive
+            iv[:, 1] = iv[:, 0] + np.multiply(work, step)
+            iv[:, 2] = hold
+        return iv
+
+    def decode_intervals(self, d: int) -> np.ndarray:
+        """Decode instance ``d``'s simulated KV occupancy at this decision step (HexAgent §5.4,
+        "updates the simulated decode intervals"): an (m, 3) array of ``[start, end, tokens]``
+        (seconds from now, predicted KV tokens) — running calls until their predicted finish,
+        calls planned to d and on their way from their predicted arrival (both
+        :meth:`_base_intervals`), then this invocation's picks on d from their projected start
+        to their projected end, in pick order. ``decode_free_at`` in the decision context is
+        read from it. Predicted lengths only. Do not modify the array.
+
+        :param d: decode instance, pool index.
+        """
+        if self._ctx is None:
+            raise RuntimeError("no decision is pending: call reset() or step() first")
+        if not 0 <= d < self.D:
+            raise ValueError(f"decode instance {d} is outside the pool's 0..{self.D - 1}")
+        iv = self._iv[d]
+        if iv is None:
+            base = self._iv_base[d]
+            if base is None:
+                base = self._iv_base[d] = self._base_intervals(d)
+            picks = self._iv_picks[d]
+            iv = self._iv[d] = np.concatenate((base, picks)) if picks else base
+        return iv
+
+    def _earliest_starts(self, j: int) -> None:
+        """``_free_at[j]``: for every valid slot, the earliest capacity-feasible start of its
+        demand m(c) on decode instance j (HexAgent §5.4), seconds from now, before its arrival
+        is taken into account (Δ uses max(arrival, this)).
+
+        At the decode stage it is also no earlier than the latest pick's start on j: the decode
+        engine admits in strict priority order and the first waiting call that does not fit
+        blocks those behind it (:class:`envs.sim.instances.DecodeInstance`, ``reserve``), and
+        the k-th pick gets priority k, ahead of every later pick. At the prefill stage the
+        picks' decode order is set later, by the decode invocations at their transfer ends, so
+        no such floor is applied."""
+        floor = self._floor[j]
+        cap = float(self._cap[j])
+        # ``_kv_used`` is the intervals' token total, so at least their peak usage: if even the
+        # largest demand fits beside all of them, no call waits for KV (the common case).
+        self._waits[j] = True
+        if self._kv_used[j] + self._demand_max <= cap:
+            self._free_at[j] = floor
+            self._waits[j] = floor > 0.0
+            return
+        bp = self._bp[j]
+        if bp is None:
+            bp, self._neg_sm[j] = capacity_timeline(self.decode_intervals(j))
+            self._bp[j] = bp
+        neg = self._neg_sm[j]
+        if self._demand_max - neg[0] <= cap:
+            self._free_at[j] = floor  # the largest demand fits beside the peak from now on
+            self._waits[j] = floor > 0.0
+            return
+        t = earliest_feasible_start(bp, neg, self._demand, cap)
+        self._free_at[j] = np.maximum(t, floor) if floor > 0.0 else t
+
     def _decode_estimates(self, j: int | None = None) -> None:
-        """Decode seconds of each valid slot's call on decode instance ``j`` (None: on every
-        one), at the batch size and context the instance will have with this invocation's
-        picks (``decode_time``), and the same plus the wait for KV room (``_slack``)."""
+        """The decode part of Δ on decode instance ``j`` (None: on every one) for each valid
+        slot (HexAgent §5.4): its decode seconds at the batch size and context the instance
+        will have with this invocation's picks (``decode_time``), and its earliest
+        capacity-feasible start on the instance's KV-capacity timeline (``decode_free_at``).
+
+        Δ's decode part for a call arriving at d at a (prefill stage: p's readiness + prefill +
+        transfer; decode stage: now) is max(a, T_d(m)) − a + decode seconds: the decode-queue
+        wait is the wait for KV room, and, at the decode stage, for the calls picked ahead of it
+        (:meth:`_earliest_starts`)."""
+        n = self._n
         if j is None:
-            cols: int | slice = slice(None)
             it0, slope = np.array(self._it0), np.array(self._slope)
-            ctx_call, lout_err = self._ctx_call[:, None], self._lout_err[:, None]
-            demand, cap = self._demand[:, None], self._cap
-            free = cap - np.array(self._kv_used)
-            tight = float(free.min()) - self._demand_max < 0
+            dec = self._lout_err[:, None] * (it0 + slope * self._ctx_call[:, None])
+            self._decode[:n] = dec
+            self._dec_t[:] = dec.T
+            for jj in range(self.D):
+                self._earliest_starts(jj)
+            self._free_kd[:n] = self._free_at.T
         else:
-            cols = j
-            it0, slope = self._it0[j], self._slope[j]
-            ctx_call, lout_err, demand = self._ctx_call, self._lout_err, self._demand
-            cap = float(self._cap[j])
-            free = cap - self._kv_used[j]
-            tight = free - self._demand_max < 0
-        dec = lout_err * (it0 + slope * ctx_call)
-        self._decode[: self._n, cols] = dec
-        if tight:
-            # Wait for KV: if the instance's reserved + planned tokens leave no room, the call
-            # waits roughly until a share of the running batch drains (a hint, as in HexAgent
-            # §5.3). Without any such call (``tight`` false: room is smallest for the largest
-            # demand) the wait is 0 everywhere and dec + 0 = dec.
-            room = free - demand
-            dec = dec + np.where(room < 0, dec * np.minimum(1.0, -room / cap), 0.0)
-        self._slack[cols] = dec.T
+            dec = self._lout_err * (self._it0[j] + self._slope[j] * self._ctx_call)
+            self._decode[:n, j] = dec
+            self._dec_t[j] = dec
+            self._earliest_starts(j)
+            self._free_kd[:n, j] = self._free_at[j]
 
     def _project(self, ps: slice, ds: slice) -> None:
         """Recompute R(c, p, d) of the valid slots on the block of prefill instances ``ps`` ×
-        decode instances ``ds`` (HexAgent Eq. 2), its log1p and the observation's clipped log."""
+        decode instances ``ds`` (HexAgent Eq. 2), its log1p and the observation's clipped log.
+        Δ = max(arrival at d, earliest capacity-feasible start on d) + decode seconds, where the
+        arrival is ``_base`` (+inf where illegal) — see :meth:`_decode_estimates`."""
         n = self._n
-        delta = self._base[ps, ds] + self._slack[ds]
+        if any(self._waits[ds]):
+            delta = np.maximum(self._base[ps, ds], self._free_at[ds]) + self._dec_t[ds]
+        else:  # every start is 0 on these instances, and max(arrival ≥ 0, 0) is the arrival
+            delta = self._base[ps, ds] + self._dec_t[ds]
         ratio = (self._elapsed + delta) / self._horizon
         self._ratio[:n, ps, ds] = ratio.transpose(2, 0, 1)
         log = np.log1p(ratio)
@@ -777,6 +1121,7 @@ class PDClusterEnv(ServegymEnv):
         ctx.projected_ratio = self._ratio
         ctx.feasible = self._feasible
         ctx.decode_time = self._decode
+        ctx.decode_free_at = self._free_kd
         ctx.prefill_ready = np.array(self._ready)
         ctx.decode_kv_used = np.array(self._kv_used)
         ctx.decode_batch = np.array(self._batch)
@@ -789,18 +1134,19 @@ class PDClusterEnv(ServegymEnv):
                 f"{self._cap})"
             )
 
-    def _refcounts(self) -> tuple[int, int, int]:
+    def _refcounts(self) -> tuple[int, int, int, int]:
         return (
             sys.getrefcount(self._ratio),
             sys.getrefcount(self._feasible),
             sys.getrefcount(self._decode),
+            sys.getrefcount(self._free_kd),
         )
 
     def _unshare(self) -> None:
-        """Copy-on-write for the context's R, mask and decode-time arrays, which a refresh
-        updates in place: if anything besides the env and the context references one of them (a
-        policy kept it, or a view of it, from an earlier step), the env continues on a copy, so
-        what was kept still holds that step's values, as if every step had fresh arrays.
+        """Copy-on-write for the context's R, mask, decode-time and decode-free-at arrays, which
+        a refresh updates in place: if anything besides the env and the context references one
+        of them (a policy kept it, or a view of it, from an earlier step), the env continues on a
+        copy, so what was kept still holds that step's values, as if every step had fresh arrays.
         ``_owned_refs`` are the reference counts with only the env's and the context's
         references, measured when the invocation's arrays were made."""
         refs = self._refcounts()
@@ -813,6 +1159,8 @@ class PDClusterEnv(ServegymEnv):
             self._mask = self._feasible.reshape(-1)
         if refs[2] > self._owned_refs[2]:
             self._decode = self._decode.copy()
+        if refs[3] > self._owned_refs[3]:
+            self._free_kd = self._free_kd.copy()
 
     def _pick(self, slot: int, p: int, d: int) -> None:
         ctx = self._ctx
@@ -822,8 +1170,17 @@ class PDClusterEnv(ServegymEnv):
         self._open -= 1
         self._open_legal -= 1  # the slot had a legal action: it was just taken
         prefill = ctx.stage == "prefill"
+        # The pick's KV-occupancy interval on d (Algorithm 1 line 20): from its projected start,
+        # max(arrival, earliest capacity-feasible start) — the start its R used — for its
+        # projected decode seconds. ``_base`` still holds the arrival at p's old readiness.
+        start = max(float(self._base[p, d, slot]), float(self._free_at[d, slot]))
+        end = start + float(self._dec_t[d, slot])
+        self._iv_picks[d].append([start, end, float(self._demand[slot])])
+        self._iv[d] = self._bp[d] = None
         if prefill:
             self._ready[p] += float(self._pre[slot, p])
+        else:
+            self._floor[d] = start
         self._kv_used[d] += float(self._lin[slot] + self._lout[slot])
         self._batch[d] += 1
         self._ctx_tokens[d] += float(self._lin[slot])
@@ -873,7 +1230,23 @@ class PDClusterEnv(ServegymEnv):
                     Assignment(a.call, off + i, a.prefill_instance, a.decode_instance)
                     for i, a in enumerate(fb)
                 ]
-        sim.apply(plan)
+        delay = self._planning_delay()
+        if delay > 0:
+            sim.apply(plan, delay=delay)
+        else:
+            sim.apply(plan)  # blocking: the plan applies at the invocation's instant
+
+    def _planning_delay(self) -> float:
+        """Seconds of simulated time the plan of the invocation being finished takes to land
+        (``planning_delay``); records the episode's planning statistics."""
+        mode = self.planning_delay
+        if mode is None:
+            return 0.0
+        if mode == "measured":
+            wall = time.perf_counter() - self._raised_at
+            self._planning_wall.append(wall)
+            return wall * self.planning_delay_scale
+        return float(mode)
 
     # -- rewards and results -----------------------------------------------------------------
     def _collect_rewards(self) -> float:
@@ -886,6 +1259,19 @@ class PDClusterEnv(ServegymEnv):
             h = sim.standalone_horizon(run)
             r += self._reward.on_complete(slowdown_ratio(run.finish_time - run.arrival, h))
         return r
+
+    def _unfinished_ratios(self) -> np.ndarray:
+        """Elapsed / H_w of the workflows that arrived and have not finished (truncation)."""
+        sim = self.sim
+        assert sim is not None
+        now = sim.now
+        return np.array(
+            [
+                slowdown_ratio(now - run.arrival, sim.standalone_horizon(run))
+                for run in sim.runs
+                if run.finish_time < 0 and run.arrival <= now
+            ]
+        )
 
     def _ratios(self) -> np.ndarray:
         """C_w / H_w of every workflow; an unfinished one is charged its elapsed time (inf if it
@@ -921,8 +1307,25 @@ class PDClusterEnv(ServegymEnv):
                 simulated_seconds=res.end_time,
                 workload_seed=self._workload_seed,
                 steps=self._steps,
+                planning=self._planning_info(res.extra["planning"]),
             )
         return info
+
+    def _planning_info(self, sim_stats: dict[str, Any]) -> dict[str, Any]:
+        """The episode's planning statistics: the option, the simulator's counters
+        (:class:`envs.sim.simulation.PlanningStats`: delayed plans, mean/max delay in simulated
+        seconds, calls that ran under the fallback plan because a plan was late, ...), and under
+        ``"measured"`` the measured wall seconds per plan (mean, max) before scaling."""
+        out: dict[str, Any] = {
+            "planning_delay": self.planning_delay,
+            "planning_delay_scale": self.planning_delay_scale,
+            **sim_stats,
+        }
+        if self.planning_delay == "measured":
+            wall = self._planning_wall
+            out["measured_wall_mean"] = sum(wall) / len(wall) if wall else 0.0
+            out["measured_wall_max"] = max(wall, default=0.0)
+        return out
 
     # -- observation -------------------------------------------------------------------------
     def _observation(self) -> dict[str, np.ndarray]:
@@ -1040,3 +1443,46 @@ class PDClusterEnv(ServegymEnv):
         if self.render_mode == "ansi":
             return render_ansi(self)
         return render_rgb(self)
+
+
+def _prefix_cache_blocks(prefix_cache: Any) -> int | str:
+    """The simulation's ``prefix_cache_blocks`` for :class:`PDClusterEnv`'s ``prefix_cache``:
+    False -> 0 (off), True or ``"kv"`` -> ``"kv"``, an integer >= 0 -> that many blocks."""
+    if prefix_cache is True or prefix_cache == "kv":
+        return "kv"
+    if prefix_cache is False or prefix_cache is None:
+        return 0
+    if isinstance(prefix_cache, (int, np.integer)) and prefix_cache >= 0:
+        return int(prefix_cache)
+    raise ValueError(
+        f"prefix_cache must be False, True, 'kv' or a number of blocks >= 0, got {prefix_cache!r}"
+    )
+
+
+def _check_planning_delay(delay: Any, scale: Any) -> tuple[float | str | None, float]:
+    """Validated ``(planning_delay, planning_delay_scale)`` of :class:`PDClusterEnv`; a delay
+    of 0 is None (the blocking default)."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise ValueError(f"planning_delay_scale must be a number > 0, got {scale!r}")
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"planning_delay_scale must be a finite number > 0, got {scale!r}")
+    if delay is None or isinstance(delay, str):
+        if delay not in (None, "measured"):
+            raise ValueError(
+                f"planning_delay must be None, a number of seconds >= 0 or 'measured', got "
+                f"{delay!r}"
+            )
+    elif isinstance(delay, bool) or not isinstance(delay, (int, float)):
+        raise ValueError(
+            f"planning_delay must be None, a number of seconds >= 0 or 'measured', got {delay!r}"
+        )
+    elif not (math.isfinite(delay) and delay >= 0):
+        raise ValueError(f"planning_delay must be a finite number of seconds >= 0, got {delay!r}")
+    else:
+        delay = float(delay) if delay > 0 else None
+    if scale != 1.0 and delay != "measured":
+        raise ValueError(
+            f"planning_delay_scale={scale!r} scales measured planning time; it needs "
+            f"planning_delay='measured' (got planning_delay={delay!r})"
+        )
+    return delay, float(scale)

@@ -4,7 +4,11 @@ Each env reduces a finished unit of work (a workflow in PDCluster, a request in 
 **ratio** = achieved / target: C_w / H_w for a workflow (HexAgent §7.3), end-to-end latency /
 E2E-SLO for a request (GoodServe §4). A reward turns ratios into per-step rewards
 (:meth:`Reward.on_complete`, dense) and/or one terminal reward (:meth:`Reward.terminal`, given
-every unit's ratio; unfinished ones are charged by the env). Whatever the training reward, the
+every unit's ratio; unfinished ones are charged by the env). When an episode is truncated, the
+units that arrived but have not finished are charged once (:meth:`Reward.on_truncate`) with their
+ratio so far (elapsed / target): as if they completed at the truncation instant, a lower bound of
+what they will cost, so a policy cannot earn a better return by leaving work unfinished. Whatever
+the training reward, the
 env's episode-end ``info["metrics"]`` carries the headline metrics from
 :mod:`envs.sim.metrics`, so every policy is judged on identical numbers.
 
@@ -43,6 +47,11 @@ class Reward:
         """Reward at the episode end, given every unit's ratio (inf for unfinished ones)."""
         return 0.0
 
+    def on_truncate(self, ratios: np.ndarray) -> float:
+        """Reward at truncation for the units that arrived and have not finished, given their
+        ratios so far (elapsed / target): each is charged as if it completed now."""
+        return float(sum(self.on_complete(float(r)) for r in ratios))
+
 
 class SlowdownReward(Reward):
     """−ratio^p / N at each completion: a smooth surrogate of the tail (p → ∞ approaches the
@@ -80,6 +89,10 @@ class GoodputReward(Reward):
 
     def on_complete(self, ratio: float) -> float:
         return 1.0 if ratio <= 1.0 else 0.0
+
+    def on_truncate(self, ratios: np.ndarray) -> float:
+        """Unfinished units earn nothing: goodput counts only completions within the target."""
+        return 0.0
 
 
 REWARDS: dict[str, type[Reward]] = {

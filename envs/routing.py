@@ -379,6 +379,8 @@ class RoutingEnv(ServegymEnv):
         truncated = self._truncated(terminated, self._steps)
         if terminated or truncated:
             reward += self._terminal_reward()
+        if truncated and not terminated:
+            reward += self._reward.on_truncate(self._unfinished_ratios())
         obs = self._observation() if not terminated else self._terminal_observation()
         return obs, float(reward), terminated, truncated, self._info(final=terminated or truncated)
 
@@ -534,6 +536,19 @@ class RoutingEnv(ServegymEnv):
             self._completed_seen += 1
             r += self._reward.on_complete(self._latency(run) / self._slo[run.index])
         return r
+
+    def _unfinished_ratios(self) -> np.ndarray:
+        """Elapsed / SLO of the requests that arrived and have not finished (truncation)."""
+        sim = self.sim
+        assert sim is not None
+        now = sim.now
+        return np.array(
+            [
+                (now - run.arrival) / self._slo[run.index]
+                for run in sim.runs
+                if run.finish_time < 0 and run.arrival <= now
+            ]
+        )
 
     def _terminal_reward(self) -> float:
         sim = self.sim

@@ -5,6 +5,14 @@ R(c, p, d) = ((t − a_w) + Δ(c, p, d)) / H_w(t) (Eq. 2) for every legal pair, 
 simulated state that already includes this invocation's earlier picks (Algorithm 1 lines 10,
 13–20). The call's risk is its best-case ratio min_{p,d} R(c, p, d) (line 14: "project best
 feasible placement"); the most urgent call is the argmax (line 18).
+
+Δ's decode part follows §5.4: the call starts decoding on d at the earliest capacity-feasible
+start at or after its arrival there (``ctx.decode_free_at``, read from d's simulated
+KV-occupancy intervals, ``PDClusterEnv.decode_intervals(d)``), so
+Δ = max(arrival, decode_free_at) + decode seconds. The wait is the decode-queue wait for KV
+room (and, at the decode stage, for the calls picked ahead on d: the engine admits in strict
+priority order). Each pick adds its interval to the state (line 20), so later calls see it.
+Placement by argmin R is therefore the paper's "instance with the earliest projected finish".
 """
 
 from __future__ import annotations
@@ -98,7 +106,8 @@ def hexagent(threshold: int = DEFAULT_THRESHOLD) -> Policy:
     """HexAgent (§5.3–§5.4, Algorithm 1): :class:`HexAgentOrdering` (pick the call with the
     largest best-case projected ratio; greedy with recomputation up to ``threshold`` waiting
     calls, one-pass ranking above) + heterogeneity-aware placement (the pair with the earliest
-    projected finish, argmin_{p,d} R(c, p, d)).
+    projected finish, argmin_{p,d} R(c, p, d), whose Δ counts the wait for the earliest
+    capacity-feasible decode start, §5.4).
 
     :param threshold: greedy/one-pass switch in waiting calls (not given by the paper).
     """

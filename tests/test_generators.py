@@ -260,7 +260,7 @@ def test_same_seed_gives_byte_identical_file_and_other_seeds_differ(name, tmp_pa
 
 
 def test_unknown_generator_error_lists_known_names():
-    with pytest.raises(KeyError, match="known: beam_search, bfcl"):
+    with pytest.raises(KeyError, match="known: agent_chain, beam_search, bfcl"):
         generate("nope", seed=0)
 
 

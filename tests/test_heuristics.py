@@ -377,7 +377,14 @@ def slot_of(ctx: DecisionContext, call_id: str) -> int:
 def drive_to_b_arrival() -> tuple[PDClusterEnv, dict[str, Any]]:
     """Place Z (zh -> H200 prefill, za -> A100 prefill) and A by hand; return the env paused at
     B's arrival, where a (waiting behind za) and b are both to be planned."""
-    env = PDClusterEnv(cluster=cluster_from_dict(TINY_CLUSTER, model=MODEL), trace=TRACE, slots=4)
+    # The hand computation charges a running tool its true latency: tool_estimate="oracle" (the
+    # default, a running mean of finished tools, is checked in test_predictor_visibility.py).
+    env = PDClusterEnv(
+        cluster=cluster_from_dict(TINY_CLUSTER, model=MODEL),
+        trace=TRACE,
+        slots=4,
+        tool_estimate="oracle",
+    )
     _, info = env.reset(seed=0)
     ctx = info["decision_context"]
     _, *_, info = env.step(ctx.action(slot_of(ctx, "Z/zh"), 1, 1))

@@ -197,6 +197,27 @@ def test_truncation_reports_unfinished_workflows():
     assert info["metrics"]["completed_fraction"] < 1.0
 
 
+@pytest.mark.parametrize(
+    ("reward", "charge"),
+    [("slowdown", lambda r: -(r**4)), ("lateness", lambda r: -max(0.0, r - 2.0))],
+)
+def test_truncation_charges_unfinished_workflows_their_elapsed_time(reward, charge):
+    """The documented return: finished workflows are charged C_w / H_w, those that arrived but
+    did not finish by the truncation their elapsed time / H_w (not nothing)."""
+    env = PDClusterEnv(max_steps=12, reward=reward, **SMALL)
+    trace, info = random_masked_rollout(env, seed=0)
+    sim = env.sim
+    ratios = [
+        ((run.finish_time if run.finish_time >= 0 else sim.now) - run.arrival)
+        / sim.standalone_horizon(run)
+        for run in sim.runs
+        if run.arrival <= sim.now
+    ]
+    assert any(run.finish_time < 0 and run.arrival <= sim.now for run in sim.runs)
+    expected = sum(charge(r) for r in ratios) / len(sim.runs)
+    assert sum(r for _, r, _ in trace) == pytest.approx(expected, rel=1e-9)
+
+
 def test_works_in_gymnasium_vector_env():
     vec = gym.vector.SyncVectorEnv([lambda: PDClusterEnv(**SMALL) for _ in range(2)])
     obs, info = vec.reset(seed=[0, 1])

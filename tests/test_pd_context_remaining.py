@@ -85,7 +85,8 @@ def longest_unfinished_path(env: PDClusterEnv, run: WorkflowRun) -> float:
 
 
 def test_remaining_critical_matches_hand_computed_values_and_shrinks_as_calls_finish():
-    env = PDClusterEnv(cluster=CLUSTER, trace=[fan_out_workflow()])
+    # tools cost their true latency, as in the hand computation (tool_estimate="oracle")
+    env = PDClusterEnv(cluster=CLUSTER, trace=[fan_out_workflow()], tool_estimate="oracle")
     seen: dict[str, float] = {}
     for ctx in contexts(env):
         for call_id in ("w/r", "w/a", "w/b", "w/c", "w/d"):

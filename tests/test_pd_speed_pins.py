@@ -1,9 +1,12 @@
 """Pins that keep PDCluster-v0 and HexAgent bit-for-bit identical while they are made faster.
 
 Each test runs a seeded episode and compares a sha256 digest of everything a policy or a learner
-sees (plans, observations, masks, rewards, decision contexts) with a literal taken on the code
-before the speed work of issue 14. A digest that changes means behaviour changed: a float summed
-in another order can flip an argmax/argmin tie and so a plan.
+sees (plans, observations, masks, rewards, decision contexts) with a literal first taken on the
+code before the speed work of issue 14, and re-pinned once since, for issue 10's intended
+changes: HexAgent §5.4's decode KV-capacity timeline in Δ (and the ``decode_free_at`` context
+field), tool latencies estimated until the tool returns (``tool_estimate="history"``), and the
+latency model's element-wise kernels (§5). A digest that changes means behaviour changed: a float
+summed in another order can flip an argmax/argmin tie and so a plan.
 """
 
 from __future__ import annotations
@@ -127,7 +130,7 @@ def test_hexagent_plans_match_pinned_digest():
     intended."""
     digest, one_pass = hexagent_plan_digest(slots=256, **BUSY)
     assert one_pass > 0, "the episode no longer exercises HexAgent's one-pass ordering"
-    assert digest == "591f97fd29f8df70eaf11b0e7110fefcecacef0a1b36226c91ac85614137e020"
+    assert digest == "b36c5010af5b4a23cf60c010b5f1e0f9395cdcc9eb464f35e6c79f234514b94c"
 
 
 def test_hexagent_plans_beyond_k_slots_match_pinned_digest(monkeypatch):
@@ -136,7 +139,7 @@ def test_hexagent_plans_beyond_k_slots_match_pinned_digest(monkeypatch):
     requires showing the change is intended)."""
     refresh_limit(monkeypatch, INCREMENTAL)
     digest, _ = hexagent_plan_digest(slots=16, **BUSY)
-    assert digest == "74ebdf2f62f254133252d3915790b6349f6d401cad0642012c07617e17dd2847"
+    assert digest == "f3e870cfe9be364f1dd0723f6947407e82d02e9d7182f93002a51ea04951f6d7"
 
 
 def test_random_policy_observations_masks_rewards_and_contexts_match_pinned_digest():
@@ -144,7 +147,7 @@ def test_random_policy_observations_masks_rewards_and_contexts_match_pinned_dige
     equal those of commit ea20b1c (digest taken there); changing the literal requires showing
     the behaviour change is intended."""
     digest = random_episode_digest(seed=3, workload="mixed", workload_count=12)
-    assert digest == "ff960cc352c74b584818229cf0e3738452ff7e0c069289e81142b5eaa44bd795"
+    assert digest == "6a44b1304f2ce6a9f801c06697a2678f6dc6c3b61b97e73a25ce798802fe77ba"
 
 
 def test_random_policy_on_decode_heavy_queues_matches_pinned_digest(monkeypatch):
@@ -153,7 +156,7 @@ def test_random_policy_on_decode_heavy_queues_matches_pinned_digest(monkeypatch)
     taken on commit ea20b1c; changing it requires showing the behaviour change is intended)."""
     refresh_limit(monkeypatch, INCREMENTAL)
     digest = random_episode_digest(seed=1, workload="bfcl", workload_count=40, slots=8)
-    assert digest == "d1cae91397d64b05d3511f28b4478dd6fbacbc38da52c392f4738e76d14d9cbe"
+    assert digest == "fc349d526d11e3b8f0182b77cc535f91d2f772031e5557b73215e8da1a852949"
 
 
 @pytest.mark.parametrize("limit", [WHOLE, INCREMENTAL])
@@ -163,7 +166,7 @@ def test_hexagent_plans_under_kv_pressure_match_pinned_digest(monkeypatch, limit
     taken there); changing the literal requires showing the behaviour change is intended."""
     refresh_limit(monkeypatch, limit)
     digest, _ = hexagent_plan_digest(cluster="hetero-1", trace=KV_TIGHT)
-    assert digest == "a52f9bb11c436717d16616d3e5be19eb5b17554409300d8644d8dd1fea6bf50d"
+    assert digest == "be0a5029d4a91619f6427b273776ad6656a8fd474e9e51ca25cd139268ec7d34"
 
 
 def test_random_policy_under_kv_pressure_matches_pinned_digest(monkeypatch):
@@ -172,4 +175,4 @@ def test_random_policy_under_kv_pressure_matches_pinned_digest(monkeypatch):
     there); changing the literal requires showing the behaviour change is intended."""
     refresh_limit(monkeypatch, INCREMENTAL)
     digest = random_episode_digest(seed=2, cluster="hetero-1", trace=KV_TIGHT)
-    assert digest == "7f36832d8a285be545dce751b279cc595752afb10310db7f5e92dd3f53739e9d"
+    assert digest == "db66f6512e2f82607050ef4ac98a5767bd9c731b346249ec57948d8f8d9e5f06"

@@ -296,3 +296,22 @@ def test_black_box_decode_ema_weights_each_iteration():
     assert mon.d[0] == pytest.approx(0.010)
     mon.on_decode_progress(inst, 3, 3 * 0.020, 4)  # three iterations of 20 ms = three samples
     assert mon.d[0] == pytest.approx(0.020 + 0.5**3 * (0.010 - 0.020))
+
+
+@pytest.mark.parametrize("reward", ["slowdown", "goodput"])
+def test_truncation_charges_unfinished_requests_only_where_the_reward_says(reward):
+    """slowdown charges a request that arrived but did not finish its latency so far / SLO;
+    goodput gives it nothing (only completions within their SLO count)."""
+    env = RoutingEnv(max_steps=10, reward=reward, **SMALL)
+    _, _, total = rollout(env, seed=0)
+    sim, slo = env.sim, env._slo
+    finished = [run for run in sim.runs if run.finish_time >= 0]
+    open_ = [run for run in sim.runs if run.finish_time < 0 and run.arrival <= sim.now]
+    assert open_, "the truncation should leave arrived requests unfinished"
+    ratios = [(r.finish_time - r.arrival) / slo[r.index] for r in finished]
+    if reward == "slowdown":
+        ratios += [(sim.now - r.arrival) / slo[r.index] for r in open_]
+        expected = -sum(x**4 for x in ratios) / len(sim.runs)
+    else:
+        expected = sum(1.0 for x in ratios if x <= 1.0)
+    assert total == pytest.approx(expected, rel=1e-9)

@@ -21,6 +21,16 @@ Fit procedure (deterministic grid searches in numpy, loss = mean squared log(pre
    make fp8 decode of many-layer MoE models slower than bf16; fp8 kernels share the family's
    ``gemm_floor_seconds``, which is what ``--summary`` evaluates. Other families have no FP8
    measurements and fall back to their bf16 constants at the FP8 peak.
+1c. **Elementwise kernels** per family (``elementwise_memory``): the per-layer norm, rotary,
+   activation and residual-add ops of Vidur's layer profiles (``vidur/compute/<a100|h100|a40>/
+   */*/mlp.csv``, every model and TP degree, rows with >= 256 tokens), ``t = bytes /
+   (e·bw)`` with the bytes of :func:`envs.sim.latency.elementwise_bytes_per_token`; no floor is
+   kept (below 256 tokens launches dominate, and decode runs under CUDA graphs). Volta: its
+   ``gemm_memory`` times the measured families' geometric-mean ratio. Without this term the
+   model priced only GEMMs, attention and all-reduce, and whole prefills on Hopper came out
+   16–27 % fast (median per token band; A100 4–14 %): the ops are bandwidth-bound, and Hopper's
+   FLOP/s grew 3.2× over A100's but its bandwidth only 1.6×, so they are a larger share of a
+   Hopper prefill. See ``--prefill-report``.
 2. **Attention** per family (A100, Hopper; aiconfigurator): decode attention
    (``generation_attention_perf.csv``) fixes the KV-read efficiency and kernel floor, then prefill
    attention (``context_attention_perf.csv``, isl >= 16) the attention compute efficiency.
@@ -40,7 +50,17 @@ prediction does not model (the simulator's instances never over-admit either).
 
 Usage::
 
-    python -m envs.sim.calibrate [--data-dir D] [--fit] [--summary]
+    python -m envs.sim.calibrate [--data-dir D] [--fit] [--summary] [--prefill-report]
+
+Prefill check (``--prefill-report``): :meth:`LatencyModel.prefill_time` against every
+measurement in the folder that isolates a whole prefill — the Argonne batch-TTFT rows (vLLM,
+end to end), and whole prefills composed from kernel measurements: Vidur's per-layer
+non-attention ops + aiconfigurator prefill attention + aiconfigurator all-reduce (A100, H100),
+and LLMServingSim's H100 per-layer profile + aiconfigurator all-reduce — grouped by GPU
+generation and prefill-token band, with the median and worst signed error (negative: the model
+is faster than measured). Not covered: DistServe's coefficients (OPT models, not in the
+catalog), Argonne's GH200 rows (not in the catalog), aiconfigurator's deployment rows (TTFT under
+concurrency >= 2 includes queueing) and InferSim (decode attention and FP8 GEMM only).
 """
 
 from __future__ import annotations
@@ -63,6 +83,7 @@ from envs.sim.latency import (
     Calibration,
     InsufficientMemoryError,
     LatencyModel,
+    elementwise_bytes_per_token,
     load_calibration,
 )
 
@@ -329,6 +350,74 @@ def fit_gemm(table: GemmTable) -> tuple[float, float, float]:
         if loss[i, j] < best[0]:
             best = (float(loss[i, j]), float(EFF_GRID[i]), float(EFF_GRID[j]), float(t0))
     return best[1], best[2], best[3]
+
+
+# ---------------------------------------------------------------------------------------------
+# 1c. elementwise ops
+#: Vidur's per-layer elementwise ops (everything in mlp.csv but the four projections and the
+#: once-per-model embedding).
+VIDUR_ELEMENTWISE_OPS = (
+    "input_layernorm",
+    "attn_rope",
+    "post_attention_layernorm",
+    "mlp_act",
+    "add",
+)
+#: Vidur compute-profile GPU folder -> (GPU family, catalog GPU of the measured part).
+VIDUR_ELEMENTWISE_GPUS = {
+    "a100": ("ampere-hbm", "a100-80g"),
+    "h100": ("hopper", "h100-sxm"),
+    "a40": ("ampere-gddr", "a40"),
+}
+ELEMENTWISE_MIN_TOKENS = 256
+
+
+def elementwise_tables(data_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Vidur's per-layer elementwise kernels as (bandwidth-seconds at peak, measured seconds)
+    per GPU family: every ``vidur/compute/<gpu>/<org>/<model>/mlp.csv`` row with at least
+    :data:`ELEMENTWISE_MIN_TOKENS` tokens (where bytes, not launches, set the time), the
+    measured time being the sum of the :data:`VIDUR_ELEMENTWISE_OPS` medians and the bytes
+    :func:`envs.sim.latency.elementwise_bytes_per_token` of the row's shape.
+
+    :param data_dir: the measured-latency folder.
+    """
+    out = {}
+    for sku, (family, gpu) in VIDUR_ELEMENTWISE_GPUS.items():
+        bandwidth = get_gpu(gpu).hbm_bandwidth
+        ideal, measured = [], []
+        for path in sorted((data_dir / "vidur" / "compute" / sku).glob("*/*/mlp.csv")):
+            for r in _read_csv(path):
+                tokens, tp = int(r["num_tokens"]), int(r["num_tensor_parallel_workers"])
+                if tokens < ELEMENTWISE_MIN_TOKENS:
+                    continue
+                hidden, heads = float(r["n_embd"]), float(r["n_head"])
+                per_token = elementwise_bytes_per_token(
+                    hidden,
+                    heads / tp,
+                    max(1.0, float(r["n_kv_head"]) / tp),
+                    hidden / heads,
+                    float(r["n_expanded_embd"]) / tp,
+                    r["use_gated_mlp"] == "True",
+                    True,
+                    2,
+                )
+                ideal.append(tokens * per_token / bandwidth)
+                measured.append(
+                    sum(float(r[f"time_stats.{op}.median"]) for op in VIDUR_ELEMENTWISE_OPS) / 1e3
+                )
+        if ideal:
+            out[family] = (np.array(ideal), np.array(measured))
+    return out
+
+
+def fit_elementwise(ideal_s: np.ndarray, measured_s: np.ndarray) -> float:
+    """Grid-search the elementwise memory efficiency: ``measured ≈ ideal / eff``.
+
+    :param ideal_s: bytes / peak bandwidth of each measurement, seconds.
+    :param measured_s: measured seconds.
+    """
+    loss = _msle(ideal_s[None, :] / EFF_GRID[:, None], measured_s[None, :])
+    return float(EFF_GRID[int(np.argmin(loss))])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -635,6 +724,287 @@ def fit_overhead(data_dir: Path, base: Calibration) -> tuple[float, float]:
     return float(round(per_iter[i], 6)), float(round(per_gpu[j], 6))
 
 
+# ---------------------------------------------------------------------------------------------
+# 5. whole-prefill check
+#: Prefill-token bands of the prefill check: [lower, upper) tokens in the prefill iteration.
+PREFILL_BANDS = ((1, 512), (512, 2048), (2048, 8192), (8192, math.inf))
+#: GPU family -> generation named in the prefill check.
+GENERATIONS = {
+    "ampere-hbm": "Ampere",
+    "ampere-gddr": "Ampere",
+    "hopper": "Hopper",
+    "volta": "Volta",
+}
+# Vidur compute-profile folder -> catalog model (models the catalog has; Qwen-72B is Qwen v1).
+VIDUR_MODELS = {
+    "meta-llama/Llama-2-7b-hf": "llama2-7b",
+    "meta-llama/Llama-2-70b-hf": "llama2-70b",
+    "meta-llama/Meta-Llama-3-8B": "llama3-8b",
+    "meta-llama/Meta-Llama-3-70B": "llama3-70b",
+}
+VIDUR_GPUS = {"a100": ("a100-80g", "a100_sxm"), "h100": ("h100-sxm", "h100_sxm")}
+VIDUR_LAYER_OPS = (
+    "input_layernorm",
+    "attn_pre_proj",
+    "attn_rope",
+    "attn_post_proj",
+    "post_attention_layernorm",
+    "mlp_up_proj",
+    "mlp_act",
+    "mlp_down_proj",
+    "add",
+)
+LLMSERVINGSIM_MODELS = {"Llama-3.1-8B": "llama3.1-8b", "Llama-3.1-70B": "llama3.1-70b"}
+LLMSERVINGSIM_ONCE = ("embedding", "final_layernorm", "lm_head")
+
+
+@dataclass(frozen=True)
+class PrefillPoint(Point):
+    """A whole-prefill prediction/measurement pair.
+
+    :param gpu: catalog GPU.
+    :param tokens: new tokens in the prefill iteration (all sequences together).
+    :param source: which measurement it is (a file of the measured-latency folder).
+    """
+
+    gpu: str = ""
+    tokens: int = 0
+    source: str = ""
+
+    @property
+    def generation(self) -> str:
+        """GPU generation (Ampere, Hopper, ...) of :attr:`gpu`."""
+        family = get_gpu(self.gpu).family
+        return GENERATIONS.get(family, family)
+
+    @property
+    def band(self) -> str:
+        """Prefill-token band of :data:`PREFILL_BANDS` holding :attr:`tokens`."""
+        for lo, hi in PREFILL_BANDS:
+            if lo <= self.tokens < hi:
+                return f"{lo}-{hi - 1}" if math.isfinite(hi) else f">={lo}"
+        raise ValueError(f"tokens={self.tokens}; expected >= {PREFILL_BANDS[0][0]}")
+
+
+def _framework_overhead_s(cal: Calibration, tp: int, num_seqs: int) -> float:
+    """Per-iteration framework time of the model (not part of a kernel-level composition)."""
+    return (
+        cal.iteration_overhead_seconds
+        + (tp - 1) * cal.iteration_overhead_per_extra_gpu_seconds
+        + num_seqs * cal.iteration_overhead_per_seq_seconds
+    )
+
+
+def _context_attention_s(data_dir: Path, folder: str) -> dict[tuple[int, int, int], float]:
+    """Single-sequence prefill attention of one layer from aiconfigurator, seconds per
+    (query heads, KV heads, isl) on one GPU (median of repeated rows)."""
+    times: dict[tuple[int, int, int], list[float]] = {}
+    path = data_dir / "aiconfigurator" / folder / "context_attention_perf.csv"
+    for r in _read_csv(path):
+        if r["batch_size"] == "1":
+            key = (int(r["num_heads"]), int(r["num_key_value_heads"]), int(r["isl"]))
+            times.setdefault(key, []).append(float(r["latency"]) / 1e3)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def _allreduce_s(
+    table: CommTable, gpu_labels: np.ndarray, gpu: str, n: int, nbytes: float
+) -> float:
+    """Measured NVLink all-reduce seconds of ``nbytes`` over ``n`` GPUs of ``gpu``: log-log
+    interpolation between measured sizes (bandwidth-proportional beyond the largest)."""
+    sel = (gpu_labels == gpu) & (table.n == n)
+    if not sel.any():
+        raise ValueError(f"no all-reduce measurement of {n}x {gpu} in the aiconfigurator tables")
+    size, sec = table.size[sel], table.seconds[sel]
+    order = np.argsort(size)
+    size, sec = size[order], sec[order]
+    if nbytes >= size[-1]:
+        return float(sec[-1] * nbytes / size[-1])
+    return float(np.exp(np.interp(math.log(nbytes), np.log(size), np.log(sec))))
+
+
+def _nvlink_by_gpu(data_dir: Path) -> tuple[CommTable, np.ndarray]:
+    table = nvlink_table(data_dir)
+    return table, np.array([lab.split()[0] for lab in table.labels])
+
+
+def anl_prefill_points(data_dir: Path, cal: Calibration) -> list[PrefillPoint]:
+    """Argonne ``all_results_TTFT.csv`` vLLM rows (batch of prompts, one output token): the
+    measured TTFT of the batch against one prefill iteration of the whole batch.
+
+    :param data_dir: the measured-latency folder.
+    :param cal: constants to evaluate.
+    """
+    points = []
+    for run in anl_runs(data_dir):
+        if run.source != "all_results_TTFT.csv" or run.output_tokens != 1:
+            continue
+        pred = predict_run(run, cal)
+        if pred is not None:
+            tokens = run.batch_size * run.input_tokens
+            src = "anl all_results_TTFT (vLLM e2e)"
+            points.append(PrefillPoint(src, run.label, pred, run.seconds, run.gpu, tokens, src))
+    return points
+
+
+def vidur_prefill_points(data_dir: Path, cal: Calibration) -> list[PrefillPoint]:
+    """Whole prefills composed from kernel measurements, one sequence of n tokens:
+    ``num_layers`` × (Vidur's per-layer non-attention ops at n tokens, ``vidur/compute/<gpu>/
+    <model>/mlp.csv``, + aiconfigurator prefill attention at isl n with the shard's heads
+    + 2 measured NVLink all-reduces of n · hidden · 2 bytes when TP > 1) + the embedding op.
+    Compared with ``prefill_time(n)`` less the model's framework overhead (which no kernel
+    measures). The composition has no LM head (one token's logits: < 1% above 512 tokens).
+    Only n on aiconfigurator's isl grid are used (no interpolation of attention).
+
+    :param data_dir: the measured-latency folder.
+    :param cal: constants to evaluate.
+    """
+    comm, comm_gpu = _nvlink_by_gpu(data_dir)
+    points = []
+    for sku, (gpu, folder) in VIDUR_GPUS.items():
+        attention = _context_attention_s(data_dir, folder)
+        for hf_name, name in VIDUR_MODELS.items():
+            path = data_dir / "vidur" / "compute" / sku / hf_name / "mlp.csv"
+            if not path.exists():
+                continue
+            spec = get_model(name)
+            for r in _read_csv(path):
+                n, tp = int(r["num_tokens"]), int(r["num_tensor_parallel_workers"])
+                key = (spec.num_heads // tp, max(1, spec.num_kv_heads // tp), n)
+                if key not in attention:
+                    continue
+                try:
+                    m = LatencyModel(get_gpu(gpu), spec, tp, 1.0, cal)
+                except InsufficientMemoryError:
+                    continue
+                layer = sum(float(r[f"time_stats.{op}.median"]) for op in VIDUR_LAYER_OPS) / 1e3
+                layer += attention[key]
+                if tp > 1:
+                    layer += 2 * _allreduce_s(comm, comm_gpu, gpu, tp, n * spec.hidden_size * 2)
+                meas = spec.num_layers * layer + float(r["time_stats.emb.median"]) / 1e3
+                pred = m.prefill_time(n) - _framework_overhead_s(cal, tp, 1)
+                src = f"vidur {sku} layers + aic attention"
+                label = f"{name} {tp}x{gpu} n={n}"
+                points.append(PrefillPoint(src, label, pred, meas, gpu, n, src))
+    return points
+
+
+def llmservingsim_prefill_points(data_dir: Path, cal: Calibration) -> list[PrefillPoint]:
+    """Whole prefills composed from LLMServingSim's H100 per-layer profile
+    (``llmservingsim/H100/<model>_tp<k>_layers.csv``, one sequence of n tokens):
+    ``num_layers`` × the layer's ops at n + embedding and final norm at n + the LM head at one
+    token + 2 measured NVLink all-reduces per layer when TP > 1 (aiconfigurator). Compared with
+    ``prefill_time(n)`` less the model's framework overhead. Its small ops were timed with
+    PyTorch hooks and run long (SOURCES.md §5), so it bounds the time from above.
+
+    :param data_dir: the measured-latency folder.
+    :param cal: constants to evaluate.
+    """
+    comm, comm_gpu = _nvlink_by_gpu(data_dir)
+    gpu = "h100-sxm"
+    points = []
+    for path in sorted((data_dir / "llmservingsim" / "H100").glob("*_layers.csv")):
+        stem, _, tp_part = path.name.removesuffix("_layers.csv").rpartition("_tp")
+        if stem not in LLMSERVINGSIM_MODELS:
+            continue
+        name, tp = LLMSERVINGSIM_MODELS[stem], int(tp_part)
+        spec = get_model(name)
+        per_layer: dict[int, float] = {}
+        once: dict[tuple[str, int], float] = {}
+        for r in _read_csv(path):
+            n, sec = int(r["input"]), float(r["latency(ns)"]) / 1e9
+            if r["layer_name"] in LLMSERVINGSIM_ONCE:
+                once[(r["layer_name"], n)] = sec
+            else:
+                per_layer[n] = per_layer.get(n, 0.0) + sec
+        m = LatencyModel(get_gpu(gpu), spec, tp, 1.0, cal)
+        for n in sorted(per_layer):
+            if n < 16 or (n & (n - 1)):  # powers of two from 16: a readable spread of sizes
+                continue
+            meas = spec.num_layers * per_layer[n] + once[("embedding", n)]
+            meas += once[("final_layernorm", n)] + once[("lm_head", 1)]
+            if tp > 1:
+                meas += (
+                    2
+                    * spec.num_layers
+                    * _allreduce_s(comm, comm_gpu, gpu, tp, n * spec.hidden_size * 2)
+                )
+            pred = m.prefill_time(n) - _framework_overhead_s(cal, tp, 1)
+            src = "llmservingsim H100 layers"
+            points.append(PrefillPoint(src, f"{name} {tp}x{gpu} n={n}", pred, meas, gpu, n, src))
+    return points
+
+
+def prefill_points(data_dir: Path, cal: Calibration) -> list[PrefillPoint]:
+    """Every whole-prefill measurement of the measured-latency folder against
+    ``LatencyModel.prefill_time`` (the iteration as the engine runs it, TP included).
+
+    :param data_dir: the measured-latency folder.
+    :param cal: constants to evaluate.
+    """
+    return (
+        anl_prefill_points(data_dir, cal)
+        + vidur_prefill_points(data_dir, cal)
+        + llmservingsim_prefill_points(data_dir, cal)
+    )
+
+
+@dataclass(frozen=True)
+class PrefillSummary:
+    """Signed relative errors of one group of prefill points.
+
+    :param points: number of points.
+    :param median: median signed relative error (negative: predicted faster than measured).
+    :param worst: the signed error of largest magnitude.
+    """
+
+    points: int
+    median: float
+    worst: float
+
+
+def summarize_prefill(
+    points: Iterable[PrefillPoint], by_source: bool = False
+) -> dict[tuple[str, str], PrefillSummary]:
+    """Group prefill points by (generation, token band) — or (generation, source) — and
+    summarise their signed errors.
+
+    :param points: prefill points.
+    :param by_source: group by measurement source instead of token band.
+    :return: (generation, band or source) -> summary, in sorted key order.
+    """
+    groups: dict[tuple[str, str], list[float]] = {}
+    for p in points:
+        key = (p.generation, p.source if by_source else p.band)
+        groups.setdefault(key, []).append(p.relative_error)
+    out = {}
+    for key in sorted(groups, key=lambda k: (k[0], _band_order(k[1]))):
+        errs = np.array(groups[key])
+        worst = float(errs[np.argmax(np.abs(errs))])
+        out[key] = PrefillSummary(len(errs), float(np.median(errs)), worst)
+    return out
+
+
+def _band_order(name: str) -> tuple[float, str]:
+    for lo, hi in PREFILL_BANDS:
+        if name in (f"{lo}-{hi - 1}", f">={lo}"):
+            return (lo, name)
+    return (math.inf, name)
+
+
+def print_prefill_report(points: Sequence[PrefillPoint], out) -> None:
+    """Print the prefill check: per generation × token band, then per generation × source.
+
+    :param points: prefill points.
+    :param out: text stream.
+    """
+    for by_source, what in ((False, "prefill tokens"), (True, "source")):
+        print(f"\n## whole-prefill signed error by generation and {what}", file=out)
+        print(f"{'generation':<11} {what:<36} {'points':>6} {'median':>8} {'worst':>8}", file=out)
+        for (gen, key), s in summarize_prefill(points, by_source).items():
+            print(f"{gen:<11} {key:<36} {s.points:6d} {s.median:+8.1%} {s.worst:+8.1%}", file=out)
+
+
 def _with(cal: Calibration, **changes: object) -> Calibration:
     data = _to_dict(cal)
     data.update(changes)
@@ -657,7 +1027,7 @@ def _to_dict(cal: Calibration) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 def fit(data_dir: Path) -> Calibration:
-    """Run the whole fit (steps 1–4 of the module docstring).
+    """Run the whole fit (steps 1–4 of the module docstring, with 1b and 1c).
 
     :param data_dir: the measured-latency folder.
     """
@@ -700,8 +1070,25 @@ def fit(data_dir: Path) -> Calibration:
             attention_floor_seconds=t0,
             attention_half_tokens=half,
         )
+    # Elementwise kernels (step 1c); a family without Vidur profiles (Volta) takes its weight-read
+    # efficiency times the measured families' geometric-mean elementwise/weight-read ratio.
+    elem_fit = {
+        fam: fit_elementwise(ideal, meas)
+        for fam, (ideal, meas) in elementwise_tables(data_dir).items()
+    }
+    ratio_e = np.exp(np.mean([np.log(e / families[f]["gemm_memory"]) for f, e in elem_fit.items()]))
+    for fam, vals in families.items():
+        vals["elementwise_memory"] = elem_fit.get(
+            fam, min(1.0, round(float(ratio_e * vals["gemm_memory"]), 2))
+        )
     # GPUs with no measurements (Ada L40S) get the geometric mean of the fitted families.
-    keys = ("gemm_compute", "gemm_memory", "attention_compute", "attention_memory")
+    keys = (
+        "gemm_compute",
+        "gemm_memory",
+        "attention_compute",
+        "attention_memory",
+        "elementwise_memory",
+    )
     default = {
         k: round(float(np.exp(np.mean([np.log(v[k]) for v in families.values()]))), 2) for k in keys
     }
@@ -751,6 +1138,12 @@ YAML_HEADER = """\
 #   generation_attention_perf.csv (memory efficiency + floor) then context_attention_perf.csv
 #   (isl >= 16; compute efficiency). volta and ampere-gddr have no attention tables: their
 #   GEMM efficiencies times the geometric-mean attention/GEMM ratio of ampere-hbm and hopper.
+# families.<f>.elementwise_memory: fit of t = bytes/(elementwise_memory*bw) (bytes per token of
+#   the fused add+RMSNorm, rotary and activation kernels, envs/sim/latency.py
+#   elementwise_bytes_per_token) on the summed input_layernorm, attn_rope,
+#   post_attention_layernorm, mlp_act and add medians of vidur/compute/<gpu>/*/*/mlp.csv rows
+#   with >= 256 tokens (every model and TP degree): ampere-hbm a100, hopper h100, ampere-gddr
+#   a40; volta its gemm_memory times their geometric-mean ratio; default the geometric mean.
 # links.nvlink: ring all-reduce fit on the faster of aiconfigurator/<gpu>/nccl_perf.csv
 #   (all_reduce, half) and custom_allreduce_perf.csv (CUDA-graph rows) per (GPU, n, bytes),
 #   A100/H100/H200, link bandwidth = datasheet NVLink (bidirectional aggregate).
@@ -877,6 +1270,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--summary", action="store_true", help="print only per-group summaries, not every point"
     )
+    parser.add_argument(
+        "--prefill-report",
+        action="store_true",
+        help="also print the whole-prefill check by GPU generation and prefill-token band",
+    )
     args = parser.parse_args(argv)
     data_dir = find_data_dir(args.data_dir)
     if not (data_dir / "SOURCES.md").exists():
@@ -896,6 +1294,8 @@ def main(argv: list[str] | None = None) -> int:
     points = kernel_points(data_dir, cal) + e2e_points(fit_runs, cal, "fit e2e (overhead)")
     held = heldout_points(data_dir, cal)
     _print_points(points + held, args.summary, sys.stdout)
+    if args.prefill_report:
+        print_prefill_report(prefill_points(data_dir, cal), sys.stdout)
     n_all = sum(1 for r in anl_runs(data_dir) if r.model in HELDOUT_E2E_MODELS)
     med = median_abs_error(held)
     print(

@@ -55,17 +55,93 @@ def _decode_key(call: Call) -> tuple[float, int]:
     return (call.decode_priority, call.enqueue_seq)
 
 
-class PrefillInstance:
+class PrefixCache:
+    """An LRU prefix cache over block hashes, shared by the engines that prefill (monolithic and
+    P-D prefill instances; vLLM's automatic prefix caching, SGLang's RadixAttention at block
+    granularity, Preble-style prefix reuse).
+
+    A call's prompt is a sequence of fixed-size token blocks identified by
+    ``call.node.prefix_hashes`` (block k's hash covers every token up to the block's end, so
+    equal hashes mean equal prefixes). A hit is the run of leading blocks present in the cache;
+    prefilling a call inserts (or refreshes) all its blocks and evicts the least recently used
+    ones beyond ``prefix_cache_blocks``. The simulation's ``prefix_index`` (hash -> instances
+    caching it) is kept up to date so schedulers find hits without scanning every cache.
+    """
+
+    sim: Simulation
+    index: int
+
+    def _init_prefix_cache(self, prefix_cache_blocks: int, block_tokens: int) -> None:
+        """:param prefix_cache_blocks: LRU capacity in blocks (0 disables the cache).
+        :param block_tokens: tokens per prefix block."""
+        if isinstance(prefix_cache_blocks, bool) or prefix_cache_blocks < 0:
+            raise ValueError(
+                f"prefix_cache_blocks must be an integer >= 0 blocks, got {prefix_cache_blocks!r}"
+            )
+        self.block_tokens = block_tokens
+        self.prefix_cache_blocks = prefix_cache_blocks
+        self.prefix_cache: OrderedDict[int, None] = OrderedDict()
+
+    def prefix_hit_tokens(self, call: Call) -> int:
+        """Tokens of ``call``'s prompt already cached here (leading blocks only)."""
+        hashes = call.node.prefix_hashes
+        if not hashes or not self.prefix_cache_blocks:
+            return 0
+        hit = 0
+        for h in hashes:
+            if h not in self.prefix_cache:
+                break
+            hit += 1
+        # At least one token is always recomputed to produce logits.
+        return min(hit * self.block_tokens, call.input_tokens - 1)
+
+    def _touch_prefix(self, call: Call) -> None:
+        """Insert or refresh ``call``'s prompt blocks (most recently used) and evict the least
+        recently used blocks beyond the capacity."""
+        hashes = call.node.prefix_hashes
+        if not hashes or not self.prefix_cache_blocks:
+            return
+        cache = self.prefix_cache
+        index = self.sim.prefix_index
+        for h in hashes:
+            if h in cache:
+                cache.move_to_end(h)
+            else:
+                cache[h] = None
+                index.setdefault(h, set()).add(self.index)
+        while len(cache) > self.prefix_cache_blocks:
+            h, _ = cache.popitem(last=False)
+            holders = index[h]
+            holders.discard(self.index)
+            if not holders:
+                del index[h]
+
+
+class PrefillInstance(PrefixCache):
     """A prefill server: one call at a time from a local priority queue (HexAgent §4.2).
+
+    With a prefix cache (SGLang, HexAgent's substrate, keeps one: RadixAttention) a call whose
+    leading prompt blocks are cached here computes only the rest: its prefill is priced as
+    ``prefill_time(uncached, 1, context_tokens=cached)`` and ``call.cached_tokens`` records the
+    hit. The whole prompt's KV (cached and computed) is then shipped to the decode instance.
 
     :param sim: the simulation that owns the instance.
     :param spec: the instance's specification.
     :param latency: its :class:`envs.sim.latency.LatencyModel`.
+    :param prefix_cache_blocks: LRU capacity in blocks (0, the default, disables the cache).
+    :param block_tokens: tokens per prefix block.
     """
 
     role = "prefill"
 
-    def __init__(self, sim: Simulation, spec: InstanceSpec, latency: Any):
+    def __init__(
+        self,
+        sim: Simulation,
+        spec: InstanceSpec,
+        latency: Any,
+        prefix_cache_blocks: int = 0,
+        block_tokens: int = 512,
+    ):
         self.sim = sim
         self.spec = spec
         self.index = spec.index
@@ -78,10 +154,20 @@ class PrefillInstance:
         self._heap: list[tuple[float, int, int, Call]] = []
         self._pushes = 0
         self.queued_seconds = 0.0  # prefill seconds of the queued calls, kept incrementally
+        # Each queued call's share of ``queued_seconds`` (priced with its hits at enqueue), so
+        # that leaving the queue subtracts exactly what entering added.
+        self._queued_price: dict[int, float] = {}
         self.current: Call | None = None
         self.busy_until = 0.0
         self.busy_time = 0.0
         self._kick_pending = False
+        self._init_prefix_cache(prefix_cache_blocks, block_tokens)
+
+    def prefill_seconds(self, call: Call, cached: int | None = None) -> float:
+        """Seconds to prefill ``call`` here with ``cached`` prompt tokens already in the cache
+        (None: its hits now): the uncached tokens, attending to the cached ones as context."""
+        hit = self.prefix_hit_tokens(call) if cached is None else cached
+        return self.latency.prefill_time(call.input_tokens - hit, 1, hit)
 
     def enqueue(self, call: Call) -> None:
         """Add ``call`` to the local queue (its ``prefill_priority`` is already set)."""
@@ -90,7 +176,8 @@ class PrefillInstance:
         call.prefill_instance = self.index
         self.queue.append(call)
         self._push(call)
-        self.queued_seconds += self.latency.prefill_time(call.input_tokens)
+        price = self._queued_price[call.uid] = self.prefill_seconds(call)
+        self.queued_seconds += price
         self.on_queue_changed()
 
     def reprioritised(self, call: Call) -> None:
@@ -126,8 +213,9 @@ class PrefillInstance:
         self._unqueue(call)
 
     def _unqueue(self, call: Call) -> None:
+        price = self._queued_price.pop(call.uid)
         if self.queue:
-            self.queued_seconds -= self.latency.prefill_time(call.input_tokens)
+            self.queued_seconds -= price
         else:
             self.queued_seconds = 0.0  # no float drift across an emptied queue
 
@@ -138,7 +226,8 @@ class PrefillInstance:
             self.sim.schedule(0.0, self._start_next)
 
     def queued_work_seconds(self) -> float:
-        """Remaining seconds of the call in service plus all queued prefill work (truthful)."""
+        """Remaining seconds of the call in service plus all queued prefill work (truthful; with
+        a prefix cache each queued call is priced with its hits when it was enqueued)."""
         now = self.sim.now
         work = max(0.0, self.busy_until - now) if self.current is not None else 0.0
         return work + max(0.0, self.queued_seconds)
@@ -151,7 +240,9 @@ class PrefillInstance:
         self.queue.remove(call)
         self._unqueue(call)
         now = self.sim.now
-        dt = self.latency.prefill_time(call.input_tokens)
+        hit = call.cached_tokens = self.prefix_hit_tokens(call)
+        self._touch_prefix(call)
+        dt = self.prefill_seconds(call, hit)
         call.stage = PREFILL
         call.prefill_start = now
         self.sim.on_started(call)
@@ -513,7 +604,7 @@ class DecodeInstance(_BatchEngine):
     role = "decode"
 
 
-class MonolithicInstance(_BatchEngine):
+class MonolithicInstance(PrefixCache, _BatchEngine):
     """A vLLM-style engine: prefill and decode on one GPU set, batch cap, KV capacity, LRU prefix
     cache over block hashes (GoodServe §3; Preble-style prefix reuse).
 
@@ -576,9 +667,7 @@ class MonolithicInstance(_BatchEngine):
             raise ValueError(
                 f"prefill_mode must be one of {SCHEDULING_MODES}, got {prefill_mode!r}"
             )
-        self.block_tokens = block_tokens
-        self.prefix_cache_blocks = prefix_cache_blocks
-        self.prefix_cache: OrderedDict[int, None] = OrderedDict()
+        self._init_prefix_cache(prefix_cache_blocks, block_tokens)
         self.prefill_mode = prefill_mode
         self.chunked = prefill_mode != "prefill-first" and not latency.model.encoder_only
         # chunked-prefill-first: iterations with prompt tokens carry no decodes
@@ -588,38 +677,6 @@ class MonolithicInstance(_BatchEngine):
         self.token_budget = token_budget
         self.check_interval = check_interval
         self.seg_chunks: list[tuple[Call, int]] = []  # (call, prompt tokens) of a mixed iteration
-
-    def prefix_hit_tokens(self, call: Call) -> int:
-        """Tokens of ``call``'s prompt already cached here (leading blocks only)."""
-        hashes = call.node.prefix_hashes
-        if not hashes or not self.prefix_cache_blocks:
-            return 0
-        hit = 0
-        for h in hashes:
-            if h not in self.prefix_cache:
-                break
-            hit += 1
-        # At least one token is always recomputed to produce logits.
-        return min(hit * self.block_tokens, call.input_tokens - 1)
-
-    def _touch_prefix(self, call: Call) -> None:
-        hashes = call.node.prefix_hashes
-        if not hashes or not self.prefix_cache_blocks:
-            return
-        cache = self.prefix_cache
-        index = self.sim.prefix_index
-        for h in hashes:
-            if h in cache:
-                cache.move_to_end(h)
-            else:
-                cache[h] = None
-                index.setdefault(h, set()).add(self.index)
-        while len(cache) > self.prefix_cache_blocks:
-            h, _ = cache.popitem(last=False)
-            holders = index[h]
-            holders.discard(self.index)
-            if not holders:
-                del index[h]
 
     def enqueue(self, call: Call) -> None:
         call.prefill_instance = self.index
@@ -794,4 +851,5 @@ __all__ = [
     "DecodeInstance",
     "MonolithicInstance",
     "PrefillInstance",
+    "PrefixCache",
 ]

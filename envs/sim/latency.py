@@ -1,7 +1,7 @@
 """Roofline latency model of one serving instance (GPU type, TP degree, GPU fraction, model).
 
 Every iteration of the engine (one prefill batch, or one decode step of a batch) is priced as
-the sum of four parts, each per tensor-parallel shard (HexAgent §4.2 uses a roofline model; the
+the sum of five parts, each per tensor-parallel shard (HexAgent §4.2 uses a roofline model; the
 efficiency constants are fitted in ``envs/configs/latency_calibration.yaml`` by
 ``envs/sim/calibrate.py``):
 
@@ -17,7 +17,11 @@ efficiency constants are fitted in ``envs/configs/latency_calibration.yaml`` by
    ``latency + 2 (tp − 1) / tp · bytes / (eff_link · link bandwidth)`` over NVLink, or PCIe when
    the GPU has none. The link is not scaled by the GPU fraction (it is not time-sliced with
    the SMs).
-4. **Fixed overheads**: a per-layer kernel floor (launch latency of the layer's kernels) and a
+4. **Elementwise ops** (RMSNorm with the residual add, rotary embedding, the gated
+   activation): memory-bound, ``tokens · elementwise bytes per token / (eff_elementwise ·
+   bandwidth · f)`` (see :func:`elementwise_bytes_per_token`); absent (0) when the family has
+   no ``elementwise_memory`` constant.
+5. **Fixed overheads**: a per-layer kernel floor (launch latency of the layer's kernels) and a
    per-iteration framework overhead (scheduler, sampling, Python; plus a term per extra TP
    worker), seconds.
 
@@ -114,6 +118,9 @@ class FamilyEfficiency:
         layers; ``None`` to use ``gemm_compute``.
     :param gemm_memory_fp8: achieved / peak bytes/s of weight-read-bound fp8 linear layers;
         ``None`` to use ``gemm_memory``. (fp8 GEMM kernels share ``gemm_floor_seconds``.)
+    :param elementwise_memory: achieved / peak bytes/s of the per-token elementwise kernels
+        (norms, residual add, rotary embedding, activation; :func:`elementwise_bytes_per_token`);
+        ``None``: those kernels are not priced.
     """
 
     gemm_compute: float
@@ -125,6 +132,7 @@ class FamilyEfficiency:
     attention_half_tokens: float = 0.0
     gemm_compute_fp8: float | None = None
     gemm_memory_fp8: float | None = None
+    elementwise_memory: float | None = None
 
     def gemm_efficiency(self, precision: str) -> tuple[float, float]:
         """Linear-layer efficiencies for weights stored in ``precision``.
@@ -229,6 +237,7 @@ class Calibration:
             "attention_memory",
             "gemm_compute_fp8",
             "gemm_memory_fp8",
+            "elementwise_memory",
         )
         for fam, eff in families.items():
             for name in efficiencies:
@@ -261,6 +270,38 @@ class Calibration:
             target_heldout_median_error=float(data.get("target_heldout_median_error", 0.15)),
             source=source,
         )
+
+
+def elementwise_bytes_per_token(
+    hidden: float,
+    heads_shard: float,
+    kv_heads_shard: float,
+    head_dim: float,
+    ffn_shard: float,
+    gated: bool,
+    rotary: bool,
+    dtype_bytes: int,
+) -> float:
+    """Bytes one token moves through one layer's elementwise kernels on one TP shard, as vLLM
+    runs a Llama-style layer: two fused residual-add + RMSNorm kernels (each reads the hidden
+    state and the residual and writes both: 4 · hidden), rotary embedding in place on the
+    shard's q and k (read and write), and the activation (SiLU-and-mul reads gate and up and
+    writes one: 3 · ffn; GELU reads and writes one: 2 · ffn).
+
+    :param hidden: model width, elements (norms and residual are not sharded).
+    :param heads_shard: query heads on the shard.
+    :param kv_heads_shard: KV heads on the shard.
+    :param head_dim: elements per head.
+    :param ffn_shard: FFN width the token passes through on the shard, elements (for MoE the
+        routed experts' widths summed).
+    :param gated: SwiGLU-style FFN (else GELU).
+    :param rotary: rotary position embedding applied to q and k.
+    :param dtype_bytes: bytes per activation element.
+    """
+    elements = 8.0 * hidden + (3.0 if gated else 2.0) * ffn_shard
+    if rotary:
+        elements += 2.0 * (heads_shard + kv_heads_shard) * head_dim
+    return elements * dtype_bytes
 
 
 def _element_bytes(precision: str, bf16_bytes: int) -> int:
@@ -442,6 +483,30 @@ class LatencyModel:
         self._kv_read_s_per_token = kv_bytes_per_token_shard / attn_byte_rate
         self._causal = not m.encoder_only
 
+        # --- elementwise ops -------------------------------------------------------------
+        if eff.elementwise_memory is None:
+            self._elementwise_s_per_token = 0.0
+        else:
+            # FFN width a token passes through: its routed experts' for MoE
+            ffn = (
+                m.experts_per_token * m.expert_intermediate_size
+                if m.is_moe
+                else m.intermediate_size
+            )
+            per_layer = elementwise_bytes_per_token(
+                m.hidden_size,
+                heads_shard,
+                kv_heads_shard,
+                m.head_dim,
+                ffn / tp,
+                m.gated_mlp,
+                not m.encoder_only,
+                dtype,
+            )
+            self._elementwise_s_per_token = (
+                layers * per_layer / (eff.elementwise_memory * bandwidth)
+            )
+
         # --- all-reduce -----------------------------------------------------------------
         if tp > 1:
             link = cal.links["nvlink" if gpu.has_nvlink else "pcie"]
@@ -580,7 +645,7 @@ class LatencyModel:
         return (
             self._gemm_time(num_tokens, num_seqs)
             + attn
-            + num_tokens * self._allreduce_s_per_token
+            + num_tokens * (self._allreduce_s_per_token + self._elementwise_s_per_token)
             + self._fixed_s
             + num_seqs * self._seq_s
         )
@@ -601,7 +666,7 @@ class LatencyModel:
             raise ValueError(f"batch_size={batch_size}; expected >= 1")
         return (
             self._gemm_time(batch_size, batch_size)
-            + batch_size * self._allreduce_s_per_token
+            + batch_size * (self._allreduce_s_per_token + self._elementwise_s_per_token)
             + self._fixed_s
             + batch_size * self._seq_s
         )
@@ -633,7 +698,8 @@ class LatencyModel:
         The linear layers run once over all ``decode_batch + prefill_tokens`` tokens (one weight
         read, logits for every sequence); attention is priced per part (prefill attention as in
         :meth:`prefill_time`, decode attention as in :meth:`decode_iteration_time`); the
-        all-reduce moves every token's activations; the fixed overhead is paid once. So it is
+        all-reduce and the elementwise kernels move every token's activations; the fixed
+        overhead is paid once. So it is
         ``prefill_time + decode_iteration_time`` minus one fixed overhead, with the two separate
         GEMM passes replaced by the joint one. It equals ``decode_iteration_time(decode_batch,
         decode_context_tokens)`` when ``prefill_tokens`` is 0 and ``prefill_time(prefill_tokens,

@@ -34,6 +34,17 @@ applied; it then resumes through a zero-delay event, i.e. after every invocation
 instant (e.g. a ``route`` raised by a call that finished at the same boundary) was answered, so
 calls routed to it meanwhile compete for admission at that boundary.
 
+Asynchronous planning (HexAgent §4.3 "Asynchronous planning avoids blocking", §5.2, Algorithm 1
+lines 5–7 and 23; P-D stages only): ``apply(plan, delay=δ)`` with δ > 0 models a plan that takes
+δ seconds to compute. The invocation's calls that have no plan yet take the fallback plan at once
+(:meth:`Simulation._fallback_place`) and serving resumes; the plan lands at now + δ and is
+applied to the calls still waiting at that stage (a call that started service meanwhile keeps
+what it runs on: the runtime state is authoritative). While a stage's plan is in flight, new
+work entering that stage raises no invocation: its calls take the fallback at once and the stage
+is marked dirty; when the plan lands on a dirty stage, one fresh invocation (trigger
+``replan``) lists every call still waiting there. So at most one plan per stage is in flight.
+``delay=0`` is the blocking behaviour above. :attr:`Simulation.planning` counts what happened.
+
 Migration (GoodServe §3.4, §4.3): ``migration="token"`` frees the call's KV on the source at
 once, ships its token IDs (4 bytes per prompt or generated token) and re-prefills them on the
 target; ``migration="kv"`` stops decoding at once but keeps the KV reserved on the source until
@@ -84,8 +95,10 @@ from envs.sim.workload import (
 from traces.schema import LLMNode, Request, ToolNode, Workflow
 
 STAGES = ("prefill", "decode", "route", "migrate")
+ASYNC_STAGES = ("prefill", "decode")  # stages whose plans may land late (``apply``'s delay)
 PREFILL_MODES = SCHEDULING_MODES
 MIGRATION_MODES = ("token", "kv")
+TOOL_ESTIMATES = ("history", "oracle")
 TOKEN_ID_BYTES = 4  # bytes per token ID shipped by token-ID migration (int32)
 # Methods a listener may define (all optional), with their arguments:
 #   on_admit(call, inst, now)                      a batch engine admitted ``call``
@@ -120,7 +133,8 @@ class Invocation:
 
     :param stage: ``prefill``, ``decode``, ``route`` or ``migrate``.
     :param time: simulated time in seconds.
-    :param trigger: ``arrival``, ``reveal``, ``transfer`` or ``check`` (migrate).
+    :param trigger: ``arrival``, ``reveal``, ``transfer``, ``check`` (migrate) or ``replan``
+        (a delayed plan landed on a stage that absorbed new work meanwhile; see ``apply``).
     :param calls: every call waiting at this stage when the decision is handed out (a call an
         engine started in the same event that raised the invocation is not listed), in reveal
         order (the plan may cover all); for ``migrate``, the instance's running calls past
@@ -237,7 +251,8 @@ class WorkflowRecord:
 
 @dataclass
 class SimulationResult:
-    """Records and metrics of a finished (or truncated) simulation."""
+    """Records and metrics of a finished (or truncated) simulation. ``extra["planning"]`` is
+    :meth:`PlanningStats.as_dict` (asynchronous planning; all zeros for a blocking run)."""
 
     calls: list[CallRecord]
     workflows: list[WorkflowRecord]
@@ -248,6 +263,43 @@ class SimulationResult:
     invocations: int
     wall_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PlanningStats:
+    """What asynchronous planning did in a run (HexAgent §4.3, §5.2; ``Simulation.apply``'s
+    ``delay``). Per-stage counters are dicts keyed ``prefill`` and ``decode``.
+
+    :param plans: plans applied with a delay > 0.
+    :param delay_total: their summed delay, seconds of simulated time.
+    :param delay_max: the largest delay, seconds.
+    :param absorbed: invocations never handed to the scheduler because their stage had a plan
+        in flight (Algorithm 1 lines 5–7). Those raised in the same event as the invocation whose
+        plan went in flight were already counted in ``SimulationResult.invocations``; later ones
+        are not.
+    :param replans: fresh invocations raised when a plan landed on a dirty stage.
+    :param fallback_calls: calls that entered the stage while its plan was being computed or in
+        flight, and so waited under the fallback plan (prefill: the fallback's placement; decode:
+        the priority the call carried from prefill).
+    :param started_on_fallback: of those, calls that started service at the stage before any
+        plan reached them (they ran under the fallback plan because a plan was late).
+    :param skipped: plan assignments dropped on landing because the call had started service.
+    """
+
+    plans: int = 0
+    delay_total: float = 0.0
+    delay_max: float = 0.0
+    absorbed: int = 0
+    replans: int = 0
+    fallback_calls: dict[str, int] = field(default_factory=lambda: {"prefill": 0, "decode": 0})
+    started_on_fallback: dict[str, int] = field(default_factory=lambda: {"prefill": 0, "decode": 0})
+    skipped: dict[str, int] = field(default_factory=lambda: {"prefill": 0, "decode": 0})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counters, plus ``delay_mean`` (seconds; 0 without delayed plans)."""
+        out = dataclasses.asdict(self)
+        out["delay_mean"] = self.delay_total / self.plans if self.plans else 0.0
+        return out
 
 
 class LatencyCache:
@@ -309,9 +361,11 @@ class Simulation:
     :param online_horizons: keep each workflow's online horizon H_w(t) (HexAgent §5.1) up to
         date at every reveal and completion (False: skip it, for envs that never read it; it
         costs a latency-model sweep over the instances per call).
-    :param prefix_cache_blocks: LRU prefix-cache blocks per monolithic instance (0 = off), or
+    :param prefix_cache_blocks: LRU prefix-cache blocks per instance that prefills: every
+        monolithic instance, and every prefill instance of a P-D cluster (0 = off), or
         ``"kv"``: as many blocks as the instance's KV capacity holds (vLLM keeps cached
-        prefixes in free KV blocks; the LRU bound is that memory).
+        prefixes in free KV blocks, SGLang's RadixAttention in its KV pool; the LRU bound is
+        that memory). Standalone horizons H_w are simulated without it.
     :param prefix_block_tokens: tokens per block of the workload's ``prefix_hashes`` (512:
         Mooncake's traces; 16: vLLM's block size, used by the beam-search generator).
     :param time_limit: stop the simulation at this simulated time in seconds (None = run out).
@@ -331,6 +385,12 @@ class Simulation:
         invocations (GoodServe §3.4: 50); None = no checks, no migration.
     :param migration: ``token`` (ship token IDs, re-prefill on the target; GoodServe §3.4) or
         ``kv`` (ship the KV cache at the pair's bandwidth; §4.3).
+    :param tool_estimate: what H_w(t) charges a revealed tool node that has not finished yet
+        (see :attr:`TOOL_ESTIMATES`): ``history`` (default) the mean latency of the tools with
+        the same name that finished earlier in this run (all finished tools when none of that
+        name has; 0 s before any tool finished), ``oracle`` its true trace latency (what a
+        scheduler cannot know before the tool returns). A finished tool is charged its measured
+        latency either way. The simulation always runs tools for their true latency.
     """
 
     def __init__(
@@ -356,6 +416,7 @@ class Simulation:
         engine: str | EnginePreset | None = None,
         kv_policy: str | None = None,
         prefix_block_tokens: int = 512,
+        tool_estimate: str = "history",
     ):
         if cluster.architecture == "pool":
             raise WorkloadError(
@@ -388,6 +449,14 @@ class Simulation:
             )
         if migration not in MIGRATION_MODES:
             raise ValueError(f"migration must be one of {MIGRATION_MODES}, got {migration!r}")
+        if tool_estimate not in TOOL_ESTIMATES:
+            raise ValueError(
+                f"tool_estimate must be one of {TOOL_ESTIMATES}, got {tool_estimate!r}"
+            )
+        self.tool_estimate = tool_estimate
+        # Finished tools' measured latencies, per tool name and over all tools: [sum, count].
+        self._tool_seen: dict[str | None, list[float]] = {}
+        self._tool_all = [0.0, 0]
         self.engine = preset
         self.token_by_token = token_by_token
         self.prefix_cache_blocks = prefix_cache_blocks
@@ -426,7 +495,13 @@ class Simulation:
             mono = spec.role == "monolithic"
             lat = self.latency_cache.get(spec, preset if mono else None)
             if spec.role == "prefill":
-                inst: Any = PrefillInstance(self, spec, lat)
+                inst: Any = PrefillInstance(
+                    self,
+                    spec,
+                    lat,
+                    prefix_cache_blocks=self._prefix_blocks(lat),
+                    block_tokens=self.prefix_block_tokens,
+                )
                 self.prefill.append(inst)
             elif spec.role == "decode":
                 inst = DecodeInstance(self, spec, lat, token_by_token)
@@ -498,6 +573,18 @@ class Simulation:
         self._unplanned: dict[int, Call] = {}
         self._uid_bound: dict[int, int] = {}
         self._started_while_pending = False  # see _drop_started_calls
+        # Asynchronous planning (see ``apply``): per P-D stage, the plan in flight (the calls
+        # of its invocation and its assignments; None: none), whether the stage absorbed
+        # invocations meanwhile (dirty), the calls it absorbed, and the uids of waiting calls
+        # no plan has reached yet (they wait under the fallback plan).
+        self._in_flight: dict[str, tuple[list[Call], list[Assignment]] | None] = {
+            "prefill": None,
+            "decode": None,
+        }
+        self._dirty = {"prefill": False, "decode": False}
+        self._absorbed: dict[str, list[Call]] = {"prefill": [], "decode": []}
+        self._on_fallback: dict[str, set[int]] = {"prefill": set(), "decode": set()}
+        self.planning = PlanningStats()
         # Calls planned to each decode instance and not yet admitted there (P-D clusters): queued
         # or running prefill, transferring, or waiting for decode. Lets schedulers see the decode
         # load that is on its way.
@@ -581,16 +668,26 @@ class Simulation:
             inv.calls = [c for c in inv.calls if c.uid in waiting]
             inv.new_calls = [c for c in inv.new_calls if c.uid in waiting]
 
-    def run(self, scheduler: Any) -> SimulationResult:
-        """Run to the end, asking ``scheduler.plan(sim, invocation)`` for every decision."""
+    def run(self, scheduler: Any, planning_delay: float = 0.0) -> SimulationResult:
+        """Run to the end, asking ``scheduler.plan(sim, invocation)`` for every decision.
+
+        :param planning_delay: seconds each ``prefill``/``decode`` plan takes to land (see
+            :meth:`apply`'s ``delay``; P-D clusters only); 0 blocks.
+        """
+        if planning_delay and not self.pd:
+            raise ValueError(
+                f"planning_delay={planning_delay!r}: cluster {self.cluster.name!r} is not a P-D "
+                "cluster; only the prefill and decode stages plan asynchronously"
+            )
         start = _time.perf_counter()
         while (inv := self.advance()) is not None:
-            self.apply(scheduler.plan(self, inv))
+            delay = planning_delay if inv.stage in ASYNC_STAGES else 0.0
+            self.apply(scheduler.plan(self, inv), delay=delay)
         result = self.result()
         result.wall_seconds = _time.perf_counter() - start
         return result
 
-    def apply(self, plan: Sequence[Assignment]) -> None:
+    def apply(self, plan: Sequence[Assignment], delay: float = 0.0) -> None:
         """Apply ``plan`` to the pending invocation and resume.
 
         Calls already assigned may be left out (they keep their plan); every call without an
@@ -598,10 +695,30 @@ class Simulation:
         current instance, stay; the others start migrating and the checked instance resumes.
         Validation happens before any change, so an illegal plan raises
         :class:`SchedulingError` and leaves the state untouched.
+
+        :param delay: seconds of simulated time the plan took to compute (HexAgent §4.3
+            "Asynchronous planning avoids blocking", §5.2, Algorithm 1 lines 5–7 and 23); only
+            for the ``prefill`` and ``decode`` stages. 0 (default): the plan applies now, as if
+            planning were instantaneous. > 0: the invocation's calls without a plan take the
+            fallback plan now (:meth:`_fallback_place`; at the decode stage they keep the priority
+            they carried from prefill), the simulation resumes, and at now + ``delay`` the plan
+            is applied to the calls still waiting at the stage; calls that started service
+            meanwhile are skipped (the runtime state is authoritative). Until then the stage
+            raises no invocation (see the module docstring). The plan is validated now, against
+            the state it was made for; with a delay it may name only the invocation's calls.
         """
         if not self.pending:
             raise SchedulingError("apply() called with no pending invocation")
         inv = self.pending[0]
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)):
+            raise ValueError(f"delay must be a number of seconds >= 0, got {delay!r}")
+        if not (math.isfinite(delay) and delay >= 0):
+            raise ValueError(f"delay must be a finite number of seconds >= 0, got {delay!r}")
+        if delay > 0 and inv.stage not in ASYNC_STAGES:
+            raise ValueError(
+                f"a planning delay applies to the P-D stages {ASYNC_STAGES}; invocation "
+                f"{inv.seq} is at stage {inv.stage!r} (use delay=0)"
+            )
         if inv.stage == "migrate":
             self._validate_migration(inv, plan)
             self.pending.pop(0)
@@ -612,10 +729,26 @@ class Simulation:
             src.resume()
             return
         self._validate(inv, plan)
+        if delay > 0:
+            listed = {c.uid for c in inv.calls}
+            for a in plan:
+                if a.call.uid not in listed:
+                    raise SchedulingError(
+                        f"call {a.call.id} is not one of invocation {inv.seq}'s calls; a delayed "
+                        "plan may only name the calls it was asked for"
+                    )
         self.pending.pop(0)
         self._uid_bound.pop(inv.seq, None)
+        if delay > 0:
+            self._plan_in_flight(inv, plan, float(delay))
+        else:
+            self._apply_plan(inv.stage, plan)
+
+    def _apply_plan(self, stage: str, plan: Sequence[Assignment]) -> None:
+        """Set the (validated) ``plan``'s priorities and placements at a ``prefill``, ``route``
+        or ``decode`` stage, moving re-placed waiting calls between queues."""
         touched: dict[int, Any] = {}
-        if inv.stage == "decode":
+        if stage == "decode":
             for a in plan:
                 a.call.decode_priority = float(a.priority)
                 touched[a.call.decode_instance] = self.instances[a.call.decode_instance]
@@ -646,6 +779,96 @@ class Simulation:
                 touched[target.index] = target
         for inst in touched.values():
             inst.on_queue_changed()
+
+    # -- asynchronous planning (HexAgent §4.3, §5.2) -----------------------------------------
+    def _plan_in_flight(self, inv: Invocation, plan: Sequence[Assignment], delay: float) -> None:
+        """Put ``inv``'s validated ``plan`` in flight for ``delay`` seconds: fallback for its
+        calls without a plan now, the other pending invocations of the stage absorbed, and the
+        landing scheduled (Algorithm 1 line 23)."""
+        stage = inv.stage
+        assert self._in_flight[stage] is None, "a stage's invocations are absorbed in flight"
+        stats = self.planning
+        stats.plans += 1
+        stats.delay_total += delay
+        stats.delay_max = max(stats.delay_max, delay)
+        self._in_flight[stage] = (list(inv.calls), list(plan))
+        if stage == "prefill":
+            self._fallback_place([c for c in inv.calls if c.uid in self._unplanned])
+        else:
+            self._decode_fallback(inv.new_calls)
+        # Invocations of this stage raised in the same event wait behind ``inv``: absorb them.
+        for other in [p for p in self.pending if p.stage == stage]:
+            self.pending.remove(other)
+            self._uid_bound.pop(other.seq, None)
+            self._absorb(stage, other.new_calls)
+        self.schedule(delay, lambda _e: self._land(stage))
+
+    def _absorb(self, stage: str, new_calls: list[Call]) -> None:
+        """New work entered ``stage`` while its plan is in flight (Algorithm 1 lines 5–7): no
+        invocation; the calls take the fallback plan now and the stage is marked dirty."""
+        self.planning.absorbed += 1
+        self._dirty[stage] = True
+        self._absorbed[stage].extend(new_calls)
+        if stage == "prefill":
+            self._fallback_place([c for c in new_calls if c.uid in self._unplanned])
+        else:
+            self._decode_fallback(new_calls)
+
+    def _decode_fallback(self, calls: list[Call]) -> None:
+        """``calls`` wait for decode without a decode plan: they keep the priority they carried
+        from prefill (the fallback plan of the decode stage, as :class:`DefaultScheduler`'s)."""
+        fallback = self._on_fallback["decode"]
+        for c in calls:
+            if c.uid in self.waiting_decode and c.uid not in fallback:
+                fallback.add(c.uid)
+                self.planning.fallback_calls["decode"] += 1
+
+    def _fallback_place(self, calls: list[Call]) -> None:
+        """Place ``calls`` (waiting for prefill, without a plan) by the fallback plan: the
+        least-loaded (prefill, decode) pair of :class:`envs.sim.scheduler.DefaultScheduler` —
+        the simulator's no-RL default — at the back of the prefill instance's queue (priority
+        one above the largest queued there; the decode priority is the same). Schedulers'
+        priority scales differ (reveal times, ranks), so a call without a plan joins behind the
+        planned ones instead of cutting into an order it cannot read."""
+        if not calls:
+            return
+        from envs.sim.scheduler import DefaultScheduler
+
+        inv = Invocation("prefill", self.env.now, "fallback", calls, calls, -1)
+        back: dict[int, float] = {}
+        plan = []
+        for a in DefaultScheduler().plan(self, inv):
+            p = a.prefill_instance
+            if p not in back:
+                back[p] = max((c.prefill_priority for c in self.instances[p].queue), default=-1.0)
+            back[p] += 1.0
+            plan.append(Assignment(a.call, back[p], p, a.decode_instance))
+        self._apply_plan("prefill", plan)
+        self.planning.fallback_calls["prefill"] += len(plan)
+        self._on_fallback["prefill"].update(a.call.uid for a in plan)
+
+    def _land(self, stage: str) -> None:
+        """The plan in flight for ``stage`` arrives: apply it to the calls still waiting there
+        (a started call is never moved: HexAgent §4.3, §5.2), then, if the stage absorbed work
+        meanwhile and calls wait there, raise one fresh invocation for them."""
+        flight = self._in_flight[stage]
+        assert flight is not None
+        self._in_flight[stage] = None
+        calls, plan = flight
+        waiting = self.waiting_decode if stage == "decode" else self.waiting_prefill
+        live = [a for a in plan if a.call.uid in waiting]
+        self.planning.skipped[stage] += len(plan) - len(live)
+        # The plan reached every call of its invocation: those it leaves out keep their plan.
+        fallback = self._on_fallback[stage]
+        for c in calls:
+            fallback.discard(c.uid)
+        self._apply_plan(stage, live)
+        absorbed, self._absorbed[stage] = self._absorbed[stage], []
+        if self._dirty[stage]:
+            self._dirty[stage] = False
+            if waiting:
+                self.planning.replans += 1
+                self._raise(stage, "replan", [c for c in absorbed if c.uid in waiting])
 
     # -- reconfiguration (servegym/Allocation-v0) --------------------------------------------
     def add_instances(
@@ -931,7 +1154,8 @@ class Simulation:
 
     def prefix_hits(self, call: Call) -> dict[int, int]:
         """Instance index -> prompt tokens of ``call`` cached there, for the instances that hold
-        at least its first prefix block (all others: 0)."""
+        at least its first prefix block (all others: 0): monolithic instances, or a P-D
+        cluster's prefill instances."""
         hashes = call.node.prefix_hashes
         if not hashes:
             return {}
@@ -962,6 +1186,9 @@ class Simulation:
 
     # -- event handlers ----------------------------------------------------------------------
     def _raise(self, stage: str, trigger: str, new_calls: list[Call]) -> None:
+        if stage in ASYNC_STAGES and self._in_flight[stage] is not None:
+            self._absorb(stage, new_calls)
+            return
         if stage == "decode":
             waiting = self.waiting_decode
             calls = [waiting[uid] for uid in sorted(waiting)]  # by uid: reveal order
@@ -973,20 +1200,27 @@ class Simulation:
         )
         self.invocation_count += 1
 
+    def _prefix_blocks(self, lat: Any) -> int:
+        """Prefix-cache blocks of an instance with latency model ``lat`` (see
+        ``prefix_cache_blocks``)."""
+        blocks = self.prefix_cache_blocks
+        if blocks == "kv":
+            return int(lat.kv_capacity_tokens) // self.prefix_block_tokens
+        if isinstance(blocks, bool) or not isinstance(blocks, (int, np.integer)) or blocks < 0:
+            raise ValueError(
+                f"prefix_cache_blocks must be an integer >= 0 blocks or 'kv', got {blocks!r}"
+            )
+        return int(blocks)
+
     def _make_monolithic(self, spec: InstanceSpec) -> MonolithicInstance:
         preset = self.engine
         lat = self.latency_cache.get(spec, preset)
-        blocks = self.prefix_cache_blocks
         return MonolithicInstance(
             self,
             spec,
             lat,
             self.token_by_token,
-            prefix_cache_blocks=(
-                int(lat.kv_capacity_tokens) // self.prefix_block_tokens
-                if blocks == "kv"
-                else int(blocks)
-            ),
+            prefix_cache_blocks=self._prefix_blocks(lat),
             block_tokens=self.prefix_block_tokens,
             prefill_mode=self.prefill_mode,
             token_budget=resolve_token_budget(preset, lat.gpu, self.token_budget),
@@ -1011,8 +1245,9 @@ class Simulation:
             run.revealed.append(node.id)
             parent_end = _latest(run.path_end, node.parents) if online else 0.0
             if isinstance(node, ToolNode):
-                run.path_end[node.id] = parent_end + node.latency
-                self.schedule(node.latency, lambda _e, r=run, n=node: self._node_done(r, n.id))
+                estimate = run.tool_estimates[node.id] = self.tool_time_estimate(node)
+                run.path_end[node.id] = parent_end + estimate
+                self.schedule(node.latency, lambda _e, r=run, n=node: self._tool_done(r, n))
                 continue
             call = Call(len(self.calls), run, node, now)
             self.calls.append(call)
@@ -1073,6 +1308,34 @@ class Simulation:
             self.waiting_prefill.pop(call.uid, None)
         if self.pending:
             self._started_while_pending = True
+        stage = "decode" if call.stage == WAIT_DECODE else "prefill"
+        fallback = self._on_fallback[stage]
+        if fallback and call.uid in fallback:
+            fallback.discard(call.uid)
+            self.planning.started_on_fallback[stage] += 1
+
+    def tool_time_estimate(self, node: ToolNode) -> float:
+        """Seconds a scheduler expects revealed tool ``node`` to take before it returns (see
+        ``tool_estimate``): its true latency under ``oracle``; under ``history`` the mean
+        measured latency of the finished tools of its name, else of all finished tools, else
+        0 s."""
+        if self.tool_estimate == "oracle":
+            return node.latency
+        total, count = self._tool_seen.get(node.name) or self._tool_all
+        return total / count if count else 0.0
+
+    def _tool_done(self, run: WorkflowRun, node: ToolNode) -> None:
+        """Tool ``node`` returned: its latency is now measured, so the history learns it and
+        H_w(t) charges it exactly (as a finished call is re-costed from its true length)."""
+        seen = self._tool_seen.setdefault(node.name, [0.0, 0])
+        seen[0] += node.latency
+        seen[1] += 1
+        self._tool_all[0] += node.latency
+        self._tool_all[1] += 1
+        if self.online_horizons:
+            run.path_end[node.id] = _latest(run.path_end, node.parents) + node.latency
+            run.online_horizon = max(run.path_end.values())
+        self._node_done(run, node.id)
 
     def _call_done(self, call: Call) -> None:
         run = call.workflow
@@ -1199,6 +1462,7 @@ class Simulation:
             end_time=end,
             events=self.events,
             invocations=self.invocation_count,
+            extra={"planning": self.planning.as_dict()},
         )
 
 

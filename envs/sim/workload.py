@@ -198,6 +198,8 @@ class WorkflowRun:
         self.horizon = -1.0
         # Online horizon H_w(t): longest isolated path through the revealed subgraph (seconds).
         self.path_end: dict[str, float] = {}
+        # What H_w(t) charged each revealed tool while it ran (Simulation.tool_time_estimate).
+        self.tool_estimates: dict[str, float] = {}
         self.online_horizon = 0.0
         # Attained GPU service (prefill + decode seconds) of finished calls: the total (Autellix
         # PLAS) and the largest along any dependency path (Autellix ATLAS).

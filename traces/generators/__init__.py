@@ -16,6 +16,8 @@ name                   workload                                              pap
 ``rag_reranker``       embed -> retrieve -> k rerankers -> generate          Scepsy §7.1
 ``beam_search``        generator beams + PRM verifier, data-dependent depth  Scepsy §2, §7.1
 ``rag_beam_combined``  RAG + reranker and beam search interleaved            Scepsy §7.3
+``agent_chain``        agent chains resending a growing prompt, with         servegym issue 10
+                       ``prefix_hashes`` (SWE-bench-style trajectories)
 =====================  ====================================================  =================
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from traces.generators.agent_chain import generate_agent_chain
 from traces.generators.beam_search import generate_beam_search
 from traces.generators.bfcl import generate_bfcl
 from traces.generators.goodserve import generate_goodserve
@@ -43,6 +46,7 @@ GENERATORS: dict[str, Callable[..., list[Record]]] = {
     "rag_reranker": generate_rag_reranker,
     "beam_search": generate_beam_search,
     "rag_beam_combined": generate_rag_beam_combined,
+    "agent_chain": generate_agent_chain,
 }
 
 

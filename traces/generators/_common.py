@@ -6,8 +6,9 @@ touches a global RNG.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -160,3 +161,88 @@ def generate_family(
     return [
         build_workflow(rng, f"{id_prefix}-{i}", float(times[i]), model, stats) for i in range(count)
     ]
+
+
+def chain_prefix_hashes(nodes: Sequence[Any], salt: int, block_tokens: int) -> tuple[Any, ...]:
+    """``nodes`` (one workflow's) with every LLM call's ``prefix_hashes`` derived from its
+    ancestry, the prompt reuse of agent chains: a call whose prompt resends its parent's prompt
+    and output (+ tool results + new text) shares the parent's leading blocks.
+
+    A call's *chain parent* is its nearest LLM ancestor (through tool nodes) when that ancestor
+    is unique and the call's input is at least the parent's input + output tokens. Its prompt
+    then begins with the parent's prompt + output, so its first ⌊(L_in,p + L_out,p) / B⌋ block
+    hashes are the parent's sequence's (the parent's full prompt blocks, then blocks of the
+    parent's output); the rest are its own. Without a chain parent every block is its own. A
+    prompt has ⌈L_in / B⌉ hashes (the last block may be partial; a partial block's hash is
+    never shared, since the tokens after it differ). Block k's hash chains block k − 1's, so
+    equal hashes mean equal prefixes. Hashes are of integer tuples only, stable across
+    processes (no ``PYTHONHASHSEED`` dependence).
+
+    :param nodes: the workflow's nodes (LLM calls and tools, parents named by id).
+    :param salt: an integer distinguishing this workflow's content from every other's.
+    :param block_tokens: tokens per block B (the simulator's ``prefix_block_tokens``).
+    :return: the nodes in the given order, LLM calls with ``prefix_hashes`` set.
+    :raises ValueError: on a bad ``block_tokens``/``salt``, an unknown parent or a cycle.
+    """
+    if isinstance(block_tokens, bool) or not isinstance(block_tokens, int) or block_tokens < 1:
+        raise ValueError(f"block_tokens must be an integer >= 1, got {block_tokens!r}")
+    if isinstance(salt, bool) or not isinstance(salt, (int, np.integer)):
+        raise ValueError(f"salt must be an integer, got {salt!r}")
+    salt = int(salt)
+    by_id = {n.id: n for n in nodes}
+    position = {n.id: i for i, n in enumerate(nodes)}
+    llm_parents: dict[str, frozenset[str]] = {}  # nearest LLM ancestors of each node
+    sequence: dict[str, list[int]] = {}  # an LLM call's prompt + output full-block hashes
+    hashes: dict[str, tuple[int, ...]] = {}
+    visiting: set[str] = set()
+
+    def nearest(node_id: str) -> frozenset[str]:
+        if node_id in llm_parents:
+            return llm_parents[node_id]
+        if node_id in visiting:
+            raise ValueError(f"node {node_id!r} is on a cycle of parents")
+        visiting.add(node_id)
+        found: set[str] = set()
+        for p in by_id[node_id].parents:
+            if p not in by_id:
+                raise ValueError(f"node {node_id!r} names unknown parent {p!r}")
+            found |= {p} if by_id[p].kind == "llm" else nearest(p)
+        visiting.discard(node_id)
+        llm_parents[node_id] = frozenset(found)
+        return llm_parents[node_id]
+
+    def derive(node_id: str) -> None:
+        if node_id in sequence:
+            return
+        node, i = by_id[node_id], position[node_id]
+        parents = nearest(node_id)
+        inherited: list[int] = []
+        if len(parents) == 1:
+            (pid,) = parents
+            parent = by_id[pid]
+            reused = parent.input_tokens + parent.output_tokens
+            if node.input_tokens >= reused:
+                derive(pid)
+                inherited = sequence[pid][: reused // block_tokens]
+        full = node.input_tokens // block_tokens
+        blocks = list(inherited)
+        h = blocks[-1] if blocks else hash((salt, i, -1))
+        for k in range(len(blocks), full):
+            h = hash((h, salt, i, k, 0))  # a prompt block holding this call's own tokens
+            blocks.append(h)
+        own = list(blocks)
+        if node.input_tokens % block_tokens:
+            own.append(hash((h, salt, i, full, 2)))  # the partial last prompt block
+        hashes[node_id] = tuple(own)
+        for k in range(full, (node.input_tokens + node.output_tokens) // block_tokens):
+            h = hash((h, salt, i, k, 1))  # a block reaching into this call's output
+            blocks.append(h)
+        sequence[node_id] = blocks
+
+    out = []
+    for n in nodes:
+        if n.kind == "llm":
+            derive(n.id)
+            n = dataclasses.replace(n, prefix_hashes=hashes[n.id])
+        out.append(n)
+    return tuple(out)
