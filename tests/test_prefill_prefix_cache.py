@@ -210,14 +210,19 @@ def _first_slot_to(p: int):  # noqa: ANN202
     return act
 
 
-@pytest.mark.parametrize("visible", [True, False])
-def test_decision_context_sees_hits_and_prices_uncached_prefill(visible: bool):
-    env = PDClusterEnv(
+def _chain_env(visible: bool) -> PDClusterEnv:
+    """The two-step chain on the twin-prefill cluster, cache on, hits visible or not."""
+    return PDClusterEnv(
         cluster=twin_prefill_cluster(),
         trace=[chain()],
         prefix_cache=True,
         prefix_cache_visible=visible,
     )
+
+
+@pytest.mark.parametrize("visible", [True, False])
+def test_decision_context_sees_hits_and_prices_uncached_prefill(visible: bool):
+    env = _chain_env(visible)
     act = _first_slot_to(0)
     _, info = env.reset(seed=0)
     child_ctx = None
@@ -250,12 +255,7 @@ def test_speed_aware_placement_follows_the_cache_only_when_visible(rule: str):
 
     def child_prefill(visible: bool) -> int:
         """The prefill instance ``rule`` picks for step1 after step0 ran on instance 1."""
-        env = PDClusterEnv(
-            cluster=twin_prefill_cluster(),
-            trace=[chain()],
-            prefix_cache=True,
-            prefix_cache_visible=visible,
-        )
+        env = _chain_env(visible)
         parent_on_1 = _first_slot_to(1)
         _, info = env.reset(seed=0)
         while True:
