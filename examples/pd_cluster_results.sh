@@ -8,7 +8,8 @@
 #   main        every policy of both families on sharegpt, bfcl, lats, mixed (hetero-1, Llama)
 #   predictors  oracle / task-mean / mlp length predictors on bfcl and mixed
 #   load        load_scale 0.5, 1, 2, 4 on sharegpt, bfcl and mixed, hetero-1 and hetero-2,
-#               with Req99-vs-load plots (results/<run>/req99_vs_load_scale_<workload>.png)
+#               with Req99-vs-load plots per run (results/<run>/req99_vs_load_scale_*.png)
+#               and all of them in docs/pd_req99_vs_load.png (examples/plot_pd_load.py)
 #   threshold   HexAgent's greedy / one-pass switch (benchmarks/hexagent_threshold.py)
 #   async       HexAgent with its measured planning time and 10x it applied asynchronously
 #   prefix      the chain-heavy agent-chain workload with and without the prefill prefix cache
@@ -51,6 +52,7 @@ if has load; then
        --policies "$POLICIES" --sweep load_scale=0.5,1,2,4 \
        --out "$OUT/pd-load-$cluster-llama"
   done
+  $PY examples/plot_pd_load.py "$OUT"/pd-load-*/results.json --out docs/pd_req99_vs_load.png
 fi
 if has threshold; then
   $PY -m benchmarks.hexagent_threshold --workloads bfcl,mixed --seeds "$SEEDS" \
