@@ -22,7 +22,8 @@ Reads top to bottom (CleanRL style):
 
 Writes ``<out>/config.json``, ``model.zip`` (final), ``bc_model.zip`` (after BC),
 ``best_model.zip`` (best evaluation by the env's selection metric: lowest Req99 on PDCluster,
-highest goodput on Routing), ``checkpoints/``, ``eval.json`` (references,
+highest goodput on Routing; a row of the final table when it is not the final model),
+``checkpoints/``, ``eval.json`` (references,
 BC-only, evaluation history, final table, timing), ``eval_history.json`` (the evaluations during
 RL so far, rewritten after each), ``progress.txt`` (SB3's update log; not with ``--quiet``),
 ``table.txt``, attainment plots, and the W&B run under ``<out>/wandb/`` (offline by default;
@@ -114,6 +115,9 @@ class TrainConfig:
         (``auto``, ``ray://HOST:10001``); needs ``pip install -e '.[ray]'``.
     :param seed: master seed.
     :param eval_episodes: held-out evaluation seeds (``agents.eval_seeds``).
+    :param val_episodes: validation seeds (``agents.validation_seeds``) of the evaluations during
+        RL, the BC-only figure and the best-checkpoint choice; fewer than ``eval_episodes`` when an
+        episode is long (unset: ``eval_episodes``).
     :param eval_every: env steps between evaluations during RL.
     :param ckpt_every: env steps between checkpoints.
     :param baselines: policies the run is compared against besides the expert, which is always
@@ -173,6 +177,7 @@ class TrainConfig:
     ray: str | None = None
     seed: int = 0
     eval_episodes: int = 3
+    val_episodes: int | None = None
     eval_every: int = 10_000
     ckpt_every: int = 10_000
     baselines: tuple[str, ...] = ()
@@ -415,7 +420,9 @@ def parse_args(argv: list[str]) -> TrainConfig:
         if f.name == "ray":  # --ray alone: on this machine
             p.add_argument(flag, nargs="?", const="local", metavar="ADDRESS", help=help_text)
             continue
-        shown = "the env's" if default is None else evaluate_fmt(default)
+        shown = evaluate_fmt(default)
+        if default is None:
+            shown = "--eval-episodes" if f.name == "val_episodes" else "the env's"
         p.add_argument(
             flag,
             dest=f.name,
@@ -489,6 +496,8 @@ def check_config(cfg: TrainConfig) -> None:
     for name in ("timesteps", "bc_episodes", "bc_epochs", "dagger_rounds"):
         if getattr(cfg, name) < 0:
             raise TrainError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(cfg, name)}")
+    if cfg.val_episodes is not None and cfg.val_episodes < 1:
+        raise TrainError(f"--val-episodes must be >= 1, got {cfg.val_episodes}")
     if cfg.count is not None and cfg.count < 1:
         raise TrainError(f"--count must be >= 1, got {cfg.count}")
     if not isinstance(cfg.hyperparams, dict):
@@ -751,7 +760,7 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
             run.summary[f"reference/{name}/{k}"] = v
     # Reference lines for the learning curves: the expert and the best baseline on the
     # validation seeds, the same seeds the model is evaluated on during training.
-    val_seeds = validation_seeds(cfg.eval_episodes)
+    val_seeds = validation_seeds(cfg.val_episodes or cfg.eval_episodes)
     report["validation_seeds"] = list(val_seeds)
     val_policies = (reference,) if best is None else (reference, best)
     val_rows = evaluate.evaluate(eval_config(cfg, val_policies, val_seeds))
@@ -928,9 +937,7 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
 
     # 5. Final comparison, through evaluate.py (identical numbers to `evaluate.py --policies`).
     print(f"[4/4] final comparison on held-out seeds {list(seeds)}")
-    learned = [f"ckpt:{out / 'model.zip'}"]
-    if (out / "bc_model.zip").exists() and remaining > 0:
-        learned.insert(0, f"ckpt:{out / 'bc_model.zip'}")
+    learned = learned_rows(out, evaluator.history, with_bc=remaining > 0)
     policies = (*learned,)
     rows = ref_rows + evaluate.evaluate(eval_config(cfg, policies))
     ecfg = eval_config(cfg, (*baselines, reference, *policies))
@@ -963,6 +970,23 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
         f"{report['wall_seconds']:.0f} s"
     )
     return 0
+
+
+def learned_rows(out: Path, history: list[dict[str, Any]], with_bc: bool) -> list[str]:
+    """The checkpoints of the final table, in order: ``bc_model.zip`` (when it exists and RL
+    followed), ``best_model.zip`` (when an earlier validation evaluation beat the last one, so it
+    is not the final model), ``model.zip`` (always last).
+
+    :param out: the run directory.
+    :param history: the evaluations during RL (``PeriodicEvalCallback.history``).
+    :param with_bc: RL ran after behaviour cloning.
+    """
+    rows = [f"ckpt:{out / 'model.zip'}"]
+    if history and "saved_best" not in history[-1] and (out / "best_model.zip").exists():
+        rows.insert(0, f"ckpt:{out / 'best_model.zip'}")
+    if with_bc and (out / "bc_model.zip").exists():
+        rows.insert(0, f"ckpt:{out / 'bc_model.zip'}")
+    return rows
 
 
 def _unique(values: Any) -> list[Any]:

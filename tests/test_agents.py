@@ -24,7 +24,7 @@ from agents import (
     load_policy,
     make_env,
 )
-from agents.bc import discounted_returns
+from agents.bc import PaddedRows, discounted_returns
 from agents.callbacks import PeriodicEvalCallback
 from agents.extractors import RoutingScorer, SetPoolingExtractor
 from heuristics import make_policy
@@ -83,6 +83,25 @@ def test_collect_labels_every_step_with_the_expert_action(env, demos):
     assert len(demos) == demos.episodes[0]["steps"] > 0
     assert demos.masks[np.arange(len(demos)), demos.actions].all()
     assert demos.obs["ratio"].shape == (len(demos), *env.observation_space["ratio"].shape)
+
+
+def test_padded_rows_store_less_and_index_like_the_dense_stack(env, demos):
+    dense = np.stack([demos.obs["ratio"][i] for i in range(len(demos))])
+    assert dense.shape == demos.obs["ratio"].shape
+    idx = np.array([len(demos) - 1, 0, len(demos) // 2, 0])
+    np.testing.assert_array_equal(demos.obs["ratio"][idx], dense[idx])
+    np.testing.assert_array_equal(demos.obs["ratio"][1:3], dense[1:3])
+    np.testing.assert_array_equal(demos.obs["ratio"][idx, 0, 1], dense[idx, 0, 1])
+    # Only the filled slots are kept, and most states leave some of the 4 slots empty.
+    assert demos.obs["ratio"].nbytes < dense.nbytes
+    rows = PaddedRows((3, 2), np.float32)
+    rows.append(np.array([[1, 0], [0, 0], [0, 0]], dtype=np.float32))
+    rows.append(np.zeros((3, 2), dtype=np.float32))
+    assert [r.shape for r in rows.rows] == [(1, 2), (0, 2)]
+    first = np.array([[1, 0], [0, 0], [0, 0]])
+    np.testing.assert_array_equal((rows + rows)[np.array([2, 1])], [first, np.zeros((3, 2))])
+    with pytest.raises(ValueError, match="shape"):
+        rows.append(np.zeros((2, 2)))
 
 
 def test_discounted_returns_sum_rewards_backwards():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 
@@ -40,6 +41,79 @@ def test_smoke_run_writes_loadable_model_and_offline_wandb_dir(tmp_path, monkeyp
     assert info["action_mask"][policy.act(obs, info)]
 
 
+def test_tiny_config_trains_saves_reloads_and_acts_identically(tmp_path):
+    """The issue-11 recipe at toy size, from a YAML file like examples/pd_learned_*.yaml: a
+    realistic predictor, fewer validation than held-out seeds; the saved model, reloaded, gives
+    the final table's numbers again and two loads act identically step by step."""
+    import evaluate
+
+    out = tmp_path / "run"
+    cfg_file = tmp_path / "tiny.yaml"
+    cfg_file.write_text(
+        "count: 4\nslots: 4\noutput_predictor: task-mean\nbc_expert: atlas+earliest-finish\n"
+        "bc_episodes: 1\nbc_epochs: 1\ntimesteps: 128\nn_envs: 1\nvec: dummy\n"
+        "eval_episodes: 2\nval_episodes: 1\neval_every: 64\nckpt_every: 128\n"
+        "baselines: [per-call-fcfs+earliest-finish]\n"
+        'hyperparams: {"n_steps": 64, "batch_size": 64}\nquiet: true\nwandb: disabled\n'
+    )
+    assert train.main(["--config", str(cfg_file), "--out", str(out)]) == 0
+    report = json.loads((out / "eval.json").read_text())
+    assert report["eval_seeds"] == [1_000_000, 1_000_001]
+    assert report["validation_seeds"] == [2_000_000]
+    assert json.loads((out / "config.json").read_text())["output_predictor"] == "task-mean"
+    ckpt = f"ckpt:{out / 'model.zip'}"
+    rows = evaluate.evaluate(
+        evaluate.EvalConfig(
+            env="pd-cluster", workloads=("mixed",), policies=(ckpt,), seeds=(1_000_000, 1_000_001),
+            count=4, slots=4, output_predictor="task-mean", out=str(tmp_path / "eval"), quiet=True,
+        )
+    )  # fmt: skip
+    again = {m: sum(r["metrics"][m] for r in rows) / len(rows) for m in ("req95", "req99")}
+    assert again == pytest.approx(report["final"][ckpt], rel=0, abs=0)
+    spec = train_env_spec("pd-cluster")
+    kwargs = env_kwargs(spec, {"count": 4, "slots": 4, "output_predictor": "task-mean"})
+    envs = [make_env(spec, kwargs) for _ in range(2)]
+    policies = [load_policy(out / "model.zip", e) for e in envs]
+    obs_info = [e.reset(seed=3) for e in envs]
+    while True:
+        actions = [p.act(obs, info) for p, (obs, info) in zip(policies, obs_info, strict=True)]
+        assert actions[0] == actions[1]
+        results = [e.step(actions[0]) for e in envs]
+        if results[0][2] or results[0][3]:
+            break
+        obs_info = [(r[0], r[4]) for r in results]
+
+
+def test_final_table_adds_the_best_model_only_when_it_is_not_the_final_one(tmp_path):
+    for name in ("model.zip", "bc_model.zip", "best_model.zip"):
+        (tmp_path / name).write_bytes(b"")
+    ckpt = {n: f"ckpt:{tmp_path / n}.zip" for n in ("model", "bc_model", "best_model")}
+    last_best = [{"step": 10}, {"step": 20, "saved_best": "x"}]
+    earlier_best = [{"step": 10, "saved_best": "x"}, {"step": 20}]
+    assert train.learned_rows(tmp_path, last_best, True) == [ckpt["bc_model"], ckpt["model"]]
+    all_three = [ckpt["bc_model"], ckpt["best_model"], ckpt["model"]]
+    assert train.learned_rows(tmp_path, earlier_best, True) == all_three
+    assert train.learned_rows(tmp_path, earlier_best, False) == [ckpt["best_model"], ckpt["model"]]
+    assert train.learned_rows(tmp_path, [], True) == [ckpt["bc_model"], ckpt["model"]]
+
+
+TRAIN_CONFIGS = sorted(
+    p
+    for p in (Path(__file__).resolve().parents[1] / "examples").glob("*.yaml")
+    if "program:" not in p.read_text()  # W&B sweep files configure train.py, they are not configs
+)
+
+
+@pytest.mark.parametrize("path", TRAIN_CONFIGS, ids=lambda p: p.name)
+def test_committed_example_configs_still_parse(path):
+    import yaml
+
+    cfg = train.parse_args(["--config", str(path)])
+    for key, value in yaml.safe_load(path.read_text()).items():
+        expected = tuple(value) if isinstance(value, list) else value
+        assert getattr(cfg, key.replace("-", "_")) == expected, key
+
+
 def test_config_file_sets_defaults_and_flags_override_it(tmp_path):
     cfg_file = tmp_path / "c.json"
     cfg_file.write_text(json.dumps({"timesteps": 123, "bc-epochs": 3, "seed": 5}))
@@ -56,6 +130,7 @@ def test_config_file_sets_defaults_and_flags_override_it(tmp_path):
         (["--bc-expert", "zz:x"], "unknown policy prefix"),
         (["--baselines", "atlas,atlas"], "more than once"),
         (["--n-envs", "0"], ">= 1"),
+        (["--val-episodes", "0"], ">= 1"),
     ],
 )
 def test_bad_options_are_rejected_before_any_work(argv, match):
