@@ -27,10 +27,10 @@ class PaddedRows:
     """A stack of equally shaped arrays that keeps each one without its trailing all-zero rows
     (axis 0), and pads them back with zeros when indexed.
 
-    PDCluster's observation at K = 256 is ~78 kB, but only the slots of waiting calls are
-    filled (invalid slots are zero) and the legal actions of a flat mask end at the last valid
-    slot; at 100 workflows a state holds tens of calls, so an episode of 7,000–60,000 states
-    fits in a tenth of the memory. Lossless: ``rows[idx]`` equals the dense stack's ``[idx]``.
+    PDCluster's observation at K = 256 is ~78 kB and its mask 16 kB, but only the slots of
+    waiting calls are filled (invalid slots are zero) and the legal actions of a flat mask end
+    at the last valid slot: a HexAgent episode of BFCL at 100 workflows (5,080 states) takes
+    33 MB instead of 482 MB (15×). Lossless: ``rows[idx]`` equals the dense stack's ``[idx]``.
 
     :param shape: the shape of one array.
     :param dtype: its dtype.
