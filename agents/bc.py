@@ -78,7 +78,10 @@ class PaddedRows:
         out = np.zeros((picked.size, *self.row_shape), dtype=self.dtype)
         for j, i in enumerate(picked):
             row = self.rows[i]
-            out[j, : row.shape[0] if row.ndim else None] = row
+            if row.ndim:
+                out[j, : row.shape[0]] = row
+            else:
+                out[j] = row
         out = out[0] if single else out
         if not rest:
             return out

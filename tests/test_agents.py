@@ -102,6 +102,11 @@ def test_padded_rows_store_less_and_index_like_the_dense_stack(env, demos):
     np.testing.assert_array_equal((rows + rows)[np.array([2, 1])], [first, np.zeros((3, 2))])
     with pytest.raises(ValueError, match="shape"):
         rows.append(np.zeros((2, 2)))
+    scalars = PaddedRows((), np.float32)
+    for v in (0.0, 2.5):
+        scalars.append(np.float32(v))
+    np.testing.assert_array_equal(scalars[np.array([1, 0])], [2.5, 0.0])
+    assert scalars[1] == 2.5
 
 
 def test_discounted_returns_sum_rewards_backwards():
