@@ -194,6 +194,9 @@ class TrainConfig:
 #: Where the training envs run (``agents.make_vec_env``).
 VECS = ("subproc", "dummy")
 
+#: What ``--help`` shows as the default of an option left unset, when it is not the env's.
+UNSET_SHOWN = {"val_episodes": "--eval-episodes"}
+
 #: TrainConfig fields that configure the env (``envs.CLI_ENVS`` option names).
 ENV_OPTIONS = (
     "cluster", "model", "workload", "count", "load_scale", "estimate_error", "slots", "slo_scale",
@@ -420,9 +423,7 @@ def parse_args(argv: list[str]) -> TrainConfig:
         if f.name == "ray":  # --ray alone: on this machine
             p.add_argument(flag, nargs="?", const="local", metavar="ADDRESS", help=help_text)
             continue
-        shown = evaluate_fmt(default)
-        if default is None:
-            shown = "--eval-episodes" if f.name == "val_episodes" else "the env's"
+        shown = UNSET_SHOWN.get(f.name, "the env's") if default is None else evaluate_fmt(default)
         p.add_argument(
             flag,
             dest=f.name,

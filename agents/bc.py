@@ -118,11 +118,6 @@ class Demonstrations:
     def __len__(self) -> int:
         return int(self.actions.shape[0])
 
-    @property
-    def nbytes(self) -> int:
-        """Memory held by the observations and masks."""
-        return sum(v.nbytes for v in self.obs.values()) + self.masks.nbytes
-
     def __add__(self, other: Demonstrations) -> Demonstrations:
         return Demonstrations(
             obs={k: v + other.obs[k] for k, v in self.obs.items()},

@@ -68,7 +68,7 @@ def test_tiny_config_trains_saves_reloads_and_acts_identically(tmp_path):
             count=4, slots=4, output_predictor="task-mean", out=str(tmp_path / "eval"), quiet=True,
         )
     )  # fmt: skip
-    again = {m: sum(r["metrics"][m] for r in rows) / len(rows) for m in ("req95", "req99")}
+    again = train.mean_metrics(rows, ckpt, evaluate.env_entry("pd-cluster").headline)
     assert again == pytest.approx(report["final"][ckpt], rel=0, abs=0)
     spec = train_env_spec("pd-cluster")
     kwargs = env_kwargs(spec, {"count": 4, "slots": 4, "output_predictor": "task-mean"})
