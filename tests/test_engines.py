@@ -98,7 +98,7 @@ def test_presets_load_and_pick_budgets_by_gpu_memory():
     assert vllm.token_budget_for(get_gpu("h100-sxm")) == 8192
     assert vllm.token_budget_for(get_gpu("a100-80g")) == 2048  # vLLM keeps A100 on the small tier
     assert vllm.max_batch_for(get_gpu("h200")) == 1024
-    assert sglang.token_budget_for(get_gpu("h200")) == 16384
+    assert sglang.token_budget_for(get_gpu("h200")) == 8192  # below 160 GiB
     assert sglang.token_budget_for(get_gpu("h100-sxm")) == 8192
     assert trt.kv_policy == "reserve" and vllm.kv_policy == sglang.kv_policy == "paged"
     with pytest.raises(KeyError, match="known engines"):

@@ -4,8 +4,25 @@ This is how serving engines are benchmarked (aiperf, genai-perf, vLLM's ``benchm
 with ``--max-concurrency``): ``concurrency`` clients each send ``requests_per_client`` requests
 back to back, every request with ``isl`` prompt tokens and exactly ``osl`` output tokens. The
 deployment is one monolithic instance (``tp`` GPUs) run by an engine preset
-(:mod:`envs.sim.engines`); each client is a chain of LLM calls with no think time, all clients
-starting together (or spread over ``start_spread_s`` seconds, drawn from ``seed``).
+(:mod:`envs.sim.engines`); each client is a chain of LLM calls with no think time.
+
+How the clients start and which requests are measured (the benchmark tools' knobs):
+
+- ``stagger``: ``"none"`` (every client sends its first request at t = 0, as vLLM's
+  ``benchmark_serving --max-concurrency`` and aiperf's concurrency mode do), ``"even"`` (client i
+  starts at i/N of one *period*, the run-alone latency of one request, so the clients' phases are
+  spread evenly over a round) or ``"random"`` (uniform over one period, drawn from ``seed``);
+  ``start_spread_s`` > 0 overrides the period in seconds (uniform random starts).
+  With identical request lengths and all clients starting together, every round's prompts reach
+  the engine together and the clients stay in lock step; staggered starts break that.
+- ``warmup_requests``: each client's first requests are sent but not measured (aiperf's
+  ``--warmup-request-count`` is a total; here it is per client).
+- ``steady_state``: measure only the requests sent after the warm-up and finished before the
+  first client ran out of requests, i.e. while every client was still sending (the drain at the
+  end, where fewer clients remain, is excluded); throughput is then concurrency / mean latency
+  of those requests (Little's law for a closed loop without think time).
+
+:data:`CALIBRATION_CLIENT` is the setting the fidelity benchmark and the engine calibration use.
 
 Usage::
 
@@ -40,6 +57,20 @@ from envs.sim.latency import InsufficientMemoryError
 from envs.sim.simulation import Assignment, Invocation, LatencyCache, Simulation
 from traces.schema import LLMNode, ToolNode, Workflow
 
+#: The closed-loop client setting of the engine calibration and the fidelity benchmark
+#: (``python -m benchmarks.serving_fidelity``): all clients start together and every request is
+#: measured, as the measured deployments' aiperf-style clients did (they record no stagger or
+#: warm-up; aiperf's defaults are none). ``--client steady`` in the benchmark reports the
+#: staggered, warmed-up, steady-state alternative beside it.
+CALIBRATION_CLIENT: dict[str, Any] = {
+    "stagger": "none",
+    "warmup_requests": 0,
+    "steady_state": False,
+}
+#: The steady-state alternative (even stagger over one period, one warm-up request per client).
+STEADY_CLIENT: dict[str, Any] = {"stagger": "even", "warmup_requests": 1, "steady_state": True}
+STAGGERS = ("none", "even", "random")
+
 
 class ServingConfigError(ValueError):
     """A deployment the simulator cannot represent (the message names the culprit)."""
@@ -61,19 +92,24 @@ def closed_loop_workload(
     start_spread_s: float = 0.0,
     seed: int = 0,
     frontend_seconds: float = 0.0,
+    starts: np.ndarray | None = None,
 ) -> list[Workflow]:
     """The clients as workflows: one chain of ``requests_per_client`` calls per client, each
     call behind a ``frontend_seconds`` tool node (the API server's path to the engine) when
     that is > 0.
 
     :param start_spread_s: clients start at uniform random times in [0, start_spread_s).
+    :param starts: explicit start time of each client, seconds (overrides ``start_spread_s``).
     """
-    rng = np.random.default_rng(seed)
-    starts = (
-        np.sort(rng.uniform(0.0, start_spread_s, concurrency))
-        if start_spread_s > 0
-        else np.zeros(concurrency)
-    )
+    if starts is None:
+        rng = np.random.default_rng(seed)
+        starts = (
+            np.sort(rng.uniform(0.0, start_spread_s, concurrency))
+            if start_spread_s > 0
+            else np.zeros(concurrency)
+        )
+    elif len(starts) != concurrency:
+        raise ServingConfigError(f"{len(starts)} start times for {concurrency} clients")
     out = []
     for i in range(concurrency):
         nodes: list[LLMNode | ToolNode] = []
@@ -142,6 +178,9 @@ def closed_loop(
     start_spread_s: float = 0.0,
     fraction: float = 1.0,
     token_budget: int | None = None,
+    stagger: str = "none",
+    warmup_requests: int = 0,
+    steady_state: bool = False,
 ) -> dict[str, Any]:
     """Simulate one deployment under a closed-loop client and report what the client measures.
 
@@ -156,15 +195,22 @@ def closed_loop(
     :param engine: engine preset (``vllm``, ``sglang``, ``trtllm``) or an
         :class:`~envs.sim.engines.EnginePreset` (e.g. with refitted constants).
     :param requests_per_client: requests each client sends back to back.
-    :param seed: seeds the clients' start times (only used with ``start_spread_s`` > 0).
-    :param start_spread_s: clients start uniformly over this many seconds (0: all at once).
+    :param seed: seeds the clients' start times (``stagger="random"`` or ``start_spread_s``).
+    :param start_spread_s: clients start uniformly over this many seconds (0: see ``stagger``).
     :param fraction: GPU share of the instance.
     :param token_budget: override the engine's tokens per iteration.
+    :param stagger: ``none``, ``even`` or ``random`` client starts (module docstring).
+    :param warmup_requests: requests per client sent but not measured (< requests_per_client).
+    :param steady_state: measure only while every client is still sending (module docstring).
     :return: ``ttft_mean_s``, ``ttft_p50_s``, ``ttft_p90_s``, ``ttft_p99_s``, ``tpot_mean_s``,
         ``tpot_p50_s``, ``tpot_p90_s``, ``tpot_p99_s``, ``latency_mean_s``, ``latency_p99_s``,
-        ``requests``, ``duration_s``, ``request_throughput`` (requests/s),
-        ``output_token_throughput`` (tokens/s), ``preemptions``, ``kv_capacity_tokens``,
-        ``token_budget``, ``max_batch``, ``events``, ``wall_seconds`` and the configuration.
+        ``requests`` (measured), ``duration_s`` (the measurement window, seconds),
+        ``request_throughput`` (requests/s: with ``steady_state`` concurrency / mean measured
+        latency, Little's law for a closed loop; else all requests over the whole run),
+        ``output_token_throughput`` (tokens/s),
+        ``preemptions``, ``kv_capacity_tokens``, ``token_budget``, ``max_batch``,
+        ``period_s`` (one request's run-alone latency), ``starts_s`` (client start times),
+        ``events``, ``wall_seconds`` and the configuration (client setting included).
     :raises ServingConfigError: for a combination the simulator cannot represent (unknown
         engine/GPU/model, unsupported precision on the GPU, bad TP, weights that do not fit,
         a request larger than the KV cache).
@@ -175,6 +221,17 @@ def closed_loop(
     requests_per_client = _positive_int("requests_per_client", requests_per_client)
     if not (isinstance(start_spread_s, int | float) and start_spread_s >= 0):
         raise ServingConfigError(f"start_spread_s={start_spread_s!r}; expected seconds >= 0")
+    if stagger not in STAGGERS:
+        raise ServingConfigError(f"stagger={stagger!r}; expected one of {STAGGERS}")
+    if (
+        isinstance(warmup_requests, bool)
+        or not isinstance(warmup_requests, int | np.integer)
+        or not 0 <= warmup_requests < requests_per_client
+    ):
+        raise ServingConfigError(
+            f"warmup_requests={warmup_requests!r}; expected an integer in "
+            f"[0, requests_per_client={requests_per_client})"
+        )
     config = {
         "gpu": gpu,
         "model": model,
@@ -187,8 +244,12 @@ def closed_loop(
         "concurrency": concurrency,
         "requests_per_client": requests_per_client,
         "seed": seed,
+        "stagger": stagger,
+        "warmup_requests": int(warmup_requests),
+        "steady_state": bool(steady_state),
     }
-    where = ", ".join(f"{k}={v}" for k, v in config.items() if k not in ("seed",))
+    client_keys = ("seed", "stagger", "warmup_requests", "steady_state")
+    where = ", ".join(f"{k}={v}" for k, v in config.items() if k not in client_keys)
     try:
         preset = get_engine(engine)
         cluster = deployment(gpu, model, tp, precision, kv_precision, fraction)
@@ -207,8 +268,17 @@ def closed_loop(
             f"but the instance holds {lat.kv_capacity_tokens}"
         )
     frontend = preset.frontend_seconds
+    period = run_alone_seconds(lat, isl, osl) + frontend
+    starts = client_starts(concurrency, stagger, period, start_spread_s, seed)
     workload = closed_loop_workload(
-        model, isl, osl, concurrency, requests_per_client, start_spread_s, seed, frontend
+        model,
+        isl,
+        osl,
+        concurrency,
+        requests_per_client,
+        seed=seed,
+        frontend_seconds=frontend,
+        starts=starts,
     )
     sim = Simulation(
         cluster,
@@ -224,25 +294,41 @@ def closed_loop(
     calls = res.calls
     if any(c.decode_end < 0 for c in calls):  # pragma: no cover - the run always drains
         raise RuntimeError(f"closed-loop run ({where}) ended with unfinished requests")
+    measured, t0, t1 = measured_requests(calls, warmup_requests, steady_state, frontend)
+    if not measured:
+        raise ServingConfigError(
+            f"no request to measure ({where}, warmup_requests={warmup_requests}, "
+            f"steady_state={steady_state}): send more requests per client"
+        )
     # the client sent each request ``frontend`` seconds before the engine saw it
-    ttft = np.array([c.ttft for c in calls]) + frontend
-    latency = np.array([c.latency for c in calls]) + frontend
+    ttft = np.array([c.ttft for c in measured]) + frontend
+    latency = np.array([c.latency for c in measured]) + frontend
     out: dict[str, Any] = dict(config)
     out.update(_summary("ttft", ttft))
     if osl > 1:
-        out.update(_summary("tpot", np.array([c.tpot for c in calls])))
+        out.update(_summary("tpot", np.array([c.tpot for c in measured])))
     else:
         out.update({f"tpot_{k}_s": math.nan for k in ("mean", "p50", "p90", "p99")})
     out["latency_mean_s"] = float(latency.mean())
     out["latency_p99_s"] = float(np.percentile(latency, 99))
     inst = sim.monolithic[0]
-    duration = res.end_time - float(min(w.arrival for w in workload))
+    if steady_state:
+        # Little's law for a closed loop without think time: X = N / R. Counting completions in
+        # the window instead is off by up to one request per window when the clients are
+        # staggered (a burst boundary when they are not).
+        throughput = concurrency / float(latency.mean())
+    else:
+        t0, t1 = float(min(w.arrival for w in workload)), res.end_time
+        throughput = len(calls) / (t1 - t0)
+    duration = t1 - t0
     out.update(
         {
-            "requests": len(calls),
+            "requests": len(measured),
             "duration_s": duration,
-            "request_throughput": len(calls) / duration,
-            "output_token_throughput": len(calls) * osl / duration,
+            "request_throughput": throughput,
+            "output_token_throughput": throughput * osl,
+            "period_s": period,
+            "starts_s": starts.tolist(),
             "preemptions": int(sum(c.preemptions for c in calls)),
             "kv_capacity_tokens": inst.capacity,
             "token_budget": inst.token_budget,
@@ -252,6 +338,61 @@ def closed_loop(
         }
     )
     return out
+
+
+def run_alone_seconds(lat: Any, isl: int, osl: int) -> float:
+    """Engine seconds of one request alone: its prefill, then ``osl - 1`` decode iterations."""
+    decode = lat.decode_steps_time(1, isl + 1, osl - 1) if osl > 1 else 0.0
+    return float(lat.prefill_time(isl) + decode)
+
+
+def client_starts(
+    concurrency: int, stagger: str, period_s: float, start_spread_s: float = 0.0, seed: int = 0
+) -> np.ndarray:
+    """Start time of each client, seconds (see the module docstring for ``stagger``)."""
+    if start_spread_s > 0:
+        rng = np.random.default_rng(seed)
+        return np.sort(rng.uniform(0.0, start_spread_s, concurrency))
+    if stagger == "even":
+        return np.arange(concurrency) * (period_s / concurrency)
+    if stagger == "random":
+        return np.sort(np.random.default_rng(seed).uniform(0.0, period_s, concurrency))
+    return np.zeros(concurrency)
+
+
+def measured_requests(
+    calls: list,
+    warmup_requests: int,
+    steady_state: bool,
+    frontend_seconds: float = 0.0,
+) -> tuple[list, float, float]:
+    """The requests a client measures and the measurement window ``(t0, t1)``, seconds.
+
+    Warm-up: each client's first ``warmup_requests`` are dropped. Steady state: the window runs
+    from the last warm-up completion to the moment the first client finished its last request;
+    only requests sent (``frontend_seconds`` before the engine saw them) and finished inside it
+    count. Without steady state every post-warm-up request counts and the window is (nan, nan).
+    """
+    by_client: dict[str, list] = {}
+    for c in calls:
+        by_client.setdefault(c.workflow_id, []).append(c)
+    for reqs in by_client.values():
+        reqs.sort(key=lambda c: c.revealed_at)
+    kept = [c for reqs in by_client.values() for c in reqs[warmup_requests:]]
+    if not steady_state:
+        return kept, math.nan, math.nan
+    t0 = max(
+        (
+            reqs[warmup_requests - 1].decode_end
+            if warmup_requests
+            else reqs[0].revealed_at - frontend_seconds
+        )
+        for reqs in by_client.values()
+    )
+    t1 = min(reqs[-1].decode_end for reqs in by_client.values())
+    inside = [c for c in kept if c.revealed_at - frontend_seconds >= t0 and c.decode_end <= t1]
+    return inside, t0, t1
+
 
 
 def _summary(name: str, values: np.ndarray) -> dict[str, float]:

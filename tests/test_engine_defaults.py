@@ -1,0 +1,183 @@
+"""Specifications of the engine presets against the engines' documented defaults, of long prompts
+under each preset (a prompt that fits in KV finishes its prefill within a bound), and of the
+closed-loop client's stagger / warm-up / steady-state measurement."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from envs.sim import Assignment, Simulation
+from envs.sim.catalog import get_gpu
+from envs.sim.cluster import cluster_from_dict
+from envs.sim.engines import get_engine
+from envs.sim.serving import ServingConfigError, closed_loop
+from traces.schema import Request
+
+MODEL = "llama3.1-8b"
+
+# (engine, GPU) -> (tokens per iteration, running-request cap), each the engine's own default.
+# vLLM: vllm/engine/arg_utils.py EngineArgs.get_batch_defaults, OpenAI API server context
+#   (>= 70 GiB and not A100: 8192 / 1024; else 2048 / 256).
+# SGLang: python/sglang/srt/server_args.py _handle_gpu_memory_settings, chunked_prefill_size
+#   by GPU memory (< 35 GiB 2048, < 60 GiB 4096, < 160 GiB 8192, else 16384); no request cap
+#   beyond the KV pool (the preset's 4096 is a simulator bound, not an engine default).
+# TensorRT-LLM: trtllm-serve options default to BuildConfig (max_num_tokens 8192,
+#   max_batch_size 2048) whatever the GPU.
+DOCUMENTED = {
+    ("vllm", "h100-sxm"): (8192, 1024),
+    ("vllm", "h200"): (8192, 1024),
+    ("vllm", "a100-80g"): (2048, 256),
+    ("vllm", "l40s"): (2048, 256),
+    ("sglang", "h100-sxm"): (8192, 4096),
+    ("sglang", "h200"): (8192, 4096),
+    ("sglang", "a100-80g"): (8192, 4096),
+    ("sglang", "a100-40g"): (4096, 4096),
+    ("sglang", "v100-32g"): (2048, 4096),
+    ("trtllm", "h100-sxm"): (8192, 2048),
+    ("trtllm", "a100-80g"): (8192, 2048),
+}
+# engine -> (scheduling, KV policy, memory share): vLLM V1 always chunks and mixes decodes in;
+# SGLang runs prefill batches alone (enable_mixed_chunk False); TensorRT-LLM mixes whole prompts
+# (TorchLlmArgs.enable_chunked_prefill False) and reserves a request's KV (GUARANTEED_NO_EVICT).
+DOCUMENTED_SCHEDULING = {
+    "vllm": ("chunked", "paged", 0.9),
+    "sglang": ("chunked-prefill-first", "paged", 0.88),
+    "trtllm": ("mixed-whole", "reserve", 0.9),
+}
+
+
+@pytest.mark.parametrize(("engine", "gpu"), sorted(DOCUMENTED))
+def test_preset_budgets_match_the_engines_documented_defaults(engine, gpu):
+    preset = get_engine(engine)
+    assert (preset.token_budget_for(get_gpu(gpu)), preset.max_batch_for(get_gpu(gpu))) == (
+        DOCUMENTED[(engine, gpu)]
+    )
+
+
+@pytest.mark.parametrize("engine", sorted(DOCUMENTED_SCHEDULING))
+def test_preset_scheduling_matches_the_engines_documented_defaults(engine):
+    preset = get_engine(engine)
+    assert (preset.scheduling, preset.kv_policy, preset.memory_utilization) == (
+        DOCUMENTED_SCHEDULING[engine]
+    )
+
+
+# -- long prompts --------------------------------------------------------------------------------
+class _Pin:
+    def plan(self, sim, inv):
+        return [Assignment(c, c.revealed_at, 0) for c in inv.new_calls]
+
+
+def _long_prompt_run(engine: str, decodes: int, decode_osl: int, long_isl: int):
+    """``decodes`` short requests (256-token prompts) start at t = 0; a ``long_isl`` prompt
+    arrives at t = 0.2 s, while they decode. Returns (simulation, long call record)."""
+    cluster = cluster_from_dict(
+        {
+            "name": "long-prompt",
+            "architecture": "monolithic",
+            "default_model": MODEL,
+            "tensor_parallel": {MODEL: {"h100-sxm": 1}},
+            "instances": [{"gpu": "h100-sxm"}],
+        }
+    )
+    reqs = [Request(f"d{i}", 0.0, MODEL, 256, decode_osl) for i in range(decodes)]
+    reqs.append(Request("long", 0.2, MODEL, long_isl, 4))
+    sim = Simulation(cluster, reqs, engine=engine, compute_horizons=False, online_horizons=False)
+    res = sim.run(_Pin())
+    long = next(c for c in res.calls if c.workflow_id == "long")
+    return sim, res, long
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_a_long_prompt_finishes_its_prefill_within_the_engines_bound(engine):
+    """A prompt of (budget - 8) tokens arrives while 32 requests decode. vLLM chunks it into
+    the budget the decodes leave, so it needs ceil(P / (budget - 32)) mixed iterations; SGLang
+    prefills it in prefill-only iterations of the whole budget; TensorRT-LLM (no chunked
+    context) waits until the running decodes leave room for the whole prompt - bounded by the
+    batch's remaining decode time, because nothing is admitted ahead of it - then prefills it."""
+    budget = get_engine(engine).token_budget_for(get_gpu("h100-sxm"))
+    decodes, osl, isl = 32, 400, budget - 8
+    sim, res, long = _long_prompt_run(engine, decodes, osl, isl)
+    lat = sim.monolithic[0].latency
+    ctx = decodes * (256 + osl)  # the decodes' largest total context
+    if engine == "vllm":
+        chunks = math.ceil(isl / (budget - decodes))
+        it = lat.mixed_iteration_time(decodes, ctx, budget - decodes, 2, isl)
+        bound = chunks * it
+    elif engine == "sglang":
+        chunks = math.ceil(isl / budget)
+        bound = chunks * lat.prefill_time(budget, 2, isl) + lat.decode_iteration_time(decodes, ctx)
+    else:
+        drain = lat.decode_steps_time(decodes, decodes * 257, osl)  # the batch's whole decode
+        bound = drain + lat.mixed_iteration_time(decodes, ctx, isl, 1, 0)
+    assert long.prefill_end > 0
+    assert long.ttft <= bound * 1.001, (engine, long.ttft, bound)
+    assert all(c.decode_end > 0 for c in res.calls)
+
+
+def test_trtllm_without_chunked_context_holds_a_long_prompt_until_the_decodes_drain():
+    """The documented TensorRT-LLM default (no chunked context) is not vLLM: the long prompt's
+    first token comes only after the running batch has (nearly) finished."""
+    _, res, long = _long_prompt_run("trtllm", 32, 400, 8184)
+    first_batch_end = min(c.decode_end for c in res.calls if c.workflow_id != "long")
+    _, _, long_vllm = _long_prompt_run("vllm", 32, 400, 8184)
+    assert long.prefill_end >= first_batch_end
+    assert long_vllm.ttft < long.ttft / 3
+
+
+# -- closed-loop clients -------------------------------------------------------------------------
+def _cl(**kw):
+    base = {
+        "gpu": "h100-sxm",
+        "model": MODEL,
+        "engine": "vllm",
+        "isl": 128,
+        "osl": 256,
+        "concurrency": 8,
+        "requests_per_client": 10,
+    }
+    return closed_loop(**{**base, **kw})
+
+
+def test_staggered_clients_change_nothing_about_steady_state_throughput():
+    """Decode-bound deployment: at steady state the engine serves the same 8 requests at a
+    time whichever way the clients started, so throughput agrees; lock step does change TTFT
+    (every round's prompts arrive together)."""
+    steady = {"warmup_requests": 1, "steady_state": True}
+    lock = _cl(stagger="none", **steady)
+    even = _cl(stagger="even", **steady)
+    rand = _cl(stagger="random", seed=3, **steady)
+    for r in (even, rand):
+        assert r["request_throughput"] == pytest.approx(lock["request_throughput"], rel=0.02)
+    assert lock["ttft_mean_s"] > 1.5 * even["ttft_mean_s"]
+    assert lock["starts_s"] == [0.0] * 8
+    assert even["starts_s"] == pytest.approx([i * even["period_s"] / 8 for i in range(8)])
+
+
+def test_warmup_and_steady_state_measure_fewer_requests_inside_the_window():
+    full = _cl(stagger="even")
+    warm = _cl(stagger="even", warmup_requests=2)
+    steady = _cl(stagger="even", warmup_requests=1, steady_state=True)
+    assert full["requests"] == 80 and warm["requests"] == 64
+    assert 0 < steady["requests"] < 72
+    assert steady["duration_s"] < full["duration_s"]
+    assert (full["stagger"], steady["steady_state"], steady["warmup_requests"]) == (
+        "even",
+        True,
+        1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"stagger": "sideways"}, "stagger"),
+        ({"warmup_requests": 10}, "warmup_requests"),
+        ({"warmup_requests": -1}, "warmup_requests"),
+    ],
+)
+def test_closed_loop_client_options_are_checked(kwargs, match):
+    with pytest.raises(ServingConfigError, match=match):
+        _cl(**kwargs)
