@@ -4,6 +4,7 @@ closed-loop client's stagger / warm-up / steady-state measurement."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -129,10 +130,11 @@ def test_trtllm_without_chunked_context_holds_a_long_prompt_until_the_decodes_dr
 
 # -- closed-loop clients -------------------------------------------------------------------------
 def _cl(**kw):
+    """A decode-bound vLLM deployment, the engine alone (no fitted frontend constant)."""
     base = {
         "gpu": "h100-sxm",
         "model": MODEL,
-        "engine": "vllm",
+        "engine": dataclasses.replace(get_engine("vllm"), calibrated={}),
         "isl": 128,
         "osl": 256,
         "concurrency": 8,
@@ -181,3 +183,15 @@ def test_warmup_and_steady_state_measure_fewer_requests_inside_the_window():
 def test_closed_loop_client_options_are_checked(kwargs, match):
     with pytest.raises(ServingConfigError, match=match):
         _cl(**kwargs)
+
+
+def test_frontend_constant_shifts_every_clients_ttft_without_changing_the_engine_run():
+    plain = _cl(concurrency=8)
+    slow = _cl(
+        concurrency=8,
+        engine=dataclasses.replace(get_engine("vllm"), calibrated={"frontend_seconds": 0.1}),
+    )
+    assert slow["ttft_mean_s"] == pytest.approx(plain["ttft_mean_s"] + 0.1, rel=1e-12)
+    assert slow["latency_mean_s"] == pytest.approx(plain["latency_mean_s"] + 0.1, rel=1e-12)
+    assert slow["tpot_mean_s"] == plain["tpot_mean_s"]
+    assert slow["request_throughput"] == plain["request_throughput"]
