@@ -1,7 +1,7 @@
 """How close is the simulated engine to real deployments it was not fitted to? Held-out errors.
 
     python -m benchmarks.serving_fidelity [--data-dir D] [--deployment aiconfigurator]
-        [--jobs 2] [--plot serving_fidelity.png] [--rows]
+        [--client lockstep] [--jobs 2] [--plot serving_fidelity.png] [--rows]
 
 Not a speed benchmark: an audit of the serving engine at system level. Every deployment of
 ``aiconfigurator/silicon_sample_calibration.csv`` (section 1b of the measured-latency folder's
@@ -13,7 +13,7 @@ clients as :data:`envs.sim.serving.CALIBRATION_CLIENT`, the engine configured as
 are counted by reason.
 
 The only constant fitted on these rows is each engine's ``frontend_seconds``
-(:func:`envs.sim.calibrate_serving.fit_frontend`); everything else comes from kernel-level
+(:func:`envs.sim.serving_fit.fit_frontend`); everything else comes from kernel-level
 data. Validation holds out whole groups, never single rows: leave one **model** out, leave one
 **engine** out (the held-out engine takes a frontend fitted on the other engines' rows) and
 leave one **GPU** out (H100 vs H200); each group is predicted by constants fitted on the others.
@@ -129,21 +129,21 @@ def plot(held: dict[str, list], path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from envs.sim.calibrate_serving import (
-        DEPLOYMENTS,
-        fit_frontends,
-        leave_one_group_out,
-        load_rows,
-        predict_rows,
-        with_frontend,
-    )
-    from envs.sim.serving import CALIBRATION_CLIENT
+    from envs.sim.calibrate_serving import DEPLOYMENTS, load_rows, predict_rows
+    from envs.sim.serving import CALIBRATION_CLIENT, STEADY_CLIENT
+    from envs.sim.serving_fit import fit_frontends, leave_one_group_out, with_frontend
 
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.serving_fidelity", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--data-dir", help="measured-latency folder (default ../shared/...)")
     parser.add_argument("--deployment", default="aiconfigurator", choices=DEPLOYMENTS)
+    parser.add_argument(
+        "--client",
+        default="lockstep",
+        choices=("lockstep", "steady"),
+        help="closed-loop clients: CALIBRATION_CLIENT (lockstep) or STEADY_CLIENT",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--plot", help="write the scatter plot to this PNG")
     parser.add_argument("--rows", action="store_true", help="print every held-out prediction")
@@ -156,9 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(rows)} deployments the simulator can represent; left out:")
     for reason, n in skipped.most_common():
         print(f"  {n:4d}  {reason}")
-    print(f"engine configuration: --deployment {args.deployment}; clients: {CALIBRATION_CLIENT}")
+    client = CALIBRATION_CLIENT if args.client == "lockstep" else STEADY_CLIENT
+    print(f"engine configuration: --deployment {args.deployment}; clients: {client}")
     engines = {r.backend: {} for r in rows}
-    preds0 = predict_rows(rows, engines, jobs=args.jobs, progress=True, deployment=args.deployment)
+    preds0 = predict_rows(
+        rows, engines, jobs=args.jobs, progress=True, deployment=args.deployment, client=client
+    )
 
     fitted_all = fit_frontends(rows, preds0)
     fit_pairs = [

@@ -28,16 +28,15 @@ default the token budgets aiconfigurator's config generator writes). Clients:
 :data:`envs.sim.serving.CALIBRATION_CLIENT` (all clients start together, every request
 measured).
 
-Fit (``--fit``): per engine, ``frontend_seconds`` (:data:`DEFAULT_FIT`) by a grid search of
-:func:`fit_frontend`: the rows are simulated once without it and the value minimising the mean
-|log(predicted / measured)| TTFT with it added is kept (it is a client-side constant, so this
-is exact).
-``--params`` with other constants (the per-iteration overheads of
+Fit (``--fit``): per engine, ``frontend_seconds`` (:data:`DEFAULT_FIT`) by the grid search
+of ``envs.sim.serving_fit.fit_frontend``: the rows are simulated once without it and the value
+minimising the mean |log(predicted / measured)| TTFT with it added is kept (a client-side
+constant, so this is exact). ``--params`` with other constants (the per-iteration overheads of
 :class:`envs.sim.latency.Calibration`, ``moe_kernel_efficiency``) runs a coordinate search on
-the mean |log| of TTFT plus TPOT with every row re-simulated instead. Results are written to the
-``calibrated:`` blocks of ``envs/configs/engines.yaml``. Held-out check (``--heldout``): leave
-one model out (:func:`leave_one_group_out`); ``benchmarks/serving_fidelity.py`` adds leave one
-engine / GPU out.
+the mean |log| of TTFT plus TPOT with every row re-simulated instead. Results are written to
+the ``calibrated:`` blocks of ``envs/configs/engines.yaml``. Held-out check (``--heldout``):
+leave one model out (``envs.sim.serving_fit.leave_one_group_out``);
+``benchmarks/serving_fidelity.py`` adds leave one engine / GPU out.
 
 Usage::
 
@@ -60,6 +59,7 @@ from envs.sim.calibrate import find_data_dir
 from envs.sim.catalog import get_gpu, get_model
 from envs.sim.engines import ENGINES_YAML, get_engine
 from envs.sim.progress import progress as progress_bar
+from envs.sim.serving_fit import fit_frontends, leave_one_group_out
 
 SILICON_CSV = Path("aiconfigurator") / "silicon_sample_calibration.csv"
 REQUESTS_PER_CLIENT = 20
@@ -142,10 +142,12 @@ class SiliconRow:
     ttft_s: float
     tpot_s: float
 
-    def closed_loop_kwargs(self, deployment: str = "aiconfigurator") -> dict[str, Any]:
+    def closed_loop_kwargs(
+        self, deployment: str = "aiconfigurator", client: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Arguments of :func:`envs.sim.serving.closed_loop` that reproduce the deployment,
         its engine configured as ``deployment`` says (see :data:`DEPLOYMENTS`), the clients
-        as :data:`envs.sim.serving.CALIBRATION_CLIENT`."""
+        as ``client`` (default :data:`envs.sim.serving.CALIBRATION_CLIENT`)."""
         from envs.sim.serving import CALIBRATION_CLIENT
 
         if deployment not in DEPLOYMENTS:
@@ -161,7 +163,7 @@ class SiliconRow:
             "osl": self.osl,
             "concurrency": self.concurrency,
             "requests_per_client": REQUESTS_PER_CLIENT,
-            **CALIBRATION_CLIENT,
+            **(CALIBRATION_CLIENT if client is None else client),
         }
         if deployment == "defaults":
             return kwargs
@@ -259,13 +261,14 @@ def predict_row(
     row: SiliconRow,
     overrides: dict[str, dict[str, float]] | None = None,
     deployment: str = "aiconfigurator",
+    client: dict[str, Any] | None = None,
 ) -> dict:
     """Simulate ``row``'s deployment; ``overrides`` maps engine -> Calibration fields that
     replace the preset's whole fitted block (for fitting and the held-out checks; ``{}`` for an
     engine runs it with no fitted constant, e.g. ``frontend_seconds`` 0)."""
     from envs.sim.serving import closed_loop
 
-    kwargs = row.closed_loop_kwargs(deployment)
+    kwargs = row.closed_loop_kwargs(deployment, client)
     if overrides is not None and row.backend in overrides:
         preset = kwargs["engine"]
         preset = get_engine(preset) if isinstance(preset, str) else preset
@@ -291,9 +294,10 @@ def predict_rows(
     jobs: int = 1,
     progress: bool = False,
     deployment: str = "aiconfigurator",
+    client: dict[str, Any] | None = None,
 ) -> list[dict]:
     """:func:`predict_row` for every row, in order, on ``jobs`` processes."""
-    work = [(r, overrides, deployment) for r in rows]
+    work = [(r, overrides, deployment, client) for r in rows]
     if jobs <= 1:
         it = map(_predict_star, work)
         if progress:
@@ -402,71 +406,6 @@ def fit_all(
         mine = [r for r in rows if r.backend == engine][::stride]
         out[engine], _ = fit_engine(mine, engine, jobs=jobs, log=log, factors=factors, names=names)
     return out
-
-
-#: ``frontend_seconds`` candidates of :func:`fit_frontend`, seconds (0 and 0.1 ms ... 1 s).
-FRONTEND_GRID_S = np.concatenate([[0.0], np.geomspace(1e-4, 1.0, 401)])
-#: Row groupings of the held-out checks: leave one model / engine / GPU out.
-HOLDOUT_KEYS = {"model": "model", "engine": "backend", "gpu": "gpu"}
-
-
-def with_frontend(pred: dict, frontend_seconds: float) -> dict:
-    """An engine-only prediction (``frontend_seconds`` 0) with the client-side frontend added:
-    TTFT and latency grow by it, TPOT does not change (exactly what :func:`predict_row` gives
-    with that constant; see :mod:`envs.sim.serving`)."""
-    return {
-        **pred,
-        "ttft_s": pred["ttft_s"] + frontend_seconds,
-        "latency_s": pred["latency_s"] + frontend_seconds,
-        "frontend_seconds": frontend_seconds,
-    }
-
-
-def fit_frontend(rows: list[SiliconRow], preds0: list[dict]) -> float:
-    """The ``frontend_seconds`` of :data:`FRONTEND_GRID_S` minimising the mean |log(predicted /
-    measured)| TTFT of ``rows``, from their engine-only predictions ``preds0``."""
-    if not rows:
-        raise ValueError("no rows to fit frontend_seconds on")
-    meas = np.array([r.ttft_s for r in rows])
-    sim0 = np.array([p["ttft_s"] for p in preds0])
-    losses = np.abs(np.log((sim0[None, :] + FRONTEND_GRID_S[:, None]) / meas[None, :])).mean(1)
-    return float(FRONTEND_GRID_S[int(np.argmin(losses))])
-
-
-def fit_frontends(rows: list[SiliconRow], preds0: list[dict]) -> dict[str, float]:
-    """``frontend_seconds`` per engine among ``rows`` (each on its own rows), plus ``"*"``:
-    one value fitted on every row, for an engine that has no rows to fit on."""
-    out = {"*": fit_frontend(rows, preds0)}
-    for engine in sorted({r.backend for r in rows}):
-        idx = [i for i, r in enumerate(rows) if r.backend == engine]
-        out[engine] = fit_frontend([rows[i] for i in idx], [preds0[i] for i in idx])
-    return out
-
-
-def leave_one_group_out(
-    rows: list[SiliconRow], preds0: list[dict], key: str
-) -> tuple[list[tuple[SiliconRow, dict]], dict[str, dict[str, float]]]:
-    """For each value of ``key`` (``model``, ``engine`` or ``gpu``; whole groups, never single
-    rows): fit ``frontend_seconds`` on the other groups' rows, predict the group's rows with it
-    (an engine with no rows left, i.e. the held-out engine, takes the value fitted on all the
-    other engines' rows together).
-
-    :param preds0: engine-only predictions of ``rows`` (``frontend_seconds`` 0), in order.
-    :return: (row, prediction) for every row, and the constants fitted per held-out group.
-    """
-    attr = HOLDOUT_KEYS[key]
-    out: list[tuple[SiliconRow, dict]] = []
-    fitted: dict[str, dict[str, float]] = {}
-    for group in sorted({getattr(r, attr) for r in rows}):
-        train = [i for i, r in enumerate(rows) if getattr(r, attr) != group]
-        if not train:
-            raise ValueError(f"every row has {key}={group!r}: nothing left to fit on")
-        f = fit_frontends([rows[i] for i in train], [preds0[i] for i in train])
-        fitted[group] = f
-        for r, p in zip(rows, preds0, strict=True):
-            if getattr(r, attr) == group:
-                out.append((r, with_frontend(p, f.get(r.backend, f["*"]))))
-    return out, fitted
 
 
 def write_engine_constants(fitted: dict[str, dict[str, float]], path: Path | None = None) -> None:
