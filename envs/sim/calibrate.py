@@ -1005,6 +1005,54 @@ def print_prefill_report(points: Sequence[PrefillPoint], out) -> None:
             print(f"{gen:<11} {key:<36} {s.points:6d} {s.median:+8.1%} {s.worst:+8.1%}", file=out)
 
 
+def gemm_source_agreement(data_dir: Path) -> dict[tuple[str, str], list[float]]:
+    """Vidur's per-layer GEMM ops over aiconfigurator's GEMM table for the *same* (m, n, k) on
+    the same GPU: the two sources the prefill check composes, compared with each other. Shapes:
+    fused QKV (n = (heads + 2 kv heads) x head dim / tp, k = hidden), output (n = hidden,
+    k = hidden / tp), gated up (n = 2 ffn / tp), down (k = ffn / tp); only shapes present in
+    both tables. Returns {(gpu, token band): [ratios]} (> 1: Vidur slower)."""
+    out: dict[tuple[str, str], list[float]] = {}
+    for sku, (gpu, folder) in VIDUR_GPUS.items():
+        aic = {
+            (int(r["m"]), int(r["n"]), int(r["k"])): float(r["latency"])
+            for r in _read_csv(data_dir / "aiconfigurator" / folder / "gemm_perf.csv")
+        }
+        for hf_name in VIDUR_MODELS:
+            path = data_dir / "vidur" / "compute" / sku / hf_name / "mlp.csv"
+            if not path.exists():
+                continue
+            for r in _read_csv(path):
+                m, tp = int(r["num_tokens"]), int(r["num_tensor_parallel_workers"])
+                h, ffn = int(r["n_embd"]), int(r["n_expanded_embd"])
+                hd = h // int(r["n_head"])
+                up = (2 if r["use_gated_mlp"] in ("True", "true", "1") else 1) * ffn // tp
+                shapes = {
+                    "attn_pre_proj": ((int(r["n_head"]) + 2 * int(r["n_kv_head"])) * hd // tp, h),
+                    "attn_post_proj": (h, h // tp),
+                    "mlp_up_proj": (up, h),
+                    "mlp_down_proj": (h, ffn // tp),
+                }
+                band = PrefillPoint("", "", 0, 0, gpu, m, "").band
+                for op, (n, k) in shapes.items():
+                    if (m, n, k) in aic and m >= 16:
+                        ratio = float(r[f"time_stats.{op}.median"]) / aic[(m, n, k)]
+                        out.setdefault((gpu, band), []).append(ratio)
+    return out
+
+
+def print_gemm_agreement(table: dict[tuple[str, str], list[float]], out) -> None:
+    print("\n## Vidur GEMM ops / aiconfigurator GEMM, same (m, n, k) and GPU", file=out)
+    print(
+        f"{'gpu':<10} {'tokens (m)':<12} {'shapes':>6} {'median':>7} {'min':>6} {'max':>6}",
+        file=out,
+    )
+    for (gpu, band), r in sorted(table.items(), key=lambda kv: (kv[0][0], _band_order(kv[0][1]))):
+        print(
+            f"{gpu:<10} {band:<12} {len(r):6d} {np.median(r):7.2f} {min(r):6.2f} {max(r):6.2f}",
+            file=out,
+        )
+
+
 def _with(cal: Calibration, **changes: object) -> Calibration:
     data = _to_dict(cal)
     data.update(changes)
@@ -1296,6 +1344,7 @@ def main(argv: list[str] | None = None) -> int:
     _print_points(points + held, args.summary, sys.stdout)
     if args.prefill_report:
         print_prefill_report(prefill_points(data_dir, cal), sys.stdout)
+        print_gemm_agreement(gemm_source_agreement(data_dir), sys.stdout)
     n_all = sum(1 for r in anl_runs(data_dir) if r.model in HELDOUT_E2E_MODELS)
     med = median_abs_error(held)
     print(
