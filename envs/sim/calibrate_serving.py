@@ -97,9 +97,9 @@ PRECISIONS = {"": "bf16", "bf16": "bf16", "fp8": "fp8"}
 #: - ``aiconfigurator`` (the default of the benchmark and the fit): TensorRT-LLM and vLLM with
 #:   that token budget (``max_batch_size`` = the row's concurrency, rounded up to TensorRT-LLM's
 #:   32-token blocks); SGLang at its own defaults, because its generator flags (mixed chunks)
-#:   fit its measured TPOT worse than the defaults do (median |error| 27.0 % against 19.7 %
-#:   with the previous constants), which suggests these rows predate that rule. A choice made
-#:   on the rows, documented as such.
+#:   fit it worse (leave-one-model-out SGLang TPOT median 34.6 % against 19.4 %, TTFT 67.9 %
+#:   against 35.2 %: ``python -m benchmarks.serving_fidelity --deployment aiconfigurator-all``),
+#:   which suggests these rows predate that rule. A choice made on the rows, documented as such.
 #: - ``aiconfigurator-all``: the generator's flags for all three engines.
 #: - ``defaults``: every engine at its documented defaults (``envs/configs/engines.yaml``).
 DEPLOYMENTS = ("aiconfigurator", "aiconfigurator-all", "defaults")
@@ -324,7 +324,8 @@ STEP_FACTORS = (3.0, 1.7, 1.3)
 #: iteration overheads or the MoE kernel efficiency as well lowers the error on the rows fitted
 #: but raises it on models left out (leave-one-model-out TPOT median 14.8 % with the frontend
 #: only; 18.8 % adding the per-GPU overhead, 20.5 % adding the MoE efficiency, 26.1 % fitting
-#: all five): those constants absorb model-specific errors and do not transfer. The others then
+#: all five; measured by the coordinate-search leave-one-model-out this module had until issue
+#: 30, not rerun): those constants absorb model-specific errors and do not transfer. The others
 #: keep the kernel-level calibration's values (latency_calibration.yaml).
 DEFAULT_FIT = ("frontend_seconds",)
 
@@ -502,6 +503,8 @@ def _main(argv: list[str] | None = None) -> int:
     names = tuple(p for p in args.params.split(",") if p)
     if set(names) - set(FIT_PARAMS):
         parser.error(f"--params: unknown {sorted(set(names) - set(FIT_PARAMS))}")
+    if args.heldout and names != DEFAULT_FIT:
+        parser.error("--heldout refits frontend_seconds only; run it without --params")
     try:
         rows, skipped = load_rows(args.data_dir)
     except FileNotFoundError as exc:
