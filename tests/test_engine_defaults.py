@@ -195,3 +195,28 @@ def test_frontend_constant_shifts_every_clients_ttft_without_changing_the_engine
     assert slow["latency_mean_s"] == pytest.approx(plain["latency_mean_s"] + 0.1, rel=1e-12)
     assert slow["tpot_mean_s"] == plain["tpot_mean_s"]
     assert slow["request_throughput"] == plain["request_throughput"]
+
+
+def test_replayed_trtllm_deployments_take_the_generated_token_budget_and_never_serialise():
+    """aiconfigurator's generator sizes max_num_tokens = concurrency + isl + 1500 (32-token
+    blocks), so each long prompt is prefilled beside the decodes as soon as it arrives; at the
+    documented default (8192) an 8,190-token prompt waits for the batch to drain and the clients
+    are served one round at a time."""
+    from envs.sim.calibrate_serving import SiliconRow
+
+    row = SiliconRow(
+        id="t", backend="trtllm", backend_version="", hf_model="", model=MODEL, gpu="h100-sxm",
+        tp=1, precision="bf16", kv_precision="bf16", isl=8190, osl=64, concurrency=16,
+        ttft_s=1.0, tpot_s=0.01,
+    )  # fmt: skip
+    gen = row.closed_loop_kwargs("aiconfigurator")
+    assert gen["token_budget"] == 9728 and gen["stagger"] == "none"  # 16 + 8190 + 1500 -> 9728
+    assert "token_budget" not in row.closed_loop_kwargs("defaults")
+    with pytest.raises(ValueError, match="deployment"):
+        row.closed_loop_kwargs("tuned")
+    fast, slow = closed_loop(**gen), closed_loop(**row.closed_loop_kwargs("defaults"))
+    frontend = get_engine("trtllm").frontend_seconds
+    # generated budget: no worse than every client's request run back to back (period_s is one
+    # request's run-alone latency, more than its prefill)
+    assert fast["ttft_mean_s"] - frontend < 16 * fast["period_s"]
+    assert slow["ttft_mean_s"] - frontend > 5 * (fast["ttft_mean_s"] - frontend)

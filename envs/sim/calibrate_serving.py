@@ -63,11 +63,22 @@ from envs.sim.serving_fit import fit_frontends, leave_one_group_out
 
 SILICON_CSV = Path("aiconfigurator") / "silicon_sample_calibration.csv"
 REQUESTS_PER_CLIENT = 20
-# Hugging Face id -> catalog model
+# Hugging Face id -> catalog model (every published id of an architecture the catalog has, not
+# only those in the file, so deployments of the same architectures replay too; Llama-3.3-70B
+# has Llama-3.1-70B's architecture)
 MODELS = {
     "meta-llama/Llama-3.1-8B-Instruct": "llama3.1-8b",
+    "meta-llama/Llama-3.1-8B": "llama3.1-8b",
     "nvidia/Llama-3.1-8B-Instruct-FP8": "llama3.1-8b",
+    "meta-llama/Llama-3.1-70B-Instruct": "llama3.1-70b",
+    "meta-llama/Llama-3.1-70B": "llama3.1-70b",
+    "meta-llama/Llama-3.3-70B-Instruct": "llama3.1-70b",
+    "nvidia/Llama-3.1-70B-Instruct-FP8": "llama3.1-70b",
+    "nvidia/Llama-3.3-70B-Instruct-FP8": "llama3.1-70b",
+    "Qwen/Qwen2.5-14B-Instruct": "qwen2.5-14b",
     "Qwen/Qwen3-32B": "qwen3-32b",
+    "Qwen/Qwen3-32B-FP8": "qwen3-32b",
+    "Qwen/Qwen3-235B-A22B": "qwen3-235b-a22b",
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
     "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5",
 }
@@ -83,7 +94,11 @@ UNSUPPORTED_MODELS = {
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200"}
 #: Checkpoints whose quantisation config also puts the KV cache in FP8 (NVIDIA ModelOpt FP8
 #: checkpoints carry ``kv_cache_quant_algo: FP8``), so every engine serves them with an FP8 KV.
-FP8_KV_CHECKPOINTS = ("nvidia/Llama-3.1-8B-Instruct-FP8",)
+FP8_KV_CHECKPOINTS = (
+    "nvidia/Llama-3.1-8B-Instruct-FP8",
+    "nvidia/Llama-3.1-70B-Instruct-FP8",
+    "nvidia/Llama-3.3-70B-Instruct-FP8",
+)
 PRECISIONS = {"": "bf16", "bf16": "bf16", "fp8": "fp8"}
 #: How each measured deployment's engine was configured. The rows record no engine flags; they
 #: come from aiconfigurator's own gap analysis (``silicon_data_source``: ``aic-auto-gap-analysis``
