@@ -420,6 +420,13 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, required=True, help="concurrent clients")
     parser.add_argument("--requests-per-client", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stagger", default="none", choices=STAGGERS, help="client starts")
+    parser.add_argument(
+        "--warmup-requests", type=int, default=0, help="requests per client not measured"
+    )
+    parser.add_argument(
+        "--steady-state", action="store_true", help="measure only while every client sends"
+    )
     args = parser.parse_args(argv)
     try:
         r = closed_loop(
@@ -434,6 +441,9 @@ def _main(argv: list[str] | None = None) -> int:
             concurrency=args.concurrency,
             requests_per_client=args.requests_per_client,
             seed=args.seed,
+            stagger=args.stagger,
+            warmup_requests=args.warmup_requests,
+            steady_state=args.steady_state,
         )
     except ServingConfigError as exc:
         parser.exit(2, f"error: {exc}\n")
