@@ -212,6 +212,11 @@ def test_replayed_trtllm_deployments_take_the_generated_token_budget_and_never_s
     gen = row.closed_loop_kwargs("aiconfigurator")
     assert gen["token_budget"] == 9728 and gen["stagger"] == "none"  # 16 + 8190 + 1500 -> 9728
     assert "token_budget" not in row.closed_loop_kwargs("defaults")
+    vllm_012 = dataclasses.replace(row, backend="vllm", backend_version="0.12.0")
+    assert vllm_012.closed_loop_kwargs("aiconfigurator")["token_budget"] == 16 + 8190 + 1500
+    assert "token_budget" not in vllm_012.closed_loop_kwargs("aiconfigurator-versioned")
+    vllm_018 = dataclasses.replace(vllm_012, backend_version="0.18.0")
+    assert vllm_018.closed_loop_kwargs("aiconfigurator-versioned")["token_budget"] == 9706
     with pytest.raises(ValueError, match="deployment"):
         row.closed_loop_kwargs("tuned")
     fast, slow = closed_loop(**gen), closed_loop(**row.closed_loop_kwargs("defaults"))

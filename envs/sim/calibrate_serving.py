@@ -110,14 +110,19 @@ PRECISIONS = {"": "bf16", "bf16": "bf16", "fp8": "fp8"}
 #: isl + 1500`` with ``enable_mixed_chunk``.
 #:
 #: - ``aiconfigurator`` (the default of the benchmark and the fit): TensorRT-LLM and vLLM with
-#:   that token budget (``max_batch_size`` = the row's concurrency, rounded up to TensorRT-LLM's
+#:   that token budget (``max_batch_size`` = the row's concurrency; TensorRT-LLM's rounded up to
 #:   32-token blocks); SGLang at its own defaults, because its generator flags (mixed chunks)
 #:   fit it worse (leave-one-model-out SGLang TPOT median 34.6 % against 19.4 %, TTFT 67.9 %
 #:   against 35.2 %: ``python -m benchmarks.serving_fidelity --deployment aiconfigurator-all``),
 #:   which suggests these rows predate that rule. A choice made on the rows, documented as such.
+#: - ``aiconfigurator-versioned``: as ``aiconfigurator`` but vLLM before 0.14 at its default
+#:   budget: the generator's ``vllm/cli_args.0.12.0.j2`` template passes no
+#:   ``--max-num-batched-tokens`` (0.14.1 and the generic template do). It fits the vLLM 0.12
+#:   rows worse (vLLM held-out TTFT median 49.5 % against 29.7 %), so which template produced
+#:   them is uncertain and the default keeps the generated budget.
 #: - ``aiconfigurator-all``: the generator's flags for all three engines.
 #: - ``defaults``: every engine at its documented defaults (``envs/configs/engines.yaml``).
-DEPLOYMENTS = ("aiconfigurator", "aiconfigurator-all", "defaults")
+DEPLOYMENTS = ("aiconfigurator", "aiconfigurator-versioned", "aiconfigurator-all", "defaults")
 #: Extra tokens aiconfigurator's generator adds to the prompt in its token budgets.
 AIC_BUDGET_SLACK_TOKENS = 1500
 
@@ -185,7 +190,9 @@ class SiliconRow:
         budget = self.concurrency + self.isl + AIC_BUDGET_SLACK_TOKENS
         if self.backend == "trtllm":
             kwargs["token_budget"] = -(-budget // 32) * 32
-        elif self.backend == "vllm":
+        elif self.backend == "vllm" and (
+            deployment != "aiconfigurator-versioned" or _version(self.backend_version) >= (0, 14)
+        ):
             kwargs["token_budget"] = budget
         elif self.backend == "sglang" and deployment == "aiconfigurator-all":
             preset = get_engine("sglang")
@@ -193,6 +200,17 @@ class SiliconRow:
             kwargs["engine"] = dataclasses.replace(preset, scheduling="chunked")
             kwargs["token_budget"] = min(tier, self.isl + AIC_BUDGET_SLACK_TOKENS)
         return kwargs
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """``"0.12.0"`` -> (0, 12, 0); an empty or unparsable version sorts as the newest."""
+    parts = []
+    for piece in text.split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts) if parts else (10**6,)
 
 
 def _int(value: str, default: int = 1) -> int:
