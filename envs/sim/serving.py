@@ -44,8 +44,9 @@ simulated engine (API server, tokenisation, streaming of the first chunk, and wh
 fit absorbs). It is not a delay inside the loop: placed there (a pause before each request
 reaches the engine) it changes the engine's load, and at the fitted values (tens to ~150 ms)
 the simulated mean TTFT moved by a median 36 % (worst 192 %) against adding it, over every
-10th calibration row (``python -m benchmarks.serving_fidelity --feedback-every 10`` before
-this change); the additive form is the one the fit and the held-out checks validate.
+10th calibration row (``python -m benchmarks.serving_fidelity --feedback-every 10`` at commit
+f42dae5, the last with that option); the additive form is the one the fit and the held-out
+checks validate.
 """
 
 from __future__ import annotations
