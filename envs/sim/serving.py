@@ -42,11 +42,9 @@ time; all three averaged over requests. The preset's fitted ``frontend_seconds``
 client-side constant added to every TTFT and latency: what the clients measure beyond the
 simulated engine (API server, tokenisation, streaming of the first chunk, and whatever else the
 fit absorbs). It is not a delay inside the loop: placed there (a pause before each request
-reaches the engine) it changes the engine's load, and at the fitted values (tens to ~150 ms)
-the simulated mean TTFT moved by a median 36 % (worst 192 %) against adding it, over every
-10th calibration row (``python -m benchmarks.serving_fidelity --feedback-every 10`` at commit
-f42dae5, the last with that option); the additive form is the one the fit and the held-out
-checks validate.
+reaches the engine) it would idle the engine between rounds and change its load, so the fitted
+value would no longer be what the client adds; as a client-side constant it is fitted exactly
+(:func:`envs.sim.serving_fit.fit_frontend`) and the held-out checks validate that form.
 """
 
 from __future__ import annotations
