@@ -59,6 +59,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from envs import CLI_ENVS
+from envs.base import did_you_mean
 
 # --------------------------------------------------------------------------------------------
 # Env families: what each env is compared on, declared once.
@@ -255,10 +256,26 @@ class EvaluationError(ValueError):
 
 
 def env_entry(name: str) -> EnvEntry:
-    """The :data:`ENVS` entry for ``name``, or a clear error listing the known ones."""
-    if name not in ENVS:
+    """The :data:`ENVS` entry for ``name`` (a short name or a Gymnasium id), or a clear error
+    with the closest and all known names."""
+    return ENVS[canonical_env(name)]
+
+
+def canonical_env(name: str) -> str:
+    """The :data:`ENVS` name of ``name``: a short name (``routing``) or a Gymnasium id
+    (``servegym/Routing-v0``); see :func:`envs.env_short_name`.
+
+    :raises EvaluationError: for an unknown name, with a did-you-mean.
+    """
+    from envs import env_short_name
+
+    try:
+        short = env_short_name(name)
+    except ValueError as exc:
+        raise EvaluationError(str(exc)) from None
+    if short not in ENVS:
         raise EvaluationError(f"unknown env {name!r}; known: {', '.join(sorted(ENVS))}")
-    return ENVS[name]
+    return short
 
 
 # --------------------------------------------------------------------------------------------
@@ -697,6 +714,14 @@ def make_env(config: EvalConfig, workload: str, overrides: Mapping[str, Any] | N
             f"of its generators, e.g. {', '.join(entry.workloads)}"
         )
     values["workload"] = None if trace else workload
+    if not trace:
+        check_name("workload", workload, _generator_names())
+    if "cluster" in entry.options and values.get("cluster") is not None:
+        from envs.sim.cluster import cluster_names
+
+        cluster = str(values["cluster"])
+        if not cluster.endswith((".yaml", ".yml")) and "/" not in cluster:
+            check_name("cluster", cluster, cluster_names())
     kwargs = {
         kw: values[name] for name, kw in entry.options.items() if values.get(name) is not None
     }
@@ -704,11 +729,27 @@ def make_env(config: EvalConfig, workload: str, overrides: Mapping[str, Any] | N
         _trace_records(workload)  # a clear error for a missing or malformed file
         kwargs["trace"] = workload
     try:
-        return gym.make(entry.gym_id, **entry.fixed, **kwargs)
+        # policies act on info["decision_context"]: the registered ids leave it out by default
+        return gym.make(entry.gym_id, **entry.fixed, decision_context=True, **kwargs)
     except (ValueError, KeyError, FileNotFoundError) as exc:
         raise EvaluationError(
             f"cannot make env {config.env!r} for workload {workload!r}: {exc}"
         ) from exc
+
+
+def _generator_names() -> list[str]:
+    from traces.generators import GENERATORS
+
+    return sorted(GENERATORS)
+
+
+def check_name(what: str, name: str, known: Sequence[str]) -> None:
+    """:raises EvaluationError: if ``name`` is not in ``known``: ``unknown <what> 'x' (did you
+    mean 'y'?); known: ...``."""
+    if name not in known:
+        raise EvaluationError(
+            f"unknown {what} {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -814,7 +855,9 @@ def resolve_policy(spec: str, env: Any, env_name: str | None = None) -> Policy:
     known = heuristic_names(spec, env_name)
     if spec not in known:
         where = f" for env {env_name!r}" if env_name else ""
-        raise EvaluationError(f"unknown policy {spec!r}{where}; known: {', '.join(known)}")
+        raise EvaluationError(
+            f"unknown policy {spec!r}{where}{did_you_mean(spec, known)}; known: {', '.join(known)}"
+        )
     from heuristics import make_policy
 
     return make_policy(spec)
@@ -1772,6 +1815,10 @@ def parse_args(argv: Sequence[str]) -> EvalConfig:
     args = p.parse_args(list(argv))
     if args.count is not None and args.count < 1:
         p.error(f"--count must be >= 1, got {args.count}")
+    try:
+        args.env = canonical_env(args.env)
+    except EvaluationError as exc:
+        p.error(str(exc))
     return EvalConfig(**{f.name: getattr(args, f.name) for f in fields(EvalConfig)})
 
 
