@@ -267,15 +267,16 @@ def canonical_env(name: str) -> str:
 
     :raises EvaluationError: for an unknown name, with a did-you-mean.
     """
-    from envs import env_short_name
-
-    try:
-        short = env_short_name(name)
-    except ValueError as exc:
-        raise EvaluationError(str(exc)) from None
-    if short not in ENVS:
-        raise EvaluationError(f"unknown env {name!r}; known: {', '.join(sorted(ENVS))}")
-    return short
+    if name in ENVS:
+        return name
+    bare = name.removeprefix("envs:")
+    for short, entry in ENVS.items():
+        if entry.gym_id == bare:
+            return short
+    known = [*ENVS, *(e.gym_id for e in ENVS.values())]
+    raise EvaluationError(
+        f"unknown env {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}"
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -441,8 +441,8 @@ def parse_args(argv: list[str]) -> TrainConfig:
 
     try:
         args.env = env_short_name(args.env)  # a gym id (servegym/Routing-v0) or a short name
-    except ValueError as exc:
-        p.error(str(exc))
+    except ValueError:
+        pass  # check_config names the trainable envs
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
     check_config(cfg)
     return resolve(cfg)
@@ -596,7 +596,8 @@ def baselines_of(cfg: TrainConfig) -> tuple[str, ...]:
     reference = cfg.reference or entry.reference
     chosen = cfg.baselines or (*entry.baselines, *entry.own_references)
     if reference in chosen:
-        print(f"      --baselines: {reference} is the reference, always evaluated once")
+        role = "expert" if reference == entry.reference else "reference"
+        print(f"      --baselines: {reference} is the {role}, always evaluated once")
     chosen = tuple(b for b in chosen if b != reference)
     if reference != entry.reference and entry.reference not in chosen:
         chosen += (entry.reference,)  # the env's expert stays in the table
