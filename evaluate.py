@@ -127,6 +127,7 @@ class EnvEntry:
     :param references_label: what it calls ``baselines`` + ``own_references`` together.
     :param references_note: the line below the table saying what that second family holds
         (``{refs}`` = the own references that ran).
+    :param metrics_note: the line below the table defining the headline metrics.
     """
 
     gym_id: str
@@ -150,6 +151,7 @@ class EnvEntry:
     references_note: str = (
         "all references = the paper's baselines and our own strong reference(s) {refs}"
     )
+    metrics_note: str = ""
 
     def __post_init__(self) -> None:
         if self.select not in {m.key for m in self.headline}:
@@ -195,6 +197,11 @@ ENVS: dict[str, EnvEntry] = {
             "all baselines = the paper's, with its speed-blind load-balanced dispatch (§7.2), and "
             "their speed-aware variants with earliest-finish placement {refs}"
         ),
+        metrics_note=(
+            "Req95 / Req99: the smallest α such that 95 % / 99 % of workflows finish within "
+            "α × H_w (H_w: the workflow's completion time alone on the empty cluster; 1.0 = as "
+            "fast as alone; lower is better; inf: too many unfinished)"
+        ),
     ),
     "routing": _family(
         "routing",
@@ -221,6 +228,11 @@ ENVS: dict[str, EnvEntry] = {
         paper="GoodServe §4 (Fig. 6: goodput vs SLO scale)",
         attainment_xlabel="SLO scale α  (request meets SLO if latency ≤ α × run-alone latency)",
         takes_traces=True,
+        metrics_note=(
+            "goodput: requests finished within their E2E SLO (slo_scale × the request's run-alone "
+            "latency on an A800) per second of the trace, higher is better; SLO violation "
+            "ratio: share of requests that missed it (unfinished ones included)"
+        ),
     ),
     "allocation": _family(
         "allocation",
@@ -244,6 +256,11 @@ ENVS: dict[str, EnvEntry] = {
         paper="Scepsy §7.2 (Fig. 6: K8s HPA), §7.4 (Fig. 10: ablations)",
         attainment_xlabel="SLO scale α  (workflow meets SLO if latency ≤ α × run-alone latency)",
         curve=("throughput", "latency_mean"),
+        metrics_note=(
+            "goodput: workflows finished within their SLO (slo_scale × the workflow's run-alone "
+            "latency) per second of the measured window, higher is better; mean latency: of the "
+            "finished workflows, seconds"
+        ),
     ),
 }
 
@@ -1130,6 +1147,11 @@ def column_label(row: Mapping[str, Any]) -> str:
     return f"{row['workload']} {sweep['option']}={_fmt_value(sweep['value'])}"
 
 
+def entry_name_of(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The :data:`ENVS` name of ``rows`` (see :func:`headline_of`)."""
+    return canonical_env(_unique(r["env"] for r in rows)[0])
+
+
 def headline_of(rows: Sequence[Mapping[str, Any]]) -> EnvEntry:
     """The :data:`ENVS` entry of ``rows`` (all from one env family).
 
@@ -1239,6 +1261,12 @@ def format_table(
     by_col = {k: [r for r in rows if column_key(r) == k] for k in keys}
     labels = {k: column_label(by_col[k][0]) for k in keys}
     policies = _unique(r["policy"] for r in rows)
+    # A workload named like a policy (Routing's "goodserve" mix) says it is the workload.
+    try:
+        named_like_a_policy = set(heuristic_names("", entry_name_of(rows))) | set(policies)
+    except (EvaluationError, KeyError):  # an env family without registered heuristics
+        named_like_a_policy = set(policies)
+    labels = {k: f"{v} (workload)" if k[0] in named_like_a_policy else v for k, v in labels.items()}
     seeds = _unique(r["seed"] for r in rows)
 
     def cell(col: tuple[str, Any], policy: str) -> str:
@@ -1274,6 +1302,7 @@ def format_table(
         return out
 
     compared: list[list[str]] = []
+    ran = reference in policies  # without the reference, no improvement line says anything
     for set_label, candidates in comparison_sets(entry, reference):
         if set_label != entry.baselines_label and not any(
             p in entry.own_references for p in policies
@@ -1283,14 +1312,15 @@ def format_table(
         for k in keys:
             best = best_baseline(by_col[k], k[0], reference, candidates)
             best_row.append("-" if best is None else f"{cell(k, best)} ({best})")
-        compared += [
-            best_row,
-            improvement_row(
-                f"{verb} ({reference} vs it)",
-                lambda rs, w, c=candidates: best_baseline(rs, w, reference, c),  # type: ignore[misc]
-            ),
-        ]
-    if reference != entry.reference and entry.reference in policies:
+        compared.append(best_row)
+        if ran:
+            compared.append(
+                improvement_row(
+                    f"{verb} ({reference} vs it)",
+                    lambda rs, w, c=candidates: best_baseline(rs, w, reference, c),  # type: ignore[misc]
+                )
+            )
+    if ran and reference != entry.reference and entry.reference in policies:
         compared.append(
             improvement_row(
                 f"{verb} ({reference} vs {entry.reference})", lambda rs, w: entry.reference
@@ -1321,10 +1351,18 @@ def format_table(
     lines = [title, rule, fmt(header), rule, *(fmt(b) for b in body), rule]
     lines += [*(fmt(c) for c in compared), fmt(util_row), rule]
     direction = ", in the metric's own direction" if len({m.better for m in headline}) > 1 else ""
-    lines.append(
-        f"{verb}: % by which {reference} beats the policy above it on each metric{direction} "
-        f"(positive = better); {entry.baselines_label}: {', '.join(entry.baselines)}"
-    )
+    if entry.metrics_note:
+        lines.append(entry.metrics_note)
+    if ran:
+        lines.append(
+            f"{verb}: % by which {reference} beats the policy above it on each metric{direction} "
+            f"(positive = better); {entry.baselines_label}: {', '.join(entry.baselines)}"
+        )
+    else:
+        lines.append(
+            f"no {verb} lines: the reference {reference} did not run; "
+            f"{entry.baselines_label}: {', '.join(entry.baselines)}"
+        )
     own = [p for p in entry.own_references if p in policies]
     if own:
         note = entry.references_note.format(refs=", ".join(own))
@@ -1875,7 +1913,8 @@ def default_out_dir(config: EvalConfig) -> Path:
         parts.append(
             f"sweep-{config.sweep.option}-" + "-".join(map(_fmt_value, config.sweep.values))
         )
-    name = re.sub(r"[^A-Za-z0-9._+-]+", "_", "_".join(str(p) for p in parts))
+    # an option the env does not take (Allocation's model) is None: no part of the name
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "_", "_".join(str(p) for p in parts if p not in (None, "")))
     if len(name) > 120:
         import hashlib
 
