@@ -771,6 +771,9 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
         project=cfg.wandb_project,
     )
     report: dict[str, Any] = {"config": asdict(cfg), "eval_seeds": list(seeds), "command": command}
+    # the MDP trained and evaluated, by its name and keyword arguments: gym.make(id, **kwargs)
+    report["env"] = {"id": spec.gym_id, "kwargs": dict(kwargs)}
+    print(f"      env: gym.make({spec.gym_id!r}, **{kwargs!r})")
 
     # 2. Reference numbers: expert and baselines on the held-out seeds.
     print(f"[1/4] reference: {reference} and {', '.join(baselines)} on seeds {list(seeds)}")

@@ -83,7 +83,7 @@ class DecisionContextBase:
 class ServegymEnv(gym.Env):
     """Base of the servegym envs (see the module docstring)."""
 
-    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
     _mask: np.ndarray
 
     def _init_common(

@@ -213,3 +213,25 @@ def test_per_step_info_is_light_unless_the_context_is_requested():
     size = len(pickle.dumps(info))
     assert size < len(pickle.dumps(obs)) / 2
     assert len(pickle.dumps(info_full)) > 10 * size
+
+
+@pytest.mark.parametrize(
+    ("env_id", "policy"),
+    [
+        ("servegym/PDCluster-v0", "hexagent"),
+        ("servegym/Routing-v0", "least-request"),
+        ("servegym/Allocation-v0", "naive-equal"),
+    ],
+)
+def test_a_heuristic_on_an_env_without_the_context_says_how_to_ask_for_it(env_id, policy):
+    from heuristics import make_policy
+
+    env = gym.make(env_id, **SMALL[env_id])
+    obs, info = env.reset(seed=0)
+    expert = make_policy(policy)
+    expert.reset()
+    with pytest.raises(ValueError, match="decision_context=True"):
+        expert.act(obs, info)
+    rich = gym.make(env_id, decision_context=True, **SMALL[env_id])
+    obs, info = rich.reset(seed=0)
+    assert info["action_mask"][expert.act(obs, info)]
