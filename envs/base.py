@@ -160,12 +160,10 @@ class ServegymEnv(gym.Env):
             masked one under ``invalid_action="raise"``.
         """
         n = int(self.action_space.n)  # type: ignore[attr-defined]
-        try:
-            a = int(action)
-            integral = a == action
-        except (TypeError, ValueError):
-            integral = False
-        if not integral or not 0 <= a < n:
+        arr = np.asarray(action)
+        integral = arr.size == 1 and np.issubdtype(arr.dtype, np.integer)
+        a = int(arr.reshape(())) if integral else -1
+        if not 0 <= a < n:
             raise ValueError(
                 f"{self.env_name}: action {action!r} is outside the action space Discrete({n}); "
                 f"valid actions are integers 0..{n - 1}"

@@ -177,7 +177,7 @@ def test_raise_mode_and_out_of_range_actions_raise_naming_the_culprit(env_id):
     env = gym.make(env_id, **SMALL[env_id])
     env.reset(seed=0)
     n = env.action_space.n
-    for bad in (n, -1, 2.5):
+    for bad in (n, -1, 2.5, 1.0, True, [0, 1]):
         with pytest.raises(ValueError, match=rf"{env_id}: action .* outside .*0\.\.{n - 1}"):
             env.step(bad)
     strict = gym.make(env_id, invalid_action="raise", **SMALL[env_id])
