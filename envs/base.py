@@ -208,16 +208,34 @@ class ServegymEnv(gym.Env):
         return info
 
     def _metrics_so_far(self) -> dict[str, float]:
-        """:meth:`_metrics_now`, recomputed only when its cache key changes."""
+        """:meth:`_metrics_now`, recomputed only when its cache key changes, with the counts of
+        :meth:`_live_metrics` (which change with time alone) brought up to date."""
         key = self._metrics_key()
         if self._metrics_cache is None or self._metrics_cache[0] != key:
             self._metrics_cache = (key, self._metrics_now())
-        return dict(self._metrics_cache[1])
+        return {**self._metrics_cache[1], **self._live_metrics()}
 
     def _metrics_key(self) -> Any:
-        """What :meth:`_metrics_now` depends on (default: simulated time and completions)."""
+        """What :meth:`_metrics_now` depends on, besides :meth:`_live_metrics` (default:
+        the completions so far: an unfinished workflow or request counts the same whatever the
+        time)."""
         sim = getattr(self, "sim", None)
-        return None if sim is None else (sim.now, len(sim.completed))
+        return None if sim is None else len(sim.completed)
+
+    def _live_metrics(self) -> dict[str, float]:
+        """The metrics that change without a completion, computed at every step:
+        ``num_unfinished`` (arrived, not finished) and ``num_not_arrived`` now, from the
+        episode's sorted arrival times (``self._arrival_times``, set at reset) and its
+        completions; {} for an env that counts them in :meth:`_metrics_now`."""
+        arrivals = getattr(self, "_arrival_times", None)
+        sim = getattr(self, "sim", None)
+        if arrivals is None or sim is None:
+            return {}
+        arrived = int(np.searchsorted(arrivals, sim.now, side="right"))
+        return {
+            "num_unfinished": float(arrived - len(sim.completed)),
+            "num_not_arrived": float(len(arrivals) - arrived),
+        }
 
     def _metrics_now(self) -> dict[str, float]:
         """The headline metrics as if the episode ended now, with ``num_unfinished`` and

@@ -582,6 +582,7 @@ class PDClusterEnv(ServegymEnv):
         if predictor is not None:
             self.sim.add_listener(PredictorFeed(predictor))
         self._reward = make_reward(self.reward_name, len(self.sim.runs), **self.reward_kwargs)
+        self._arrival_times = np.sort([run.arrival for run in self.sim.runs])
         self._cluster_tables()
         self._completed_seen = 0
         self._remaining_cache: dict[int, _OpenNodes] = {}
@@ -1305,15 +1306,11 @@ class PDClusterEnv(ServegymEnv):
         an unfinished one with C_w = inf, as the episode-end metrics count them."""
         sim = self.sim
         assert sim is not None
-        now = sim.now
         runs = sim.runs
         ct = [r.finish_time - r.arrival if r.finish_time >= 0 else math.inf for r in runs]
         # An unfinished workflow's ratio is inf whatever its H_w: no standalone run needed.
         h = [sim.standalone_horizon(r) if r.finish_time >= 0 else 1.0 for r in runs]
-        out = sim_metrics.summarize_workflows(ct, h)
-        out["num_unfinished"] = float(sum(r.finish_time < 0 and r.arrival <= now for r in runs))
-        out["num_not_arrived"] = float(sum(r.arrival > now for r in runs))
-        return out
+        return sim_metrics.summarize_workflows(ct, h)
 
     def fallback_action(self) -> int:
         """The fallback policy's choice (what a masked action becomes): the oldest unpicked slot

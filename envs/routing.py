@@ -368,6 +368,12 @@ class RoutingEnv(ServegymEnv):
         self._alone = np.array([self._run_alone(n.input_tokens, n.output_tokens) for n in nodes])
         self._slo = self.slo_scale * self._slo_base(nodes)
         self._reward = make_reward(self.reward_name, len(self.sim.runs), **self.reward_kwargs)
+        arrivals = np.array([run.arrival for run in self.sim.runs])
+        self._arrival_times = np.sort(arrivals)
+        span = float(arrivals[-1] - arrivals[0]) if len(arrivals) > 1 else 0.0
+        # The trace's arrival span plus one mean gap: N requests over N gaps of the trace.
+        self._duration = span * len(arrivals) / max(1, len(arrivals) - 1) if span > 0 else 1.0
+        self._latencies = np.full(len(arrivals), math.inf)  # seconds; inf until finished
         self._completed_seen = 0
         self._migration_decisions = 0
         self._queue: list[Call] = []
@@ -545,6 +551,7 @@ class RoutingEnv(ServegymEnv):
         while self._completed_seen < len(sim.completed):
             run = sim.completed[self._completed_seen]
             self._completed_seen += 1
+            self._latencies[run.index] = self._latency(run)
             r += self._reward.on_complete(self._latency(run) / self._slo[run.index])
         return r
 
@@ -591,26 +598,20 @@ class RoutingEnv(ServegymEnv):
     def _metrics_now(self) -> dict[str, float]:
         """Goodput, SLO violations, latency percentiles, ...
         (:func:`envs.sim.metrics.summarize_requests`) over every request, an unfinished one
-        counted as a violation, as the episode-end metrics count them; ``migrations``."""
+        counted as a violation, as the episode-end metrics count them."""
         sim = self.sim
         assert sim is not None
-        runs = sim.runs
-        lat = np.array([self._latency(run) for run in runs])
-        arrivals = np.array([run.arrival for run in runs])
-        span = float(arrivals[-1] - arrivals[0]) if len(runs) > 1 else 0.0
-        # The trace's arrival span plus one mean gap: N requests over N gaps of the trace.
-        duration = span * len(runs) / max(1, len(runs) - 1) if span > 0 else 1.0
-        metrics = sim_metrics.summarize_requests(lat, self._slo, duration)
-        metrics["migrations"] = float(sum(c.migrations for c in sim.calls))
-        metrics["migration_decisions"] = float(self._migration_decisions)
-        now = sim.now
-        metrics["num_unfinished"] = float(np.sum(~np.isfinite(lat) & (arrivals <= now)))
-        metrics["num_not_arrived"] = float(np.sum(arrivals > now))
-        return metrics
+        return sim_metrics.summarize_requests(self._latencies, self._slo, self._duration)
 
-    def _metrics_key(self) -> Any:
+    def _live_metrics(self) -> dict[str, float]:
+        """The base's counts, ``migrations`` started and ``migration_decisions`` so far."""
         sim = self.sim
-        return None if sim is None else (sim.now, len(sim.completed), self._migration_decisions)
+        assert sim is not None
+        return {
+            **super()._live_metrics(),
+            "migrations": float(sum(c.migrations for c in sim.calls)),
+            "migration_decisions": float(self._migration_decisions),
+        }
 
     def _final_info(self) -> dict[str, Any]:
         sim = self.sim
