@@ -235,3 +235,38 @@ def test_a_heuristic_on_an_env_without_the_context_says_how_to_ask_for_it(env_id
     rich = gym.make(env_id, decision_context=True, **SMALL[env_id])
     obs, info = rich.reset(seed=0)
     assert info["action_mask"][expert.act(obs, info)]
+
+
+@pytest.mark.parametrize("env_id", ["servegym/PDCluster-v0", "servegym/Routing-v0"])
+def test_every_steps_metrics_equal_a_fresh_computation_from_the_simulator(env_id):
+    """The per-step metrics are cached between completions; at every step they equal what the
+    simulator's state gives computed from scratch (the cache never goes stale)."""
+    from envs.sim import metrics as sim_metrics
+
+    env = gym.make(env_id, **SMALL[env_id])
+    env.reset(seed=2)
+    u = env.unwrapped
+    rng = np.random.default_rng(2)
+    done, checked = False, 0
+    while not done:
+        mask = u.action_masks()
+        *_, terminated, truncated, info = env.step(int(rng.choice(np.flatnonzero(mask))))
+        done = terminated or truncated
+        sim, now = u.sim, u.sim.now
+        lat = np.array(
+            [r.finish_time - r.arrival if r.finish_time >= 0 else np.inf for r in sim.runs]
+        )
+        if env_id == "servegym/PDCluster-v0":
+            # an unfinished workflow's C_w / H_w is inf for any H_w > 0
+            h = [sim.standalone_horizon(r) if r.finish_time >= 0 else 1.0 for r in sim.runs]
+            fresh = sim_metrics.summarize_workflows(lat, h)
+        else:
+            fresh = sim_metrics.summarize_requests(lat, u._slo, u._duration)
+            fresh["migrations"] = float(sum(c.migrations for c in sim.calls))
+        fresh["num_unfinished"] = float(
+            sum(r.finish_time < 0 and r.arrival <= now for r in sim.runs)
+        )
+        fresh["num_not_arrived"] = float(sum(r.arrival > now for r in sim.runs))
+        assert {k: info["metrics"][k] for k in fresh} == fresh
+        checked += 1
+    assert checked > 20
