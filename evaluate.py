@@ -739,7 +739,7 @@ def make_env(config: EvalConfig, workload: str, overrides: Mapping[str, Any] | N
 
         cluster = str(values["cluster"])
         if not cluster.endswith((".yaml", ".yml")) and "/" not in cluster:
-            check_name("cluster", cluster, cluster_names())
+            check_name("cluster preset", cluster, cluster_names())
     kwargs = {
         kw: values[name] for name, kw in entry.options.items() if values.get(name) is not None
     }
