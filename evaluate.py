@@ -59,6 +59,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from envs import CLI_ENVS
+from envs.base import did_you_mean
 
 # --------------------------------------------------------------------------------------------
 # Env families: what each env is compared on, declared once.
@@ -126,6 +127,7 @@ class EnvEntry:
     :param references_label: what it calls ``baselines`` + ``own_references`` together.
     :param references_note: the line below the table saying what that second family holds
         (``{refs}`` = the own references that ran).
+    :param metrics_note: the line below the table defining the headline metrics.
     """
 
     gym_id: str
@@ -149,6 +151,7 @@ class EnvEntry:
     references_note: str = (
         "all references = the paper's baselines and our own strong reference(s) {refs}"
     )
+    metrics_note: str = ""
 
     def __post_init__(self) -> None:
         if self.select not in {m.key for m in self.headline}:
@@ -194,6 +197,11 @@ ENVS: dict[str, EnvEntry] = {
             "all baselines = the paper's, with its speed-blind load-balanced dispatch (§7.2), and "
             "their speed-aware variants with earliest-finish placement {refs}"
         ),
+        metrics_note=(
+            "Req95 / Req99: the smallest α such that 95 % / 99 % of workflows finish within "
+            "α × H_w (H_w: the workflow's completion time alone on the empty cluster; 1.0 = as "
+            "fast as alone; lower is better; inf: too many unfinished)"
+        ),
     ),
     "routing": _family(
         "routing",
@@ -220,6 +228,11 @@ ENVS: dict[str, EnvEntry] = {
         paper="GoodServe §4 (Fig. 6: goodput vs SLO scale)",
         attainment_xlabel="SLO scale α  (request meets SLO if latency ≤ α × run-alone latency)",
         takes_traces=True,
+        metrics_note=(
+            "goodput: requests finished within their E2E SLO (slo_scale × the request's run-alone "
+            "latency on an A800) per second of the trace, higher is better; SLO violation "
+            "ratio: share of requests that missed it (unfinished ones included)"
+        ),
     ),
     "allocation": _family(
         "allocation",
@@ -243,6 +256,11 @@ ENVS: dict[str, EnvEntry] = {
         paper="Scepsy §7.2 (Fig. 6: K8s HPA), §7.4 (Fig. 10: ablations)",
         attainment_xlabel="SLO scale α  (workflow meets SLO if latency ≤ α × run-alone latency)",
         curve=("throughput", "latency_mean"),
+        metrics_note=(
+            "goodput: workflows finished within their SLO (slo_scale × the workflow's run-alone "
+            "latency) per second of the measured window, higher is better; mean latency: of the "
+            "finished workflows, seconds"
+        ),
     ),
 }
 
@@ -255,10 +273,27 @@ class EvaluationError(ValueError):
 
 
 def env_entry(name: str) -> EnvEntry:
-    """The :data:`ENVS` entry for ``name``, or a clear error listing the known ones."""
-    if name not in ENVS:
-        raise EvaluationError(f"unknown env {name!r}; known: {', '.join(sorted(ENVS))}")
-    return ENVS[name]
+    """The :data:`ENVS` entry for ``name`` (a short name or a Gymnasium id), or a clear error
+    with the closest and all known names."""
+    return ENVS[canonical_env(name)]
+
+
+def canonical_env(name: str) -> str:
+    """The :data:`ENVS` name of ``name``: a short name (``routing``) or a Gymnasium id
+    (``servegym/Routing-v0``); see :func:`envs.env_short_name`.
+
+    :raises EvaluationError: for an unknown name, with a did-you-mean.
+    """
+    if name in ENVS:
+        return name
+    bare = name.removeprefix("envs:")
+    for short, entry in ENVS.items():
+        if entry.gym_id == bare:
+            return short
+    known = [*ENVS, *(e.gym_id for e in ENVS.values())]
+    raise EvaluationError(
+        f"unknown env {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -697,6 +732,14 @@ def make_env(config: EvalConfig, workload: str, overrides: Mapping[str, Any] | N
             f"of its generators, e.g. {', '.join(entry.workloads)}"
         )
     values["workload"] = None if trace else workload
+    if not trace:
+        check_name("workload", workload, _generator_names())
+    if "cluster" in entry.options and values.get("cluster") is not None:
+        from envs.sim.cluster import cluster_names
+
+        cluster = str(values["cluster"])
+        if not cluster.endswith((".yaml", ".yml")) and "/" not in cluster:
+            check_name("cluster preset", cluster, cluster_names())
     kwargs = {
         kw: values[name] for name, kw in entry.options.items() if values.get(name) is not None
     }
@@ -704,11 +747,27 @@ def make_env(config: EvalConfig, workload: str, overrides: Mapping[str, Any] | N
         _trace_records(workload)  # a clear error for a missing or malformed file
         kwargs["trace"] = workload
     try:
-        return gym.make(entry.gym_id, **entry.fixed, **kwargs)
+        # policies act on info["decision_context"]: the registered ids leave it out by default
+        return gym.make(entry.gym_id, **entry.fixed, decision_context=True, **kwargs)
     except (ValueError, KeyError, FileNotFoundError) as exc:
         raise EvaluationError(
             f"cannot make env {config.env!r} for workload {workload!r}: {exc}"
         ) from exc
+
+
+def _generator_names() -> list[str]:
+    from traces.generators import GENERATORS
+
+    return sorted(GENERATORS)
+
+
+def check_name(what: str, name: str, known: Sequence[str]) -> None:
+    """:raises EvaluationError: if ``name`` is not in ``known``: ``unknown <what> 'x' (did you
+    mean 'y'?); known: ...``."""
+    if name not in known:
+        raise EvaluationError(
+            f"unknown {what} {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -814,7 +873,9 @@ def resolve_policy(spec: str, env: Any, env_name: str | None = None) -> Policy:
     known = heuristic_names(spec, env_name)
     if spec not in known:
         where = f" for env {env_name!r}" if env_name else ""
-        raise EvaluationError(f"unknown policy {spec!r}{where}; known: {', '.join(known)}")
+        raise EvaluationError(
+            f"unknown policy {spec!r}{where}{did_you_mean(spec, known)}; known: {', '.join(known)}"
+        )
     from heuristics import make_policy
 
     return make_policy(spec)
@@ -1086,6 +1147,11 @@ def column_label(row: Mapping[str, Any]) -> str:
     return f"{row['workload']} {sweep['option']}={_fmt_value(sweep['value'])}"
 
 
+def entry_name_of(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The :data:`ENVS` name of ``rows`` (see :func:`headline_of`)."""
+    return canonical_env(_unique(r["env"] for r in rows)[0])
+
+
 def headline_of(rows: Sequence[Mapping[str, Any]]) -> EnvEntry:
     """The :data:`ENVS` entry of ``rows`` (all from one env family).
 
@@ -1195,6 +1261,12 @@ def format_table(
     by_col = {k: [r for r in rows if column_key(r) == k] for k in keys}
     labels = {k: column_label(by_col[k][0]) for k in keys}
     policies = _unique(r["policy"] for r in rows)
+    # A workload named like a policy (Routing's "goodserve" mix) says it is the workload.
+    try:
+        named_like_a_policy = set(heuristic_names("", entry_name_of(rows))) | set(policies)
+    except (EvaluationError, KeyError):  # an env family without registered heuristics
+        named_like_a_policy = set(policies)
+    labels = {k: f"{v} (workload)" if k[0] in named_like_a_policy else v for k, v in labels.items()}
     seeds = _unique(r["seed"] for r in rows)
 
     def cell(col: tuple[str, Any], policy: str) -> str:
@@ -1230,6 +1302,7 @@ def format_table(
         return out
 
     compared: list[list[str]] = []
+    ran = reference in policies  # without the reference, no improvement line says anything
     for set_label, candidates in comparison_sets(entry, reference):
         if set_label != entry.baselines_label and not any(
             p in entry.own_references for p in policies
@@ -1239,14 +1312,15 @@ def format_table(
         for k in keys:
             best = best_baseline(by_col[k], k[0], reference, candidates)
             best_row.append("-" if best is None else f"{cell(k, best)} ({best})")
-        compared += [
-            best_row,
-            improvement_row(
-                f"{verb} ({reference} vs it)",
-                lambda rs, w, c=candidates: best_baseline(rs, w, reference, c),  # type: ignore[misc]
-            ),
-        ]
-    if reference != entry.reference and entry.reference in policies:
+        compared.append(best_row)
+        if ran:
+            compared.append(
+                improvement_row(
+                    f"{verb} ({reference} vs it)",
+                    lambda rs, w, c=candidates: best_baseline(rs, w, reference, c),  # type: ignore[misc]
+                )
+            )
+    if ran and reference != entry.reference and entry.reference in policies:
         compared.append(
             improvement_row(
                 f"{verb} ({reference} vs {entry.reference})", lambda rs, w: entry.reference
@@ -1277,10 +1351,18 @@ def format_table(
     lines = [title, rule, fmt(header), rule, *(fmt(b) for b in body), rule]
     lines += [*(fmt(c) for c in compared), fmt(util_row), rule]
     direction = ", in the metric's own direction" if len({m.better for m in headline}) > 1 else ""
-    lines.append(
-        f"{verb}: % by which {reference} beats the policy above it on each metric{direction} "
-        f"(positive = better); {entry.baselines_label}: {', '.join(entry.baselines)}"
-    )
+    if entry.metrics_note:
+        lines.append(entry.metrics_note)
+    if ran:
+        lines.append(
+            f"{verb}: % by which {reference} beats the policy above it on each metric{direction} "
+            f"(positive = better); {entry.baselines_label}: {', '.join(entry.baselines)}"
+        )
+    else:
+        lines.append(
+            f"no {verb} lines: the reference {reference} did not run; "
+            f"{entry.baselines_label}: {', '.join(entry.baselines)}"
+        )
     own = [p for p in entry.own_references if p in policies]
     if own:
         note = entry.references_note.format(refs=", ".join(own))
@@ -1772,6 +1854,10 @@ def parse_args(argv: Sequence[str]) -> EvalConfig:
     args = p.parse_args(list(argv))
     if args.count is not None and args.count < 1:
         p.error(f"--count must be >= 1, got {args.count}")
+    try:
+        args.env = canonical_env(args.env)
+    except EvaluationError as exc:
+        p.error(str(exc))
     return EvalConfig(**{f.name: getattr(args, f.name) for f in fields(EvalConfig)})
 
 
@@ -1827,7 +1913,8 @@ def default_out_dir(config: EvalConfig) -> Path:
         parts.append(
             f"sweep-{config.sweep.option}-" + "-".join(map(_fmt_value, config.sweep.values))
         )
-    name = re.sub(r"[^A-Za-z0-9._+-]+", "_", "_".join(str(p) for p in parts))
+    # an option the env does not take (Allocation's model) is None: no part of the name
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "_", "_".join(str(p) for p in parts if p not in (None, "")))
     if len(name) > 120:
         import hashlib
 

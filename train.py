@@ -100,6 +100,8 @@ class TrainConfig:
         ``ppo`` learns them (illegal ones are penalised).
     :param bc_expert: policy to behaviour-clone before RL (unset: the env family's expert;
         ``none``: RL from scratch).
+    :param reference: the policy the table's gain lines are computed against and the learning
+        curves show (unset: the env family's expert).
     :param bc_episodes: expert episodes collected for BC.
     :param bc_epochs: BC passes over the data.
     :param bc_batch_size: BC minibatch size.
@@ -164,6 +166,7 @@ class TrainConfig:
     reward: str | None = None
     algo: str = "maskable-ppo"
     bc_expert: str | None = None
+    reference: str | None = None
     bc_episodes: int = 16
     bc_epochs: int = 8
     bc_batch_size: int = 128
@@ -195,7 +198,7 @@ class TrainConfig:
 VECS = ("subproc", "dummy")
 
 #: What ``--help`` shows as the default of an option left unset, when it is not the env's.
-UNSET_SHOWN = {"val_episodes": "--eval-episodes"}
+UNSET_SHOWN = {"val_episodes": "--eval-episodes", "reference": "the env's expert"}
 
 #: TrainConfig fields that configure the env (``envs.CLI_ENVS`` option names).
 ENV_OPTIONS = (
@@ -334,6 +337,7 @@ def allowed_values(name: str) -> str | None:
         "wandb": ", ".join(MODES),
         "bc_expert": "none, a policy of the env (listed per env below), "
         "py:MODULE:FACTORY or py:FILE.py:FACTORY (your own), ckpt:PATH",
+        "reference": "a policy of the env (listed per env below) or a py: spec",
         "baselines": "comma-separated policies of the env (listed per env below) or py: specs",
     }
     return listed.get(name)
@@ -354,6 +358,7 @@ def _option_type(name: str) -> Callable[[str], Any]:
         "workload": str,
         "reward": str,
         "bc_expert": str,
+        "reference": str,
     }
     if name in special:
         return special[name]
@@ -432,6 +437,12 @@ def parse_args(argv: list[str]) -> TrainConfig:
             help=f"{help_text} (default: {shown})",
         )
     args = p.parse_args(argv)
+    from envs import env_short_name
+
+    try:
+        args.env = env_short_name(args.env)  # a gym id (servegym/Routing-v0) or a short name
+    except ValueError:
+        pass  # check_config names the trainable envs
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
     check_config(cfg)
     return resolve(cfg)
@@ -455,6 +466,8 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     }
     if cfg.bc_expert is None:
         filled["bc_expert"] = entry.reference
+    if cfg.reference is None:
+        filled["reference"] = entry.reference
     return replace(cfg, **filled)
 
 
@@ -467,7 +480,12 @@ def check_config(cfg: TrainConfig) -> None:
     from agents.wandb_utils import MODES
 
     if cfg.env not in TRAIN_ENVS:
-        raise TrainError(f"--env {cfg.env!r} is not trainable; known: {sorted(TRAIN_ENVS)}")
+        from envs.base import did_you_mean
+
+        raise TrainError(
+            f"--env {cfg.env!r} is not trainable{did_you_mean(cfg.env, TRAIN_ENVS)}; known: "
+            f"{sorted(TRAIN_ENVS)}"
+        )
     spec = TRAIN_ENVS[cfg.env]
     for name in ENV_OPTIONS:
         if name not in spec.options and getattr(cfg, name) is not None:
@@ -575,11 +593,15 @@ def baselines_of(cfg: TrainConfig) -> tuple[str, ...]:
     import evaluate
 
     entry = evaluate.env_entry(cfg.env)
+    reference = cfg.reference or entry.reference
     chosen = cfg.baselines or (*entry.baselines, *entry.own_references)
-    if entry.reference in chosen:
-        print(f"      --baselines: {entry.reference} is the expert, always evaluated once")
-    chosen = tuple(b for b in chosen if b != entry.reference)
-    if cfg.bc_expert not in (None, "none", entry.reference, *chosen):
+    if reference in chosen:
+        role = "expert" if reference == entry.reference else "reference"
+        print(f"      --baselines: {reference} is the {role}, always evaluated once")
+    chosen = tuple(b for b in chosen if b != reference)
+    if reference != entry.reference and entry.reference not in chosen:
+        chosen += (entry.reference,)  # the env's expert stays in the table
+    if cfg.bc_expert not in (None, "none", reference, *chosen):
         chosen += (cfg.bc_expert,)  # the policy being cloned belongs in the table
     return chosen
 
@@ -602,10 +624,12 @@ def eval_config(
         for name in evaluate.ENV_FIELDS
         if hasattr(cfg, name) and getattr(cfg, name) is not None
     }
+    reference = cfg.reference if cfg.reference in policies else None
     return evaluate.EvalConfig(
         env=cfg.env,
         workloads=(cfg.workload,),
         policies=policies,
+        reference=reference,
         seeds=eval_seeds(cfg.eval_episodes) if seeds is None else seeds,
         quiet=True,
         **opts,
@@ -731,7 +755,7 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
     command = "python train.py " + " ".join(argv)
     (out / "config.json").write_text(json.dumps({**asdict(cfg), "command": command}, indent=1))
     entry = evaluate.env_entry(cfg.env)
-    reference = entry.reference
+    reference = cfg.reference or entry.reference
     baselines = baselines_of(cfg)
     metrics = entry.headline
     keys = tuple(m.key for m in metrics)
@@ -747,6 +771,9 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
         project=cfg.wandb_project,
     )
     report: dict[str, Any] = {"config": asdict(cfg), "eval_seeds": list(seeds), "command": command}
+    # the MDP trained and evaluated, by its name and keyword arguments: gym.make(id, **kwargs)
+    report["env"] = {"id": spec.gym_id, "kwargs": dict(kwargs)}
+    print(f"      env: gym.make({spec.gym_id!r}, **{kwargs!r})")
 
     # 2. Reference numbers: expert and baselines on the held-out seeds.
     print(f"[1/4] reference: {reference} and {', '.join(baselines)} on seeds {list(seeds)}")
@@ -798,6 +825,13 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
         from envs.sim.progress import progress
 
         print(f"[2/4] behaviour cloning from {cfg.bc_expert}: {cfg.bc_episodes} episodes")
+        if not cfg.quiet:
+            print(
+                "      (CE: cross-entropy of the expert's actions under the clone; value MSE: "
+                "squared error of the critic, fitted alongside to the expert's discounted "
+                "returns so that RL starts with a trained critic; acc: share of the expert's "
+                "actions the clone ranks first)"
+            )
         bc_env = make_env(spec, kwargs)
         seed_rng = np.random.default_rng(cfg.seed + 12345)
         train_seeds = [int(s) for s in seed_rng.integers(0, EVAL_SEED_BASE, cfg.bc_episodes)]
@@ -872,10 +906,16 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
         bc_s = time.perf_counter() - t0
         model.save(out / "bc_model.zip")
         bc_metrics = evaluate_model(model, eval_env, val_seeds, metrics)
-        print(
-            "      BC-only (validation seeds): "
-            + "  ".join(f"{k} {v:.3f}" for k, v in bc_metrics.items())
-        )
+        if cfg.bc_expert in ref_lines:
+            teacher = ref_lines[cfg.bc_expert]
+        else:
+            teacher_rows = evaluate.evaluate(eval_config(cfg, (cfg.bc_expert,), val_seeds))
+            teacher = mean_metrics(teacher_rows, cfg.bc_expert, metrics)
+        for label, vals in (("BC clone", bc_metrics), (f"teacher {cfg.bc_expert}", teacher)):
+            print(
+                f"      {label + ' (validation seeds)':>36}: "
+                + "  ".join(f"{k} {v:.3f}" for k, v in vals.items())
+            )
         report["bc"] = {
             "samples": len(demos),
             "train_seeds": train_seeds,
@@ -883,6 +923,7 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
             "train_seconds": bc_s,
             "history": history,
             "eval": bc_metrics,
+            "teacher_eval": teacher,
             "expert_episodes": demos.episodes[: cfg.bc_episodes],
         }
         for k, v in bc_metrics.items():
@@ -958,6 +999,14 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
     log_model_artifact(run, out / "model.zip", f"{out.name}-model", final)
     run.finish()
     print(table)
+    if "bc" in report:
+        clone = report["final"].get(f"ckpt:{out / 'bc_model.zip'}", report["final"][learned[0]])
+        teacher = report["final"].get(cfg.bc_expert)
+        if teacher is not None:
+            print(
+                f"clone vs teacher {cfg.bc_expert} (held-out seeds): "
+                + "  ".join(f"{k} {clone[k]:.3f} vs {teacher[k]:.3f}" for k in keys)
+            )
     if "timing" in report:
         t = report["timing"]
         print(

@@ -195,11 +195,12 @@ def make_env(
     :param seed: if given, wrap in :class:`TrainingSeeds` seeded with it.
     :param lean: wrap in :class:`LeanInfo` and SB3's ``Monitor`` (for vectorised training).
 
-    The family's :attr:`TrainEnvSpec.reward_scale` applies to every env made here.
+    The family's :attr:`TrainEnvSpec.reward_scale` applies to every env made here. Unless
+    ``lean``, its ``info`` carries the decision context (experts act on it: BC, DAgger).
     """
     import envs  # noqa: F401  (registers the servegym ids)
 
-    env = gym.make(spec.gym_id, **kwargs)
+    env = gym.make(spec.gym_id, **{"decision_context": not lean, **kwargs})
     if spec.reward_scale != 1.0:
         env = ScaledReward(env, spec.reward_scale)
     if seed is not None:

@@ -5,16 +5,28 @@ env = gymnasium.make("servegym/PDCluster-v0", cluster="hetero-1", workload="mixe
 env = gymnasium.make("servegym/Routing-v0", cluster="goodserve-4", model="llama3.1-8b")
 env = gymnasium.make("servegym/Allocation-v0", cluster="scepsy-16", gpus=4, workload="rag_reranker")
 # or, without the import: gymnasium.make("envs:servegym/PDCluster-v0")
+
+The registered ids are made for learners: ``info`` leaves out the decision context the experts
+act on (``decision_context=True`` puts it back); every other default is the env class's own.
+The rules every env follows (actions, masks, ``info``, rendering) are in :mod:`envs.base`.
 """
+
+from typing import Any
 
 from gymnasium.envs.registration import register, registry
 
-if "servegym/PDCluster-v0" not in registry:
-    register(id="servegym/PDCluster-v0", entry_point="envs.pd_cluster:PDClusterEnv")
-if "servegym/Routing-v0" not in registry:
-    register(id="servegym/Routing-v0", entry_point="envs.routing:RoutingEnv")
-if "servegym/Allocation-v0" not in registry:
-    register(id="servegym/Allocation-v0", entry_point="envs.allocation:AllocationEnv")
+#: Keyword arguments every registered id passes: ``gym.make(id)`` is for learners, so its
+#: ``info`` leaves out the heavy decision context (``envs.base``); a policy that reads it asks
+#: for it with ``gym.make(id, decision_context=True)``.
+REGISTERED_KWARGS: dict[str, Any] = {"decision_context": False}
+
+for _id, _entry in (
+    ("servegym/PDCluster-v0", "envs.pd_cluster:PDClusterEnv"),
+    ("servegym/Routing-v0", "envs.routing:RoutingEnv"),
+    ("servegym/Allocation-v0", "envs.allocation:AllocationEnv"),
+):
+    if _id not in registry:
+        register(id=_id, entry_point=_entry, kwargs=dict(REGISTERED_KWARGS))
 
 #: Short env names used by ``train.py`` and ``evaluate.py``: the gym id, and how their
 #: command-line options map to the env's keyword arguments (one table for both scripts).
@@ -78,3 +90,22 @@ CLI_ENVS: dict[str, tuple[str, dict[str, str]]] = {
         },
     ),
 }
+
+
+def env_short_name(name: str) -> str:
+    """The short name (``routing``) of an env given by short name or Gymnasium id
+    (``servegym/Routing-v0``, also ``envs:servegym/Routing-v0``), as ``train.py --env`` and
+    ``evaluate.py --env`` take it.
+
+    :raises ValueError: for an unknown name, with the closest known names and all of them.
+    """
+    from envs.base import did_you_mean
+
+    if name in CLI_ENVS:
+        return name
+    bare = name.removeprefix("envs:")
+    for short, (gym_id, _) in CLI_ENVS.items():
+        if bare == gym_id:
+            return short
+    known = [*CLI_ENVS, *(gym_id for gym_id, _ in CLI_ENVS.values())]
+    raise ValueError(f"unknown env {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")

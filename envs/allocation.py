@@ -54,7 +54,11 @@ replicas − 1``; :meth:`AllocationEnv.option` decodes it). An option is legal w
    from scratch).
 
 So the mask never traps the policy: at every step some option is legal (the construction checks
-that the minimum allocation of every LLM fits).
+that the minimum allocation of every LLM fits); on the step that ends the episode it marks action
+0 alone. A masked action is replaced by the fallback's choice
+(:meth:`AllocationEnv.fallback_action`: an even split of what is left) with a penalty, and
+flagged in ``info["invalid_action"]``; ``invalid_action="raise"`` raises instead (the shared rule
+of :mod:`envs.base`).
 
 ## Observation (``Dict`` of ``float32`` boxes, values in [0, 10])
 
@@ -76,8 +80,9 @@ key         shape         meaning
 
 ``n_m`` and ``p_m`` in the observation are computed from the generated workflows' DAG structure
 (calls per workflow; widest level of each model's calls) over the episode's own workload — the
-kind of statistics a tracing proxy yields, without timing. ``info["decision_context"]``
-(:class:`AllocationContext`) carries the structured state the experts act on.
+kind of statistics a tracing proxy yields, without timing. With ``decision_context=True``,
+``info["decision_context"]`` (:class:`AllocationContext`) carries the structured state the experts
+act on (``env.decision_context()`` returns it either way).
 
 ## SLO and rewards
 
@@ -101,7 +106,9 @@ and with ``apl_info``
 ``apl_latency`` (the APL's predicted mean latency, arrival-weighted over periods) and
 ``apl_throughput`` (its smallest predicted T_w); ``latencies`` and ``slos`` lists;
 ``allocations`` (one readable line per period). With ``warmup_seconds`` the metrics cover
-only workflows arriving after it. Every period's end ``info`` has ``period_metrics`` and, with
+only workflows arriving after it. Every step's ``info["metrics"]`` holds the metrics as if the
+episode ended now (workflows not finished yet count as misses), so a ``TimeLimit`` cut reports
+them too. Every period's end ``info`` has ``period_metrics`` and, with
 ``apl_info=True``, ``apl``: the Aggregate LLM Pipeline's predicted latency and throughput of the
 period's allocation at its rate (:mod:`envs.sim.scepsy`; the first use traces and profiles the
 workload's LLMs by replay, minutes, then cached on disk).
@@ -358,13 +365,16 @@ class AllocationEnv(ServegymEnv):
         ``info["apl"]`` (profiles the workload's LLMs on first use; cached on disk).
     :param reward: ``goodput`` (default), ``slowdown``, ``lateness``, ``req99``;
         ``reward_kwargs`` its options.
-    :param invalid_action: ``raise`` (default) or ``penalize``.
+    :param invalid_action: ``penalize`` (default: −``invalid_penalty`` and
+        :meth:`fallback_action` instead, ``info["invalid_action"]`` True) or ``raise``.
     :param max_steps: truncate after this many steps.
     :param workload_seed: fix the workload for every reset (None: from the reset seed).
-    :param render_mode: ``ansi``.
+    :param render_mode: ``ansi`` or ``rgb_array``.
+    :param decision_context: put the :class:`AllocationContext` in every step's ``info`` (True
+        here; the registered id passes False, see :mod:`envs.base`).
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(
         self,
@@ -389,11 +399,12 @@ class AllocationEnv(ServegymEnv):
         max_llms: int = 6,
         reward: str = "goodput",
         reward_kwargs: dict[str, Any] | None = None,
-        invalid_action: str = "raise",
+        invalid_action: str = "penalize",
         invalid_penalty: float = 1.0,
         max_steps: int | None = None,
         workload_seed: int | None = None,
         render_mode: str | None = None,
+        decision_context: bool = True,
     ):
         super().__init__()
         from traces.generators import GENERATORS
@@ -542,6 +553,7 @@ class AllocationEnv(ServegymEnv):
             max_steps,
             workload_seed,
             render_mode,
+            decision_context,
         )
         self.sim: Simulation | None = None
         self._ctx: AllocationContext | None = None
@@ -635,6 +647,8 @@ class AllocationEnv(ServegymEnv):
         gym.Env.reset(self, seed=seed)
         self._workload_seed = episode_seed(self, seed, self.workload_seed)
         self._steps = 0
+        self._invalid = None
+        self._metrics_cache = None
         self.rates = self._schedule()
         self.workflows = self._make_workload(self._workload_seed)
         if not self.workflows:
@@ -691,7 +705,7 @@ class AllocationEnv(ServegymEnv):
         truncated = self._truncated(terminated, self._steps)
         if terminated or truncated:
             self._ctx = None
-            self._mask = np.zeros(self.action_space.n, dtype=bool)
+            self._end_mask()
             return (
                 self._terminal_observation(),
                 float(reward),
@@ -1017,13 +1031,38 @@ class AllocationEnv(ServegymEnv):
 
     # -- info & observation ------------------------------------------------------------------
     def _info(self, final: bool = False) -> dict[str, Any]:
-        info: dict[str, Any] = {"action_mask": self._mask.copy(), "steps": self._steps}
+        info = self._common_info()
+        info["steps"] = self._steps
         info.update(self._period_info)
-        if self._ctx is not None:
-            info["decision_context"] = self._ctx
         if final:
             info.update(self._episode_info())
+        else:
+            info["metrics"] = self._metrics_so_far()
         return info
+
+    def fallback_action(self) -> int:
+        """The fallback policy's choice (what a masked action becomes): an even split of what
+        is left, the legal option whose units are closest to the units not yet allocated this
+        period divided by the LLMs still to allocate (this one included); ties: fewer units,
+        then the lowest index."""
+        total = self.topology.num_gpus * self.F
+        left = total - sum(a.units for a in self._chosen)
+        target = left / (len(self.models) - len(self._chosen))
+        legal = np.flatnonzero(self._mask).tolist()
+
+        def units(k: int) -> int:
+            s, t, d = self.options[k]
+            return s * t * d
+
+        return int(min(legal, key=lambda k: (abs(units(k) - target), units(k), k)))
+
+    def _metrics_key(self) -> Any:
+        return (self.period, None if self.sim is None else self.sim.now)
+
+    def _metrics_now(self) -> dict[str, float]:
+        """The episode-end metrics (module docstring) as if the episode ended now: workflows
+        not finished yet count as misses; ``num_unfinished``, ``num_not_arrived``."""
+        return self._episode_info()["metrics"]
 
     def _episode_info(self) -> dict[str, Any]:
         sim = self.sim
@@ -1055,6 +1094,10 @@ class AllocationEnv(ServegymEnv):
             w = weights if weights.sum() > 0 else np.ones_like(weights)
             metrics["apl_latency"] = float(np.dot(w, preds) / w.sum())
             metrics["apl_throughput"] = min(p["throughput"] for _, p in self._apl_periods)
+        now = 0.0 if sim is None else sim.now
+        arrivals = np.array([self.workflows[i].arrival for i in idx])
+        metrics["num_unfinished"] = float(np.sum(~np.isfinite(lat) & (arrivals <= now)))
+        metrics["num_not_arrived"] = float(np.sum(arrivals > now))
         ratios = lat / slos
         alphas, curve = sim_metrics.attainment_curve(ratios)
         return {
@@ -1132,9 +1175,12 @@ class AllocationEnv(ServegymEnv):
         np.clip(g, 0.0, 10.0, out=g)
         return {"llms": llms, "global": g}
 
-    def render(self) -> str | None:
-        if self.render_mode != "ansi":
-            return None
+    def _render_figure(self) -> Any:
+        from envs.render import allocation_figure
+
+        return allocation_figure(self)
+
+    def _render_ansi(self) -> str:
         ctx = self._ctx
         if ctx is None:
             return "episode over\n" + "\n".join(self._history)

@@ -24,7 +24,13 @@ stage, prefill instance ``p`` and decode instance ``d`` (pool-local indices, in 
 At the decode stage the call is locked to its planned pair: the only legal action for slot ``k``
 is its own ``(p, d)``. ``action_masks()`` (also ``info["action_mask"]``) marks legal actions:
 valid, not yet picked slots, and decode KV feasibility m(c) = L_in + L̂_out ≤ Cap(d)
-(HexAgent §5.4 Eq. 3–4). It is never all-false while a decision is pending.
+(HexAgent §5.4 Eq. 3–4). It is never all-false while a decision is pending; on the step that
+ends the episode it marks action 0 alone.
+
+A masked action is replaced by the fallback's choice (:meth:`PDClusterEnv.fallback_action`: the
+oldest unpicked slot on the simulator's least-loaded pair) with a penalty, and flagged in
+``info["invalid_action"]``; ``invalid_action="raise"`` raises instead (the shared rule of
+:mod:`envs.base`).
 
 ## Observation (``Dict`` of ``float32`` boxes; all padded entries are 0)
 
@@ -69,8 +75,11 @@ Workflows unfinished at truncation are charged with their elapsed time as C_w.
 runs the simulator to the first decision. The episode terminates when every workflow finishes;
 it is truncated after ``max_steps`` steps. At episode end ``info`` carries ``metrics`` (Req95,
 Req99, ... from :mod:`envs.sim.metrics`), ``attainment_curve``, ``completion_times``,
-``horizons``, ``invocations``, ``utilisation``. Every step's ``info["decision_context"]`` is the
-structured scheduler-visible state (:class:`DecisionContext`) that experts act on.
+``horizons``, ``invocations``, ``utilisation``. Every step's ``info["metrics"]`` holds the metrics
+as if the episode ended now (unfinished workflows: C_w = inf), so a ``TimeLimit`` cut reports
+them too. With ``decision_context=True`` every step's ``info["decision_context"]`` is the
+structured scheduler-visible state (:class:`DecisionContext`) that experts act on
+(``env.decision_context()`` returns it either way).
 
 ## Arguments
 
@@ -409,11 +418,13 @@ class PDClusterEnv(ServegymEnv):
         ``history`` (default: the mean measured latency of earlier finished tools of its name,
         see :class:`envs.sim.Simulation`) or ``oracle`` (its true latency, unknowable before it
         returns).
-    :param invalid_action: ``raise`` (default) or ``penalize`` (−``invalid_penalty`` and the
-        first legal action instead).
+    :param invalid_action: ``penalize`` (default: −``invalid_penalty`` and
+        :meth:`fallback_action` instead, ``info["invalid_action"]`` True) or ``raise``.
     :param max_steps: truncate after this many steps (None: run to completion).
     :param workload_seed: fix the workload for every reset (None: derived from the reset seed).
     :param render_mode: ``ansi`` or ``rgb_array``.
+    :param decision_context: put the :class:`DecisionContext` in every step's ``info`` (True
+        here; the registered id passes False, see :mod:`envs.base`).
     :param prefix_cache: an LRU prefix cache on every prefill instance (SGLang's RadixAttention
         at block granularity; :class:`envs.sim.instances.PrefillInstance`): ``False`` (default:
         none, every prompt is computed in full), ``True`` or ``"kv"`` (as many 512-token blocks
@@ -457,11 +468,12 @@ class PDClusterEnv(ServegymEnv):
         estimate_error: float = 0.0,
         output_predictor: str = "oracle",
         tool_estimate: str = "history",
-        invalid_action: str = "raise",
+        invalid_action: str = "penalize",
         invalid_penalty: float = 1.0,
         max_steps: int | None = None,
         workload_seed: int | None = None,
         render_mode: str | None = None,
+        decision_context: bool = True,
         prefix_cache: bool | int | str = False,
         prefix_cache_visible: bool = True,
         planning_delay: float | str | None = None,
@@ -539,6 +551,7 @@ class PDClusterEnv(ServegymEnv):
             max_steps,
             workload_seed,
             render_mode,
+            decision_context,
         )
 
     # -- gymnasium API -----------------------------------------------------------------------
@@ -569,6 +582,7 @@ class PDClusterEnv(ServegymEnv):
         if predictor is not None:
             self.sim.add_listener(PredictorFeed(predictor))
         self._reward = make_reward(self.reward_name, len(self.sim.runs), **self.reward_kwargs)
+        self._arrival_times = np.sort([run.arrival for run in self.sim.runs])
         self._cluster_tables()
         self._completed_seen = 0
         self._remaining_cache: dict[int, _OpenNodes] = {}
@@ -612,7 +626,7 @@ class PDClusterEnv(ServegymEnv):
         else:
             self._ctx = None
             # a new array: the last context's ``feasible`` (the old mask's base) keeps its values
-            self._mask = np.zeros(self.action_space.n, dtype=bool)
+            self._end_mask()
         return inv
 
     def _begin_invocation(self, inv: Invocation) -> None:
@@ -1287,17 +1301,46 @@ class PDClusterEnv(ServegymEnv):
             out.append(slowdown_ratio(ct, sim.standalone_horizon(run)))
         return np.asarray(out, dtype=float)
 
+    def _metrics_now(self) -> dict[str, float]:
+        """Req95, Req99, ... (:func:`envs.sim.metrics.summarize_workflows`) over every workflow,
+        an unfinished one with C_w = inf, as the episode-end metrics count them."""
+        sim = self.sim
+        assert sim is not None
+        runs = sim.runs
+        ct = [r.finish_time - r.arrival if r.finish_time >= 0 else math.inf for r in runs]
+        # An unfinished workflow's ratio is inf whatever its H_w: no standalone run needed.
+        h = [sim.standalone_horizon(r) if r.finish_time >= 0 else 1.0 for r in runs]
+        return sim_metrics.summarize_workflows(ct, h)
+
+    def fallback_action(self) -> int:
+        """The fallback policy's choice (what a masked action becomes): the oldest unpicked slot
+        (the canonical order) on the simulator's least-loaded pair
+        (:class:`envs.sim.scheduler.DefaultScheduler`): among the slot's legal pairs, the
+        prefill instance ready soonest, then the decode instance with the smallest KV load
+        fraction, then the lowest indices. At the decode stage, the slot's locked pair."""
+        ctx = self._ctx
+        assert ctx is not None
+        legal = self._mask.reshape(self.K, self.P, self.D)
+        slot = int(np.flatnonzero(legal.any(axis=(1, 2)))[0])
+        ps, ds = np.nonzero(legal[slot])
+        load = ctx.decode_kv_used / ctx.decode_kv_capacity
+        best = min(
+            zip(ps.tolist(), ds.tolist(), strict=True),
+            key=lambda pd: (ctx.prefill_ready[pd[0]], load[pd[1]], pd[0], pd[1]),
+        )
+        return ctx.action(slot, *best)
+
     def _info(self, final: bool = False) -> dict[str, Any]:
-        info: dict[str, Any] = {"action_mask": self._mask.copy()}
-        if self._ctx is not None:
-            info["decision_context"] = self._ctx
+        info = self._common_info()
+        if self.sim is not None:
+            info["metrics"] = self._metrics_so_far()
         if final:
             assert self.sim is not None
             res = self.sim.result()
             ratios = [w.completion_time / w.horizon for w in res.workflows]
             alphas, curve = sim_metrics.attainment_curve(ratios)
             info.update(
-                metrics=res.metrics,
+                metrics={**res.metrics, **info["metrics"]},
                 attainment_curve={"alpha": alphas.tolist(), "attainment": curve.tolist()},
                 completion_times=[w.completion_time for w in res.workflows],
                 horizons=[w.horizon for w in res.workflows],
@@ -1434,15 +1477,16 @@ class PDClusterEnv(ServegymEnv):
             "env.action_masks() or make the env with invalid_action='penalize'."
         )
 
-    # -- rendering ---------------------------------------------------------------------------
-    def render(self) -> str | np.ndarray | None:
-        if self.render_mode is None:
-            return None
-        from envs.render import render_ansi, render_rgb
+    # -- rendering (:mod:`envs.render`) ------------------------------------------------------
+    def _render_ansi(self) -> str:
+        from envs.render import render_ansi
 
-        if self.render_mode == "ansi":
-            return render_ansi(self)
-        return render_rgb(self)
+        return render_ansi(self)
+
+    def _render_figure(self) -> Any:
+        from envs.render import render_figure
+
+        return render_figure(self)
 
 
 def _prefix_cache_blocks(prefix_cache: Any) -> int | str:

@@ -1,7 +1,16 @@
-"""Text and picture renderings of a PDCluster state (``render_mode="ansi"`` / ``"rgb_array"``).
+"""Text and picture renderings of the envs' states (``render_mode="ansi"`` / ``"rgb_array"``).
 
-Instances are named as everywhere else in the env: ``P<j>`` / ``D<j>`` for the j-th prefill /
-decode instance in cluster order (the pool-local indices of the action space).
+Pictures are Matplotlib figures on the Agg canvas (no display needed), turned into an RGB array
+by :func:`figure_to_rgb`:
+
+* PDCluster (:func:`render_figure`): per-instance queues and decode KV use, and a timeline of
+  the most recent calls' prefill and decode per instance. Instances are named as everywhere
+  else in the env: ``P<j>`` / ``D<j>`` for the j-th prefill / decode instance in cluster order
+  (the pool-local indices of the action space).
+* Routing (:func:`routing_figure`): per-instance running and waiting requests and KV use, and
+  the pending request's estimated latency T(r, g) on each instance against its slack.
+* Allocation (:func:`allocation_figure`): the GPU pool, each GPU's share per LLM as placed, and
+  per LLM the units it holds and its last period's call rate.
 """
 
 from __future__ import annotations
@@ -135,12 +144,164 @@ def render_figure(env: Any) -> Figure:
     return fig
 
 
-def render_rgb(env: Any) -> np.ndarray:
-    """:func:`render_figure` as an RGB array (uint8, H×W×3)."""
+def figure_to_rgb(fig: Figure) -> np.ndarray:
+    """A figure as an RGB array (uint8, H×W×3); closes the figure."""
     import matplotlib.pyplot as plt
 
-    fig = render_figure(env)
     fig.canvas.draw()
     img = np.asarray(fig.canvas.buffer_rgba())[:, :, :3].copy()
     plt.close(fig)
     return img
+
+
+def render_rgb(env: Any) -> np.ndarray:
+    """:func:`render_figure` as an RGB array (uint8, H×W×3)."""
+    return figure_to_rgb(render_figure(env))
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def routing_figure(env: Any) -> Figure:
+    """Routing-v0's ``rgb_array`` picture (Agg canvas): per instance (``<g>:<gpu>``) the running
+    and waiting requests (bars) and the KV used (dots, right axis); and, while a decision is
+    pending, the request's estimated latency T(r, g) on every instance against its slack to the
+    deadline (hatched: masked instances; the current instance of a migrate decision is marked).
+    The caller closes it."""
+    plt = _pyplot()
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+
+    sim, ctx = env.sim, env._ctx
+    fig, (ax_q, ax_e) = plt.subplots(1, 2, figsize=(10, 4), dpi=80)
+    if sim is not None:
+        insts = sim.monolithic
+        labels = [f"{j}:{i.spec.gpu}" for j, i in enumerate(insts)]
+        x = np.arange(len(insts))
+        running = np.array([len(i.running) for i in insts])
+        waiting = np.array([len(i.waiting) for i in insts])
+        kv = np.array([i.reserved / i.capacity for i in insts])
+        ax_q.bar(x, running, color="tab:blue", label="running (left axis)")
+        ax_q.bar(x, waiting, bottom=running, color="tab:cyan", label="waiting (left axis)")
+        ax_q.set_ylim(0, max(1.0, 1.15 * float((running + waiting).max())))
+        ax_q.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax_q.set_ylabel("requests")
+        ax_q.set_xticks(x, labels, rotation=90 if len(x) > 8 else 0, fontsize=7)
+        ax_kv = ax_q.twinx()
+        ax_kv.plot(x, kv, "o", color="tab:red", label="KV used (right axis)")
+        ax_kv.set_ylim(0, 1.05)
+        ax_kv.set_ylabel("KV used (fraction of capacity)")
+        handles = ax_q.get_legend_handles_labels()[0] + ax_kv.get_legend_handles_labels()[0]
+        ax_kv.legend(handles=handles, **LEGEND_ABOVE)
+        ax_q.set_title(
+            f"instances at t={sim.now:.1f} s ({sim.finished_runs}/{len(sim.runs)} done)",
+            fontsize=9,
+            loc="left",
+        )
+        if ctx is not None:
+            colors = np.where(ctx.meets_deadline, "tab:green", "tab:orange")
+            bars = ax_e.bar(x, ctx.estimate, color=colors)
+            for j, bar in enumerate(bars):
+                if not ctx.feasible[j]:
+                    bar.set_hatch("//")
+                    bar.set_alpha(0.4)
+            ax_e.axhline(ctx.slack, color="black", ls="--", lw=1)
+            top = max(float(np.max(ctx.estimate)), ctx.slack, 1e-3)
+            ax_e.set_ylim(min(0.0, 1.1 * ctx.slack), 1.15 * top)
+            if ctx.current >= 0:
+                ax_e.annotate(
+                    "current", (ctx.current, ctx.estimate[ctx.current]), ha="center",
+                    va="bottom", fontsize=7,
+                )  # fmt: skip
+            ax_e.legend(
+                handles=[
+                    Patch(color="tab:green", label="meets deadline"),
+                    Patch(color="tab:orange", label="misses deadline"),
+                    Patch(facecolor="white", edgecolor="grey", hatch="//", label="masked"),
+                    plt.Line2D([], [], color="black", ls="--", label="slack"),
+                ],
+                **LEGEND_ABOVE,
+            )
+            ax_e.set_title(
+                f"{ctx.kind} {ctx.call_id} ({ctx.task}, {ctx.input_tokens} in)",
+                fontsize=9,
+                loc="left",
+            )
+        else:
+            ax_e.set_title("episode over", fontsize=9, loc="left")
+        ax_e.set_xticks(x, labels, rotation=90 if len(x) > 8 else 0, fontsize=7)
+        ax_e.set_ylabel("estimated latency T(r, g) (s)")
+    fig.tight_layout()
+    return fig
+
+
+def allocation_figure(env: Any) -> Figure:
+    """Allocation-v0's ``rgb_array`` picture (Agg canvas): the GPU pool as placed (one column per
+    GPU, grouped by node, each replica's share stacked in its LLM's colour; empty before the first
+    period), and per LLM the GPU units it holds (this period's choice so far, else the last
+    period's) beside its last period's call rate. The caller closes it."""
+    plt = _pyplot()
+    from matplotlib.patches import Patch
+
+    topo, F = env.topology, env.F
+    models = list(env.models)
+    colors = {m: plt.get_cmap("tab10")(k % 10) for k, m in enumerate(models)}
+    fig, (ax_p, ax_m) = plt.subplots(
+        1, 2, figsize=(10, 4), dpi=80, gridspec_kw={"width_ratios": [3, 2]}
+    )
+    n = topo.num_gpus
+    used = np.zeros(n)
+    placement = env.placement
+    if placement is not None:
+        for r in placement.replicas:
+            for g in r.gpus:
+                col = r.node * topo.gpus_per_node + g
+                ax_p.bar(
+                    col, r.share_units / F, bottom=used[col] / F, color=colors[r.model],
+                    edgecolor="white",
+                )  # fmt: skip
+                used[col] += r.share_units
+    for node in range(1, topo.num_nodes):
+        ax_p.axvline(node * topo.gpus_per_node - 0.5, color="grey", lw=0.8)
+    ax_p.set_xlim(-0.5, n - 0.5)
+    ax_p.set_ylim(0, 1.05)
+    ax_p.set_xticks(
+        np.arange(n),
+        [f"n{k // topo.gpus_per_node}g{k % topo.gpus_per_node}" for k in range(n)],
+        fontsize=7,
+        rotation=90 if n > 8 else 0,
+    )
+    ax_p.set_ylabel("GPU share")
+    ax_p.legend(handles=[Patch(color=colors[m], label=m) for m in models], **LEGEND_ABOVE)
+    period = min(env.period, env.periods - 1)
+    ax_p.set_title(
+        f"placement, period {period + 1}/{env.periods} ({topo.num_gpus} × {topo.gpu})",
+        fontsize=9,
+        loc="left",
+    )
+    chosen = {a.model: a for a in env._chosen}
+    prev = {a.model: a for a in env.allocation.llms} if env.allocation is not None else {}
+    units = [
+        (chosen[m].units if m in chosen else prev[m].units if m in prev else 0) / F for m in models
+    ]
+    y = np.arange(len(models))
+    ax_m.barh(y, units, color=[colors[m] for m in models])
+    ax_m.set_yticks(y, models, fontsize=7)
+    ax_m.invert_yaxis()
+    ax_m.set_xlabel("GPUs held (units / F)")
+    metrics = env._llm_metrics
+    for k, m in enumerate(models):
+        rate = metrics[m].call_rate if m in metrics else 0.0
+        ax_m.annotate(
+            f" {rate:.1f} calls/s", (units[k], k), va="center", fontsize=7
+        )  # fmt: skip
+    ax_m.set_xlim(0, max(1.0, 1.35 * max(units, default=1.0)))
+    ax_m.set_title("per LLM: GPUs, last period's call rate", fontsize=9, loc="left")
+    fig.tight_layout()
+    return fig

@@ -22,7 +22,11 @@ E2E-SLO per second (GoodServe §3.1 Eq. 1, §4 "Baselines and Metrics").
 ``info["action_mask"]``) marks instances that serve the request's model and can hold it: prompt
 shorter than the model's context window, and the largest footprint the request can ever reach
 (the model's context window) within the instance's KV capacity — a bound that needs no output
-length. At a migrate decision the current instance (stay) is always legal.
+length. At a migrate decision the current instance (stay) is always legal. On the step that ends
+the episode the mask marks action 0 alone. A masked action is replaced by the fallback's choice
+(:meth:`RoutingEnv.fallback_action`: the least-loaded legal instance, or "stay" at a migrate
+decision) with a penalty, and flagged in ``info["invalid_action"]``; ``invalid_action="raise"``
+raises instead (the shared rule of :mod:`envs.base`).
 
 ## Observation (``Dict`` of ``float32`` boxes)
 
@@ -38,9 +42,10 @@ key             shape    meaning
                          is current, log1p(tokens per minute)/15
 ==============  =======  ===================================================================
 
-All values are in [0, 10]. ``info["decision_context"]`` is the structured state
-(:class:`envs.routing_context.RoutingContext`) that experts act on; neither carries a request's
-true output length.
+All values are in [0, 10]. With ``decision_context=True``, ``info["decision_context"]`` is the
+structured state (:class:`envs.routing_context.RoutingContext`) that experts act on
+(``env.decision_context()`` returns it either way); neither carries a request's true output
+length.
 
 ## SLO
 
@@ -71,7 +76,9 @@ truncated after ``max_steps``. At the end ``info["metrics"]`` carries goodput (r
 trace's arrival span), SLO-violation ratio, latency percentiles, throughput
 (:func:`envs.sim.metrics.summarize_requests`), ``migrations``; ``info`` also has
 ``utilisation`` (per instance and mean) and ``attainment_curve`` (fraction of requests within
-α × their run-alone latency, over α: goodput vs SLO scale in one curve).
+α × their run-alone latency, over α: goodput vs SLO scale in one curve). Every step's
+``info["metrics"]`` holds the metrics as if the episode ended now (unfinished requests are
+violations), so a ``TimeLimit`` cut reports them too.
 
 ## Arguments
 
@@ -191,14 +198,16 @@ class RoutingEnv(ServegymEnv):
     :param ema_alpha: weight of a new sample in the black-box EMAs (GoodServe §3.3).
     :param reward: ``goodput`` (default), ``slowdown``, ``lateness`` or ``req99``;
         ``reward_kwargs`` for its options.
-    :param invalid_action: ``raise`` (default) or ``penalize`` (−``invalid_penalty`` and the first
-        legal action instead).
+    :param invalid_action: ``penalize`` (default: −``invalid_penalty`` and
+        :meth:`fallback_action` instead, ``info["invalid_action"]`` True) or ``raise``.
     :param max_steps: truncate after this many steps.
     :param workload_seed: fix the workload for every reset (None: the reset seed picks it).
-    :param render_mode: ``ansi``.
+    :param render_mode: ``ansi`` or ``rgb_array``.
+    :param decision_context: put the :class:`RoutingContext` in every step's ``info`` (True
+        here; the registered id passes False, see :mod:`envs.base`).
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(
         self,
@@ -224,11 +233,12 @@ class RoutingEnv(ServegymEnv):
         ema_alpha: float = 0.2,
         reward: str = "goodput",
         reward_kwargs: dict[str, Any] | None = None,
-        invalid_action: str = "raise",
+        invalid_action: str = "penalize",
         invalid_penalty: float = 1.0,
         max_steps: int | None = None,
         workload_seed: int | None = None,
         render_mode: str | None = None,
+        decision_context: bool = True,
     ):
         super().__init__()
         base = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster, model=model)
@@ -316,6 +326,7 @@ class RoutingEnv(ServegymEnv):
             max_steps,
             workload_seed,
             render_mode,
+            decision_context,
         )
         self.sim: Simulation | None = None
         self._ctx: RoutingContext | None = None
@@ -357,6 +368,12 @@ class RoutingEnv(ServegymEnv):
         self._alone = np.array([self._run_alone(n.input_tokens, n.output_tokens) for n in nodes])
         self._slo = self.slo_scale * self._slo_base(nodes)
         self._reward = make_reward(self.reward_name, len(self.sim.runs), **self.reward_kwargs)
+        arrivals = np.array([run.arrival for run in self.sim.runs])
+        self._arrival_times = np.sort(arrivals)
+        span = float(arrivals[-1] - arrivals[0]) if len(arrivals) > 1 else 0.0
+        # The trace's arrival span plus one mean gap: N requests over N gaps of the trace.
+        self._duration = span * len(arrivals) / max(1, len(arrivals) - 1) if span > 0 else 1.0
+        self._latencies = np.full(len(arrivals), math.inf)  # seconds; inf until finished
         self._completed_seen = 0
         self._migration_decisions = 0
         self._queue: list[Call] = []
@@ -410,7 +427,7 @@ class RoutingEnv(ServegymEnv):
             inv = sim.advance()
             if inv is None:
                 self._ctx = None
-                self._mask = np.zeros(self.M, dtype=bool)
+                self._end_mask()
                 return False
             self._inv = inv
             if inv.stage == "route":
@@ -534,6 +551,7 @@ class RoutingEnv(ServegymEnv):
         while self._completed_seen < len(sim.completed):
             run = sim.completed[self._completed_seen]
             self._completed_seen += 1
+            self._latencies[run.index] = self._latency(run)
             r += self._reward.on_complete(self._latency(run) / self._slo[run.index])
         return r
 
@@ -557,25 +575,50 @@ class RoutingEnv(ServegymEnv):
         return self._reward.terminal(ratios)
 
     def _info(self, final: bool = False) -> dict[str, Any]:
-        info: dict[str, Any] = {"action_mask": self._mask.copy()}
-        if self._ctx is not None:
-            info["decision_context"] = self._ctx
+        info = self._common_info()
         if final:
             info.update(self._final_info())
+        elif self.sim is not None:
+            info["metrics"] = self._metrics_so_far()
         return info
+
+    def fallback_action(self) -> int:
+        """The fallback policy's choice (what a masked action becomes): at a route decision the
+        simulator's least-loaded rule (:class:`envs.sim.scheduler.DefaultScheduler`): the legal
+        instance with the fewest running + waiting requests, then the fastest capability, then
+        the lowest index; at a migrate decision, stay."""
+        ctx = self._ctx
+        assert ctx is not None
+        if ctx.kind == "migrate":
+            return int(ctx.current)
+        legal = np.flatnonzero(self._mask)
+        load = ctx.running + ctx.waiting
+        return int(min(legal.tolist(), key=lambda g: (load[g], ctx.capability[g], g)))
+
+    def _metrics_now(self) -> dict[str, float]:
+        """Goodput, SLO violations, latency percentiles, ...
+        (:func:`envs.sim.metrics.summarize_requests`) over every request, an unfinished one
+        counted as a violation, as the episode-end metrics count them."""
+        sim = self.sim
+        assert sim is not None
+        return sim_metrics.summarize_requests(self._latencies, self._slo, self._duration)
+
+    def _live_metrics(self) -> dict[str, float]:
+        """The base's counts, ``migrations`` started and ``migration_decisions`` so far."""
+        sim = self.sim
+        assert sim is not None
+        return {
+            **super()._live_metrics(),
+            "migrations": float(sum(c.migrations for c in sim.calls)),
+            "migration_decisions": float(self._migration_decisions),
+        }
 
     def _final_info(self) -> dict[str, Any]:
         sim = self.sim
         assert sim is not None
         runs = sim.runs
         lat = np.array([self._latency(run) for run in runs])
-        arrivals = np.array([run.arrival for run in runs])
-        span = float(arrivals[-1] - arrivals[0]) if len(runs) > 1 else 0.0
-        # The trace's arrival span plus one mean gap: N requests over N gaps of the trace.
-        duration = span * len(runs) / max(1, len(runs) - 1) if span > 0 else 1.0
-        metrics = sim_metrics.summarize_requests(lat, self._slo, duration)
-        metrics["migrations"] = float(sum(c.migrations for c in sim.calls))
-        metrics["migration_decisions"] = float(self._migration_decisions)
+        metrics = self._metrics_so_far()
         alphas, curve = sim_metrics.attainment_curve(lat / self._alone)
         end = sim.now
         busy = np.array([inst.busy_time for inst in sim.monolithic])
@@ -646,9 +689,12 @@ class RoutingEnv(ServegymEnv):
             "make the env with invalid_action='penalize'."
         )
 
-    def render(self) -> str | None:
-        if self.render_mode != "ansi":
-            return None
+    def _render_figure(self) -> Any:
+        from envs.render import routing_figure
+
+        return routing_figure(self)
+
+    def _render_ansi(self) -> str:
         ctx = self._ctx
         if ctx is None:
             return "episode over"

@@ -10,6 +10,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+#: Generated workloads a :class:`TraceSource` keeps, by seed (the oldest is dropped first).
+SEEDS_KEPT = 8
+
 
 class TraceSource:
     """Where an env's records come from: a generator name, or a trace (path or records).
@@ -67,6 +70,7 @@ class TraceSource:
         self.paper_rates = dict(paper_rates or {})
         self.extra = dict(extra or {})
         self._cached: list[Any] | None = None
+        self._by_seed: dict[int, list[Any]] = {}
 
     def scaled_rate(self) -> float | None:
         """The arrival rate after ``load_scale`` (None: the generator's default, unscaled)."""
@@ -88,16 +92,24 @@ class TraceSource:
             if self._cached is None:
                 self._cached = self._trace_records()
             return list(self._cached)
-        from traces.generators import generate
+        # Records are immutable: the last few seeds' are kept, so resets that repeat a seed
+        # (one workload for several policies, checkers' determinism tests) skip the generator.
+        hit = self._by_seed.get(seed)
+        if hit is None:
+            from traces.generators import generate
 
-        return generate(
-            self.workload,
-            seed=seed,
-            count=self.count,
-            rate=self.scaled_rate(),
-            model=self.model,
-            **self.extra,
-        )
+            hit = generate(
+                self.workload,
+                seed=seed,
+                count=self.count,
+                rate=self.scaled_rate(),
+                model=self.model,
+                **self.extra,
+            )
+            if len(self._by_seed) >= SEEDS_KEPT:
+                self._by_seed.pop(next(iter(self._by_seed)))
+            self._by_seed[seed] = hit
+        return list(hit)
 
     def _trace_records(self) -> list[Any]:
         """The trace's records with ``count``, ``load_scale`` and ``model_override`` applied."""

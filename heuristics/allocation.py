@@ -45,7 +45,8 @@ def allocation_context(info: Mapping[str, Any]) -> AllocationContext:
     if not isinstance(ctx, AllocationContext):
         raise ValueError(
             "this policy acts in servegym/Allocation-v0 and needs info['decision_context'] to be "
-            f"an AllocationContext, got {type(ctx).__name__}"
+            f"an AllocationContext, got {type(ctx).__name__} (gym.make(id) leaves the context "
+            "out: make the env with decision_context=True)"
         )
     return ctx
 

@@ -106,7 +106,8 @@ def decision_context(info: dict[str, Any]) -> DecisionContext:
         keys = sorted(info) if isinstance(info, dict) else type(info).__name__
         raise ValueError(
             "expected info['decision_context'] to be a DecisionContext (servegym/PDCluster-v0, "
-            f"episode not over); info has {keys}"
+            f"episode not over); info has {keys}. gym.make(id) leaves the context out: make the "
+            "env with decision_context=True"
         )
     return ctx
 

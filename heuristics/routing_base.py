@@ -40,7 +40,8 @@ def routing_context(info: dict[str, Any]) -> RoutingContext:
         got = type(ctx).__name__
         raise ValueError(
             "expected info['decision_context'] to be a RoutingContext (servegym/Routing-v0, "
-            f"episode not over); got {got}, info has {keys}"
+            f"episode not over); got {got}, info has {keys}. gym.make(id) leaves the context "
+            "out: make the env with decision_context=True"
         )
     return ctx
 

@@ -81,7 +81,7 @@ def test_random_legal_actions_never_break_placement_and_every_workflow_is_accoun
 
 
 def test_masked_action_raises_a_clear_error_and_penalize_falls_back():
-    env = small()
+    env = small(invalid_action="raise")
     env.reset(seed=0)
     illegal = int(np.flatnonzero(~env.action_masks())[0])
     with pytest.raises(ValueError, match="masked action"):

@@ -98,7 +98,8 @@ def pick_slot(policy: Policy, ctx: DecisionContext) -> int:
 def run_episode(name: str, seed: int, **env_kwargs: Any) -> tuple[list[int], set[str], dict]:
     """Play one episode; return the actions, the stages seen and the final metrics. Checks
     every action against the mask before stepping."""
-    env = gym.make("servegym/PDCluster-v0", cluster="hetero-1", model=MODEL, **env_kwargs)
+    kwargs = {"cluster": "hetero-1", "model": MODEL, "decision_context": True, **env_kwargs}
+    env = gym.make("servegym/PDCluster-v0", **kwargs)
     policy = make_policy(name)
     obs, info = env.reset(seed=seed)
     policy.reset()

@@ -60,7 +60,7 @@ def test_every_unmasked_action_is_legal_and_episode_reports_metrics():
 
 
 def test_every_masked_action_raises_and_leaves_state_untouched():
-    env = PDClusterEnv(**SMALL)
+    env = PDClusterEnv(invalid_action="raise", **SMALL)
     obs, info = env.reset(seed=1)
     rng = np.random.default_rng(0)
     checked = 0
@@ -76,7 +76,7 @@ def test_every_masked_action_raises_and_leaves_state_untouched():
         if term or trunc:
             break
     assert checked > 0
-    with pytest.raises(ValueError, match="outside Discrete"):
+    with pytest.raises(ValueError, match="outside the action space Discrete"):
         env.step(env.action_space.n)
 
 

@@ -93,9 +93,9 @@ def test_mask_keeps_requests_off_instances_that_cannot_hold_them():
 
 def test_masked_action_raises_and_leaves_state_untouched():
     ok = Request("ok", 0.0, MODEL, 1000, 10, "sql")
-    env = RoutingEnv(trace=[ok], output_predictor="task-mean")
+    env = RoutingEnv(trace=[ok], output_predictor="task-mean", invalid_action="raise")
     obs, info = env.reset(seed=0)
-    with pytest.raises(ValueError, match="outside Discrete"):
+    with pytest.raises(ValueError, match="outside the action space Discrete"):
         env.step(99)
     obs2, r, term, trunc, info2 = env.step(0)
     assert term and r == 1.0  # a lone 1k-token request on the H800 meets a 2x A800 SLO

@@ -179,7 +179,7 @@ def test_help_lists_each_trainable_envs_defaults(capsys):
         assert text in out, text
 
 
-def test_routing_smoke_run_selects_by_goodput(tmp_path):
+def test_routing_smoke_run_selects_by_goodput(tmp_path, capsys):
     pytest.importorskip("heuristics.goodserve", reason="routing heuristics not available")
     import gymnasium as gym
 
@@ -206,6 +206,9 @@ def test_routing_smoke_run_selects_by_goodput(tmp_path):
     # model selection never looks at the held-out seeds of the final table
     assert not set(report["validation_seeds"]) & set(report["eval_seeds"])
     assert set(report["validation_references"]) >= {"goodserve"}
+    # the clone beside its teacher (earliest-finish), on validation and held-out seeds
+    assert set(report["bc"]["teacher_eval"]) == {"goodput", "slo_violation_ratio"}
+    assert "clone vs teacher earliest-finish (held-out seeds): goodput" in capsys.readouterr().out
 
 
 def test_allocation_smoke_run_trains_without_special_casing(tmp_path, monkeypatch):

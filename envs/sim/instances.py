@@ -39,6 +39,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from envs.sim.cluster import InstanceSpec
+from envs.sim.events import callback
 from envs.sim.workload import DECODE, DONE, PREFILL, WAIT_PREFILL, Call
 
 if TYPE_CHECKING:
@@ -425,9 +426,9 @@ class _BatchEngine:
         self.seg_end = self.sim.now + delay
         version = self._version
         if late:
-            self.sim.schedule_late(lambda _e: self._boundary(version))
+            self.sim.schedule_late(callback(self._boundary, version))
         else:
-            self.sim.schedule(delay, lambda _e: self._boundary(version))
+            self.sim.schedule(delay, callback(self._boundary, version))
 
     def _boundary(self, version: int) -> None:
         if version != self._version:
@@ -743,7 +744,7 @@ class MonolithicInstance(PrefixCache, _BatchEngine):
         self.seg_start = self.sim.now
         self.seg_prefill = True
         self.seg_calls = []
-        self.sim.schedule(dt, lambda _e: self._prefill_done(calls))
+        self.sim.schedule(dt, callback(self._prefill_done, calls))
         self._schedule_boundary(dt, 0)
 
     def _prefill_done(self, calls: list[Call]) -> None:

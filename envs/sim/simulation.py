@@ -72,6 +72,7 @@ from envs.sim import metrics as _metrics
 from envs.sim.catalog import get_model
 from envs.sim.cluster import ClusterSpec, InstanceSpec
 from envs.sim.engines import EnginePreset, get_engine, resolve_token_budget
+from envs.sim.events import PicklableEnvironment, callback
 from envs.sim.instances import (
     KV_POLICIES,
     SCHEDULING_MODES,
@@ -472,7 +473,7 @@ class Simulation:
         self.migration = migration
         self.listeners: dict[str, list[Callable[..., None]]] = {m: [] for m in LISTENER_METHODS}
         self.cluster = cluster
-        self.env = simpy.Environment()
+        self.env = PicklableEnvironment()
         self.rng = np.random.default_rng(seed)
         self.seed = seed
         self.estimate_error = estimate_error
@@ -801,7 +802,7 @@ class Simulation:
             self.pending.remove(other)
             self._uid_bound.pop(other.seq, None)
             self._absorb(stage, other.new_calls)
-        self.schedule(delay, lambda _e: self._land(stage))
+        self.schedule(delay, callback(self._land, stage))
 
     def _absorb(self, stage: str, new_calls: list[Call]) -> None:
         """New work entered ``stage`` while its plan is in flight (Algorithm 1 lines 5–7): no
@@ -901,7 +902,7 @@ class Simulation:
             inst.ready_at = ready
             if ready > now:
                 inst.paused = True
-                self.schedule(ready - now, lambda _e, i=inst: self._instance_ready(i))
+                self.schedule(ready - now, callback(self._instance_ready, inst))
             self.monolithic.append(inst)
             self.instances.append(inst)
             self.served_models.add(spec.model)
@@ -1064,7 +1065,7 @@ class Simulation:
         call.stage = MIGRATING
         call.migrations += 1
         call.prefill_priority = call.decode_priority = float(priority)
-        self.schedule(dt, lambda _e: self._on_migration_landed(call, src, dst, dt))
+        self.schedule(dt, callback(self._on_migration_landed, call, src, dst, dt))
 
     def _on_migration_landed(
         self, call: Call, src: MonolithicInstance, dst: MonolithicInstance, seconds: float
@@ -1247,7 +1248,7 @@ class Simulation:
             if isinstance(node, ToolNode):
                 estimate = run.tool_estimates[node.id] = self.tool_time_estimate(node)
                 run.path_end[node.id] = parent_end + estimate
-                self.schedule(node.latency, lambda _e, r=run, n=node: self._tool_done(r, n))
+                self.schedule(node.latency, callback(self._tool_done, run, node))
                 continue
             call = Call(len(self.calls), run, node, now)
             self.calls.append(call)
@@ -1284,7 +1285,7 @@ class Simulation:
         call.stage = TRANSFER
         assert call.decode_instance is not None
         dt = self.transfer_time(call, inst.index, call.decode_instance)
-        self.schedule(dt, lambda _e: self._on_transfer_done(call))
+        self.schedule(dt, callback(self._on_transfer_done, call))
 
     def _on_transfer_done(self, call: Call) -> None:
         call.transfer_end = self.env.now
