@@ -91,6 +91,7 @@ from envs.base import ServegymEnv
 from envs.predictors.feed import PredictorFeed
 from envs.rewards import make_reward
 from envs.routing_context import InstanceMonitor, RoutingContext
+from envs.routing_diagnosis import RoutingDiagnosis
 from envs.sim import metrics as sim_metrics
 from envs.sim.cluster import ClusterSpec, InstanceSpec, load_cluster, scaled_cluster
 from envs.sim.engines import get_engine, resolve_token_budget
@@ -102,8 +103,10 @@ from envs.sim.simulation import (
     LatencyCache,
     Simulation,
 )
-from envs.sim.workload import Call
+from envs.sim.workload import WAIT_PREFILL, Call
 from envs.workloads import TraceSource
+from traces.generators.goodserve import paper_rate
+from traces.generators.goodserve_sessions import default_rate as sessions_rate
 
 REQUEST_FEATURES = 10
 INSTANCE_FEATURES = 14
@@ -113,10 +116,11 @@ SLO_REFERENCE_GPU = "a800"
 SLO_BASES = ("request", "task")
 #: Requests per episode when neither ``workload_count`` nor a trace is given.
 DEFAULT_COUNT = 500
-#: ``load_scale`` of the generated workload when none is given: 1.01 req/s (see RoutingEnv).
+#: ``load_scale`` of the generated workload when none is given (see RoutingEnv).
 DEFAULT_LOAD_SCALE = 0.35
-#: GoodServe workload arrival rate at ``load_scale`` 1 (the generator's default, Mooncake's).
-PAPER_RATES = {"goodserve": 2.89}
+#: Arrival rate (requests/s) at ``load_scale`` 1 of each generator: the Mooncake conversation
+#: trace's rate, read from the generators' statistics files (their single source of truth).
+PAPER_RATES = {"goodserve": paper_rate(), "goodserve-sessions": sessions_rate()}
 
 
 class RunAloneLatency:
@@ -185,6 +189,8 @@ class RoutingEnv(ServegymEnv):
     :param token_budget: override the engine's tokens per iteration.
     :param check_interval: τ, decode iterations between migration checks (GoodServe §3.4: 50);
         None or 0 disables checks (no migrate decisions).
+    :param check_queued: risk checks also cover the checked instance's queued requests
+        (GoodServe §3.4 "each ongoing request"; default True). False: running requests only.
     :param migration: ``token`` (re-prefill token IDs, §3.4) or ``kv`` (transfer the KV, §4.3).
     :param prefix_cache: LRU prefix cache on every instance (512-token blocks, as many as the KV
         capacity holds).
@@ -219,6 +225,7 @@ class RoutingEnv(ServegymEnv):
         prefill_mode: str | None = None,
         token_budget: int | None = None,
         check_interval: int | None = 50,
+        check_queued: bool = True,
         migration: str = "token",
         prefix_cache: bool = True,
         ema_alpha: float = 0.2,
@@ -254,6 +261,7 @@ class RoutingEnv(ServegymEnv):
         self.prefill_mode = prefill_mode
         self.token_budget = token_budget
         self.check_interval = check_interval or None
+        self.check_queued = bool(check_queued)
         self.migration = migration
         self.prefix_cache = prefix_cache
         self.ema_alpha = ema_alpha
@@ -347,6 +355,7 @@ class RoutingEnv(ServegymEnv):
             prefill_mode=self.prefill_mode,
             token_budget=self.token_budget,
             check_interval=self.check_interval,
+            check_queued=self.check_queued,
             migration=self.migration,
             engine=self.engine,
         )
@@ -363,6 +372,9 @@ class RoutingEnv(ServegymEnv):
         self._plan: list[Assignment] = []
         self._inv: Invocation | None = None
         self._remaining: dict[int, int] = {}  # uid -> L̂_rem of the calls at risk at this check
+        self._stay: dict[int, float] = {}  # uid -> their estimate for staying, seconds
+        self._checked = 0  # calls risk-checked (running and queued)
+        self._diag = RoutingDiagnosis(self._run_alone, self.slo_scale)
         if not self._advance():
             raise ValueError("the workload is empty: no routing decision ever arises")
         return self._observation(), self._info()
@@ -392,10 +404,12 @@ class RoutingEnv(ServegymEnv):
         prefill = float(self._prefill_tokens[action])  # what the estimate assumed for g
         if ctx.kind == "route":
             self.monitor.on_routed(call, action, self.sim.now, prefill)
+            self._diag.on_routed(call, ctx, action)
         elif action == ctx.current:
             return
         else:
-            self.monitor.on_departed(call, ctx.current, action, prefill)
+            self.monitor.on_departed(call, ctx.current, action, prefill, queued=ctx.queued)
+            self._diag.on_migrated(call, ctx)
         self._plan.append(Assignment(call, call.revealed_at, self.sim.monolithic[action].index))
 
     def _advance(self) -> bool:
@@ -421,17 +435,37 @@ class RoutingEnv(ServegymEnv):
         return True
 
     def _at_risk(self, calls: Sequence[Call], instance: int | None) -> list[Call]:
-        """GoodServe §3.4: the running calls whose re-estimated finish t + L̂_rem · d_g misses
-        their deadline. Their L̂_rem is kept for the decisions they raise."""
+        """GoodServe §3.4: "for each ongoing request, if its expected finish time based on the
+        latest estimations exceeds the E2E-SLO", it is at risk. A decoding call is expected to
+        finish at t + L̂_rem · d_g. A pending (queued) call -- the paper's "ongoing" covers it,
+        its token-ID migration text speaks of "a pending request" -- at t + max(0, q_g − waited)
+        + (L_in + generated − H_rg) · p_g + L̂_rem · d_g (the paper is silent on how to
+        re-estimate a queued request; we charge what Eq. 2 charges a new arrival, minus the
+        queueing it has already done). L̂_rem and the stay estimate are kept for the decisions
+        they raise."""
         sim = self.sim
         assert sim is not None and instance is not None
-        d = self.monitor.d[self.monitor.pos[instance]]
+        mon = self.monitor
+        j = mon.pos[instance]
         self._remaining.clear()
+        self._stay.clear()
         out = []
         for c in calls:
             left = self._predictor.remaining(c)
-            if sim.now + left * d > c.workflow.arrival + self._slo[c.workflow.index]:
+            if c.stage == WAIT_PREFILL:
+                hit = sim.prefix_hits(c).get(instance, 0)
+                waited = max(0.0, sim.now - c.enqueued_at)
+                stay = (
+                    max(0.0, mon.q[j] - waited)
+                    + max(0.0, c.input_tokens + c.generated - hit) * mon.p[j]
+                    + left * mon.d[j]
+                )
+            else:
+                stay = left * mon.d[j]
+            self._checked += 1
+            if sim.now + stay > c.workflow.arrival + self._slo[c.workflow.index]:
                 self._remaining[c.uid] = left
+                self._stay[c.uid] = stay
                 out.append(c)
         return out
 
@@ -459,6 +493,7 @@ class RoutingEnv(ServegymEnv):
         generated = call.generated if migrate else 0
         remaining = self._remaining[call.uid] if migrate else call.predicted_output_tokens
         current = mon.pos[call.prefill_instance] if migrate else -1
+        queued = migrate and call.stage == WAIT_PREFILL
         hits = np.zeros(self.M)
         for i, tokens in sim.prefix_hits(call).items():
             hits[mon.pos[i]] = tokens
@@ -479,7 +514,7 @@ class RoutingEnv(ServegymEnv):
             holds = self._holds[call.model] = (self._served == call.model) & self._footprint_ok
         feasible = holds & (call.input_tokens < self._max_context)
         if migrate:
-            estimate[current] = remaining * mon.d[current]
+            estimate[current] = self._stay[call.uid]
             feasible[current] = True
         if not feasible.any():
             raise ValueError(
@@ -512,12 +547,14 @@ class RoutingEnv(ServegymEnv):
             free_kv_tokens=self._kv_capacity - mon.kv_used,
             kv_capacity=self._kv_capacity,
             queued_prefill_tokens=mon.queued_prefill.copy(),
+            outstanding_output_tokens=mon.owed_output.copy(),
             tokens_per_minute=mon.tokens_per_minute(now),
             prefix_hit_tokens=hits,
             transfer_time=transfer,
             estimate=estimate,
             meets_deadline=now + estimate <= deadline,
             feasible=feasible,
+            queued=queued,
         )
         self._mask = feasible
         if migrate:
@@ -576,6 +613,7 @@ class RoutingEnv(ServegymEnv):
         metrics = sim_metrics.summarize_requests(lat, self._slo, duration)
         metrics["migrations"] = float(sum(c.migrations for c in sim.calls))
         metrics["migration_decisions"] = float(self._migration_decisions)
+        metrics["risk_checks"] = float(self._checked)
         alphas, curve = sim_metrics.attainment_curve(lat / self._alone)
         end = sim.now
         busy = np.array([inst.busy_time for inst in sim.monolithic])
@@ -595,6 +633,7 @@ class RoutingEnv(ServegymEnv):
             "utilisation": util,
             "simulated_seconds": end,
             "workload_seed": self._workload_seed,
+            "diagnosis": self._diag.summary(sim.calls, lat, self._slo),
             "steps": self._steps,
             "invocations": sim.invocation_count,
         }

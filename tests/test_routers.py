@@ -27,8 +27,15 @@ ROUTERS = {
     "llumnix",
     "earliest-finish",
     "goodserve+queue-aware",
+    "goodserve+shorten",
+    "prefix-aware-low",
+    "llm-d",
+    "sglang-cache-aware",
+    "dynamo-kv",
 }
-MIGRATING = {"goodserve", "llumnix", "earliest-finish", "goodserve+queue-aware"}
+MIGRATING = {
+    "goodserve", "llumnix", "earliest-finish", "goodserve+queue-aware", "goodserve+shorten",
+}  # fmt: skip
 ALL_ROUTERS = sorted(policies_for("routing"))
 
 
@@ -64,6 +71,7 @@ def routing_ctx(m: int = 3, *, kind: str = "route", current: int = -1, **fields:
         free_kv_tokens=np.full(m, 10_000.0),
         kv_capacity=np.full(m, 10_000.0),
         queued_prefill_tokens=np.zeros(m),
+        outstanding_output_tokens=np.zeros(m),
         tokens_per_minute=np.zeros(m),
         prefix_hit_tokens=np.zeros(m),
         transfer_time=np.zeros(m),
@@ -206,14 +214,18 @@ def test_goodserve_migrates_to_the_weakest_stronger_instance_that_meets_the_dead
     assert pick("goodserve-no-migration", ctx) == 1
 
 
-def test_goodserve_moves_to_the_fastest_stronger_finish_only_if_it_beats_staying():
+def test_goodserve_just_enough_keeps_a_request_no_instance_can_save_where_it_is():
+    """§3.4 just-enough: no instance's estimate meets the deadline, so GoodServe stays -- even
+    though instance 0 would finish sooner than staying (9 s < 12 s) and instance 2 sooner still."""
     none_meet = [False] * 4
-    assert pick("goodserve", at_risk_on_1([9.0, 12.0, 2.0, 14.0], none_meet)) == 0
-    assert pick("goodserve", at_risk_on_1([13.0, 12.0, 2.0, 14.0], none_meet)) == 1
-    assert (
-        pick("goodserve", at_risk_on_1([9.0, 12.0, 2.0, 14.0], none_meet), shorten_misses=False)
-        == 1
-    )
+    assert pick("goodserve", at_risk_on_1([9.0, 12.0, 2.0, 14.0], none_meet)) == 1
+    assert pick("goodserve", at_risk_on_1([0.5, 12.0, 0.1, 14.0], none_meet)) == 1
+
+
+def test_goodserve_shorten_variant_moves_to_the_fastest_stronger_finish_if_it_beats_staying():
+    none_meet = [False] * 4
+    assert pick("goodserve+shorten", at_risk_on_1([9.0, 12.0, 2.0, 14.0], none_meet)) == 0
+    assert pick("goodserve+shorten", at_risk_on_1([13.0, 12.0, 2.0, 14.0], none_meet)) == 1
 
 
 def test_goodserve_stays_on_the_strongest_instance_and_when_not_at_risk():

@@ -149,6 +149,11 @@ def _mooncake_times(directory: Any, n: int) -> np.ndarray:
     return np.concatenate([ts + r * span for r in range(reps)])[:n]
 
 
+def default_rate() -> float:
+    """The generator's default request rate, requests/s (the Mooncake conversation trace's)."""
+    return float(load_stats("goodserve")["defaults"]["rate_per_s"])
+
+
 def generate_goodserve_sessions(
     seed: int,
     count: int | None = None,
