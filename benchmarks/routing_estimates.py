@@ -144,6 +144,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--count", type=int, default=500)
     p.add_argument("--no-checks", action="store_true", help="no migration checks (τ off)")
+    p.add_argument(
+        "--running-checks-only", action="store_true", help="risk-check running requests only"
+    )
     p.add_argument("--workload", default="goodserve", help="generator (default: the paper's)")
     p.add_argument("--diagnose", action="store_true", help="misses by cause etc., per policy")
     p.add_argument("--policies", default="preble,goodserve", help="with --diagnose")
@@ -158,6 +161,7 @@ def main(argv: list[str] | None = None) -> None:
         output_predictor=args.predictor,
         workload_count=args.count,
         check_interval=None if args.no_checks else 50,
+        check_queued=not args.running_checks_only,
     )
     if args.diagnose:
         res = diagnose(args.policies.split(","), seeds, load_scale=args.load_scale, **common)

@@ -11,10 +11,13 @@ E2E-SLO per second (GoodServe §3.1 Eq. 1, §4 "Baselines and Metrics").
 * **route** — a request arrived (one step per request; requests arriving at the same instant are
   routed one by one, in arrival order, each seeing the earlier ones' picks in ``outstanding``).
 * **migrate** — every ``check_interval`` (τ, default 50) decode iterations of an instance, each
-  of its running requests whose re-estimated finish ``t + L̂_rem · d_g`` misses its deadline is one
-  step: stay (the action = its current instance) or move. A check that finds no request at risk
-  costs no step. Migration is by token IDs (re-prefill prompt + generated tokens on the target,
-  §3.4) or, with ``migration="kv"``, by KV transfer at the pair's bandwidth (§4.3).
+  of its ongoing requests whose re-estimated finish misses its deadline is one step: stay (the
+  action = its current instance) or move. Running requests finish at ``t + L̂_rem · d_g``;
+  requests still queued there (``check_queued``, default on; ``ctx.queued``) at ``t + max(0,
+  q_g − waited) + (L_in + generated − H_rg) · p_g + L̂_rem · d_g``. A check that finds no
+  request at risk costs no step. Migration is by token IDs (re-prefill prompt + generated
+  tokens on the target, §3.4) or, with ``migration="kv"``, by KV transfer at the pair's
+  bandwidth (§4.3).
 
 ## Action space
 
@@ -46,12 +49,16 @@ true output length.
 
 ``slo_scale`` × a run-alone latency on a mid-tier GPU (``slo_reference_gpu``, A800 as in
 GoodServe §4), computed with the same engine (chunked prefill iterations, then decode at batch 1).
-Scales 1, 1.5, 2, 2.5, 3 in the paper. GoodServe §4 "measure[s] the median request execution time
+Scales 1, 1.5, 2, 2.5, 3 in the paper. GoodServe §5 "measure[s] the median request execution time
 by running each request alone"; ``slo_basis`` picks the reading:
 
-* ``"request"`` (default): each request's own run-alone latency. **The deadline then encodes the
-  true output length** (run-alone latency is a known function of L_in and L_out), so a policy that
-  reads ``slo``/``deadline``/``slack`` can recover it: an oracle channel every policy shares.
+* ``"request"`` (default, the paper's reading): each request's own run-alone latency. §5 sets
+  temperature 0 "to ensure output consistency across the deadline-setting stage and the
+  testbed-measurement stage", which only matters if each deadline comes from that request's own
+  run (its own output); "median" is then over repeated runs, which a deterministic simulator
+  does not need. **The deadline then encodes the true output length** (run-alone latency is a
+  known function of L_in and L_out), so a policy that reads ``slo``/``deadline``/``slack`` can
+  recover it: an oracle channel every policy shares.
 * ``"task"``: the median run-alone latency of the episode's requests of the same task type. The
   deadline carries only a per-task statistic, so nothing about a request's true length leaks.
 
@@ -165,15 +172,16 @@ class RoutingEnv(ServegymEnv):
         every call of the trace, whatever model it names.
     :param instances: grow the cluster to this many instances, cycling its GPU types (None: as
         is). For the scale experiments (8 to 512).
-    :param workload: generator name (``goodserve``).
+    :param workload: generator name (``goodserve``: GoodServe §5's BIRD / SWE-bench /
+        LiveCodeBench mix at Mooncake timestamps; ``goodserve-sessions``: our session mix).
     :param trace: a servegym JSONL request trace, or a list of records, instead of a generator
         (``workload_count`` keeps its first records, ``load_scale`` divides its arrival times).
     :param workload_count: requests per episode (None: 500).
-    :param workload_rate: arrival rate, requests/s (None: the generator's, 2.89).
-    :param load_scale: multiplies the arrival rate. None: 0.35 for the generator (1.01 req/s):
-        the middle of the three documented loads; at 1.0, the generator's Mooncake rate, the
-        4-GPU preset is overloaded (68–96 % SLO violations at scale 2 for every policy); 1.0
-        (as recorded) for a trace.
+    :param workload_rate: arrival rate, requests/s (None: :data:`PAPER_RATES`, the Mooncake
+        trace's 3.401).
+    :param load_scale: multiplies the arrival rate. None: 0.35 for a generator (1.19 req/s on
+        ``goodserve``, about 0.7 of the ~1.7 req/s up to which the ``goodserve-4`` preset keeps
+        least-request's median latency flat; README "Capacity"); 1.0 (as recorded) for a trace.
     :param slo_scale: SLO = scale × run-alone latency on ``slo_reference_gpu`` (GoodServe §4).
     :param slo_reference_gpu: the mid-tier GPU of the SLO (A800).
     :param slo_basis: ``request`` (each request's run-alone latency; leaks its length through the
