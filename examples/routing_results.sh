@@ -31,6 +31,7 @@ ALPHAS=slo_scale=1,1.5,2,2.5,3
 if has paper; then
   $PY evaluate.py --quiet --env routing --sweep $ALPHAS --seeds "$SEEDS" \
     --policies $ROUTERS --out "$OUT/routing-paper"
+  cp "$OUT/routing-paper/goodput_vs_slo_scale_goodserve.png" docs/routing_goodput_vs_slo_scale.png
 fi
 if has sessions; then
   $PY evaluate.py --quiet --env routing --workload goodserve-sessions --load-scale 0.3 \
