@@ -54,6 +54,9 @@ if has diagnosis; then
     $PY -m benchmarks.routing_estimates --diagnose --slo-scale $a --seeds "$SEEDS" \
       --policies preble,least-request,dynamo-kv,goodserve-no-migration,goodserve+shorten,goodserve
   done
+  for p in goodserve preble; do  # where requests go and how wrong Eq. 2 is there, per GPU
+    $PY -m benchmarks.routing_estimates --policy $p --slo-scale 3 --seeds "$SEEDS"
+  done
 fi
 if has capacity; then
   $PY -m benchmarks.routing_estimates --capacity --policy least-request --seeds "$SEEDS" \
