@@ -508,10 +508,12 @@ class RoutingEnv(ServegymEnv):
         prompt = call.input_tokens + generated
         transfer = np.zeros(self.M)
         if migrate:
-            per_token = self._kvb[current] if self.migration == "kv" else TOKEN_ID_BYTES
+            # a queued request holds no KV: it always ships token IDs and prefills on arrival
+            kv = self.migration == "kv" and not queued
+            per_token = self._kvb[current] if kv else TOKEN_ID_BYTES
             transfer = self._link_latency + per_token * prompt * self._inv_bw[current]
             transfer[current] = 0.0
-        if migrate and self.migration == "kv":
+        if migrate and self.migration == "kv" and not queued:
             prefill_tokens = np.zeros(self.M)
         else:
             prefill_tokens = np.maximum(0.0, prompt - hits)
