@@ -10,8 +10,8 @@ Registry names: ``hexagent``, ``per-call-fcfs``, ``workflow-fcfs``, ``workflow-l
 ``random`` (``servegym/PDCluster-v0``); ``goodserve``, ``goodserve-no-migration``,
 ``random-route``, ``power-of-two``, ``round-robin``, ``least-request``, ``lowest-tpm``,
 ``preble``, ``llumnix``, ``earliest-finish``, ``goodserve+shorten``, ``goodserve+queue-aware``,
-``prefix-aware-low``, ``llm-d``, ``sglang-cache-aware``, ``dynamo-kv`` (``servegym/Routing-v0``); ``scepsy``,
-``scepsy-parallelism-only``, ``scepsy-fractional-only``, ``k8s-hpa``, ``naive-equal``,
+``prefix-aware-low``, ``llm-d``, ``sglang-cache-aware``, ``dynamo-kv`` (``servegym/Routing-v0``);
+``scepsy``, ``scepsy-parallelism-only``, ``scepsy-fractional-only``, ``k8s-hpa``, ``naive-equal``,
 ``demand-proportional`` (``servegym/Allocation-v0``). ``policies_for(env)`` lists a family's.
 Each factory's docstring states its rule and source.
 """

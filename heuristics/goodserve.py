@@ -2,8 +2,9 @@
 and two separately named variants that are NOT the paper's (``goodserve+shorten``,
 ``goodserve+queue-aware``).
 
-Both act on the env's Eq. 2 estimates (``ctx.estimate``, ``ctx.meets_deadline``) and its static
-speed ranking (``ctx.capability``: seconds a reference request takes alone, smaller = stronger).
+All four act on the env's Eq. 2 estimates (``ctx.estimate``, ``ctx.meets_deadline``) and its
+static speed ranking (``ctx.capability``: seconds a reference request takes alone, smaller =
+stronger).
 
 * **Routing** — the just-enough heuristic (§3.4): "among the set of candidate instances that can
   all meet the E2E-SLO requirement of a request, GoodServe chooses to route that request to the
