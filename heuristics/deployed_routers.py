@@ -60,9 +60,7 @@ def llmd_scores(ctx: RoutingContext, candidates: np.ndarray) -> np.ndarray:
     span = q.max() - q.min()
     queue = np.ones_like(q) if span == 0 else (q.max() - q) / span
     kv = np.clip(ctx.free_kv_tokens / ctx.kv_capacity, 0.0, 1.0)[candidates]
-    prefix = (np.asarray(ctx.prefix_hit_tokens, dtype=float) / max(1, ctx.input_tokens))[
-        candidates
-    ]
+    prefix = (np.asarray(ctx.prefix_hit_tokens, dtype=float) / max(1, ctx.input_tokens))[candidates]
     w = LLMD_WEIGHTS
     return w["queue"] * queue + w["kv_cache"] * kv + w["prefix"] * prefix
 
