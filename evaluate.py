@@ -223,9 +223,21 @@ ENVS: dict[str, EnvEntry] = {
             "preble",
             "llumnix",
         ),  # fmt: skip
-        own_references=("earliest-finish",),
+        # Deployed routers (llm-d, SGLang, Dynamo; not in the paper) and our own references.
+        own_references=(
+            "llm-d",
+            "sglang-cache-aware",
+            "dynamo-kv",
+            "prefix-aware-low",
+            "earliest-finish",
+        ),
         ablations=("goodserve-no-migration",),
-        paper="GoodServe §4 (Fig. 6: goodput vs SLO scale)",
+        paper="GoodServe §5 (Fig. 6: goodput vs SLO scale)",
+        references_label="all baselines (paper's + deployed routers + ours)",
+        references_note=(
+            "all baselines = the paper's, plus {refs} (llm-d, sglang-cache-aware, dynamo-kv: "
+            "deployed routers, not in the paper; prefix-aware-low, earliest-finish: our own)"
+        ),
         attainment_xlabel="SLO scale α  (request meets SLO if latency ≤ α × run-alone latency)",
         takes_traces=True,
         metrics_note=(

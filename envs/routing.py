@@ -11,10 +11,13 @@ E2E-SLO per second (GoodServe §3.1 Eq. 1, §4 "Baselines and Metrics").
 * **route** — a request arrived (one step per request; requests arriving at the same instant are
   routed one by one, in arrival order, each seeing the earlier ones' picks in ``outstanding``).
 * **migrate** — every ``check_interval`` (τ, default 50) decode iterations of an instance, each
-  of its running requests whose re-estimated finish ``t + L̂_rem · d_g`` misses its deadline is one
-  step: stay (the action = its current instance) or move. A check that finds no request at risk
-  costs no step. Migration is by token IDs (re-prefill prompt + generated tokens on the target,
-  §3.4) or, with ``migration="kv"``, by KV transfer at the pair's bandwidth (§4.3).
+  of its ongoing requests whose re-estimated finish misses its deadline is one step: stay (the
+  action = its current instance) or move. Running requests finish at ``t + L̂_rem · d_g``;
+  requests still queued there (``check_queued``, default on; ``ctx.queued``) at ``t + max(0,
+  q_g − waited) + (L_in + generated − H_rg) · p_g + L̂_rem · d_g``. A check that finds no
+  request at risk costs no step. Migration is by token IDs (re-prefill prompt + generated
+  tokens on the target, §3.4) or, with ``migration="kv"``, by KV transfer at the pair's
+  bandwidth (§4.3).
 
 ## Action space
 
@@ -51,12 +54,16 @@ length.
 
 ``slo_scale`` × a run-alone latency on a mid-tier GPU (``slo_reference_gpu``, A800 as in
 GoodServe §4), computed with the same engine (chunked prefill iterations, then decode at batch 1).
-Scales 1, 1.5, 2, 2.5, 3 in the paper. GoodServe §4 "measure[s] the median request execution time
+Scales 1, 1.5, 2, 2.5, 3 in the paper. GoodServe §5 "measure[s] the median request execution time
 by running each request alone"; ``slo_basis`` picks the reading:
 
-* ``"request"`` (default): each request's own run-alone latency. **The deadline then encodes the
-  true output length** (run-alone latency is a known function of L_in and L_out), so a policy that
-  reads ``slo``/``deadline``/``slack`` can recover it: an oracle channel every policy shares.
+* ``"request"`` (default, the paper's reading): each request's own run-alone latency. §5 sets
+  temperature 0 "to ensure output consistency across the deadline-setting stage and the
+  testbed-measurement stage", which only matters if each deadline comes from that request's own
+  run (its own output); "median" is then over repeated runs, which a deterministic simulator
+  does not need. **The deadline then encodes the true output length** (run-alone latency is a
+  known function of L_in and L_out), so a policy that reads ``slo``/``deadline``/``slack`` can
+  recover it: an oracle channel every policy shares.
 * ``"task"``: the median run-alone latency of the episode's requests of the same task type. The
   deadline carries only a per-task statistic, so nothing about a request's true length leaks.
 
@@ -98,6 +105,7 @@ from envs.base import ServegymEnv
 from envs.predictors.feed import PredictorFeed
 from envs.rewards import make_reward
 from envs.routing_context import InstanceMonitor, RoutingContext
+from envs.routing_diagnosis import RoutingDiagnosis
 from envs.sim import metrics as sim_metrics
 from envs.sim.cluster import ClusterSpec, InstanceSpec, load_cluster, scaled_cluster
 from envs.sim.engines import get_engine, resolve_token_budget
@@ -109,8 +117,10 @@ from envs.sim.simulation import (
     LatencyCache,
     Simulation,
 )
-from envs.sim.workload import Call
+from envs.sim.workload import WAIT_PREFILL, Call
 from envs.workloads import TraceSource
+from traces.generators.goodserve import paper_rate
+from traces.generators.goodserve_sessions import default_rate as sessions_rate
 
 REQUEST_FEATURES = 10
 INSTANCE_FEATURES = 14
@@ -120,10 +130,11 @@ SLO_REFERENCE_GPU = "a800"
 SLO_BASES = ("request", "task")
 #: Requests per episode when neither ``workload_count`` nor a trace is given.
 DEFAULT_COUNT = 500
-#: ``load_scale`` of the generated workload when none is given: 1.01 req/s (see RoutingEnv).
+#: ``load_scale`` of the generated workload when none is given (see RoutingEnv).
 DEFAULT_LOAD_SCALE = 0.35
-#: GoodServe workload arrival rate at ``load_scale`` 1 (the generator's default, Mooncake's).
-PAPER_RATES = {"goodserve": 2.89}
+#: Arrival rate (requests/s) at ``load_scale`` 1 of each generator: the Mooncake conversation
+#: trace's rate, read from the generators' statistics files (their single source of truth).
+PAPER_RATES = {"goodserve": paper_rate(), "goodserve-sessions": sessions_rate()}
 
 
 class RunAloneLatency:
@@ -168,15 +179,16 @@ class RoutingEnv(ServegymEnv):
         every call of the trace, whatever model it names.
     :param instances: grow the cluster to this many instances, cycling its GPU types (None: as
         is). For the scale experiments (8 to 512).
-    :param workload: generator name (``goodserve``).
+    :param workload: generator name (``goodserve``: GoodServe §5's BIRD / SWE-bench /
+        LiveCodeBench mix at Mooncake timestamps; ``goodserve-sessions``: our session mix).
     :param trace: a servegym JSONL request trace, or a list of records, instead of a generator
         (``workload_count`` keeps its first records, ``load_scale`` divides its arrival times).
     :param workload_count: requests per episode (None: 500).
-    :param workload_rate: arrival rate, requests/s (None: the generator's, 2.89).
-    :param load_scale: multiplies the arrival rate. None: 0.35 for the generator (1.01 req/s):
-        the middle of the three documented loads; at 1.0, the generator's Mooncake rate, the
-        4-GPU preset is overloaded (68–96 % SLO violations at scale 2 for every policy); 1.0
-        (as recorded) for a trace.
+    :param workload_rate: arrival rate, requests/s (None: :data:`PAPER_RATES`, the Mooncake
+        trace's 3.401).
+    :param load_scale: multiplies the arrival rate. None: 0.35 for a generator (1.19 req/s on
+        ``goodserve``, about 0.7 of the ~1.7 req/s up to which the ``goodserve-4`` preset keeps
+        least-request's median latency flat; README "Capacity"); 1.0 (as recorded) for a trace.
     :param slo_scale: SLO = scale × run-alone latency on ``slo_reference_gpu`` (GoodServe §4).
     :param slo_reference_gpu: the mid-tier GPU of the SLO (A800).
     :param slo_basis: ``request`` (each request's run-alone latency; leaks its length through the
@@ -192,6 +204,8 @@ class RoutingEnv(ServegymEnv):
     :param token_budget: override the engine's tokens per iteration.
     :param check_interval: τ, decode iterations between migration checks (GoodServe §3.4: 50);
         None or 0 disables checks (no migrate decisions).
+    :param check_queued: risk checks also cover the checked instance's queued requests
+        (GoodServe §3.4 "each ongoing request"; default True). False: running requests only.
     :param migration: ``token`` (re-prefill token IDs, §3.4) or ``kv`` (transfer the KV, §4.3).
     :param prefix_cache: LRU prefix cache on every instance (512-token blocks, as many as the KV
         capacity holds).
@@ -228,6 +242,7 @@ class RoutingEnv(ServegymEnv):
         prefill_mode: str | None = None,
         token_budget: int | None = None,
         check_interval: int | None = 50,
+        check_queued: bool = True,
         migration: str = "token",
         prefix_cache: bool = True,
         ema_alpha: float = 0.2,
@@ -264,6 +279,7 @@ class RoutingEnv(ServegymEnv):
         self.prefill_mode = prefill_mode
         self.token_budget = token_budget
         self.check_interval = check_interval or None
+        self.check_queued = bool(check_queued)
         self.migration = migration
         self.prefix_cache = prefix_cache
         self.ema_alpha = ema_alpha
@@ -358,6 +374,7 @@ class RoutingEnv(ServegymEnv):
             prefill_mode=self.prefill_mode,
             token_budget=self.token_budget,
             check_interval=self.check_interval,
+            check_queued=self.check_queued,
             migration=self.migration,
             engine=self.engine,
         )
@@ -380,6 +397,9 @@ class RoutingEnv(ServegymEnv):
         self._plan: list[Assignment] = []
         self._inv: Invocation | None = None
         self._remaining: dict[int, int] = {}  # uid -> L̂_rem of the calls at risk at this check
+        self._stay: dict[int, float] = {}  # uid -> their estimate for staying, seconds
+        self._checked = 0  # calls risk-checked (running and queued)
+        self._diag = RoutingDiagnosis(self._run_alone, self.slo_scale)
         if not self._advance():
             raise ValueError("the workload is empty: no routing decision ever arises")
         return self._observation(), self._info()
@@ -409,10 +429,12 @@ class RoutingEnv(ServegymEnv):
         prefill = float(self._prefill_tokens[action])  # what the estimate assumed for g
         if ctx.kind == "route":
             self.monitor.on_routed(call, action, self.sim.now, prefill)
+            self._diag.on_routed(call, ctx, action)
         elif action == ctx.current:
             return
         else:
-            self.monitor.on_departed(call, ctx.current, action, prefill)
+            self.monitor.on_departed(call, ctx.current, action, prefill, queued=ctx.queued)
+            self._diag.on_migrated(call, ctx)
         self._plan.append(Assignment(call, call.revealed_at, self.sim.monolithic[action].index))
 
     def _advance(self) -> bool:
@@ -438,17 +460,37 @@ class RoutingEnv(ServegymEnv):
         return True
 
     def _at_risk(self, calls: Sequence[Call], instance: int | None) -> list[Call]:
-        """GoodServe §3.4: the running calls whose re-estimated finish t + L̂_rem · d_g misses
-        their deadline. Their L̂_rem is kept for the decisions they raise."""
+        """GoodServe §3.4: "for each ongoing request, if its expected finish time based on the
+        latest estimations exceeds the E2E-SLO", it is at risk. A decoding call is expected to
+        finish at t + L̂_rem · d_g. A pending (queued) call -- the paper's "ongoing" covers it,
+        its token-ID migration text speaks of "a pending request" -- at t + max(0, q_g − waited)
+        + (L_in + generated − H_rg) · p_g + L̂_rem · d_g (the paper is silent on how to
+        re-estimate a queued request; we charge what Eq. 2 charges a new arrival, minus the
+        queueing it has already done). L̂_rem and the stay estimate are kept for the decisions
+        they raise."""
         sim = self.sim
         assert sim is not None and instance is not None
-        d = self.monitor.d[self.monitor.pos[instance]]
+        mon = self.monitor
+        j = mon.pos[instance]
         self._remaining.clear()
+        self._stay.clear()
         out = []
         for c in calls:
             left = self._predictor.remaining(c)
-            if sim.now + left * d > c.workflow.arrival + self._slo[c.workflow.index]:
+            if c.stage == WAIT_PREFILL:
+                hit = sim.prefix_hits(c).get(instance, 0)
+                waited = max(0.0, sim.now - c.enqueued_at)
+                stay = (
+                    max(0.0, mon.q[j] - waited)
+                    + max(0.0, c.input_tokens + c.generated - hit) * mon.p[j]
+                    + left * mon.d[j]
+                )
+            else:
+                stay = left * mon.d[j]
+            self._checked += 1
+            if sim.now + stay > c.workflow.arrival + self._slo[c.workflow.index]:
                 self._remaining[c.uid] = left
+                self._stay[c.uid] = stay
                 out.append(c)
         return out
 
@@ -476,16 +518,19 @@ class RoutingEnv(ServegymEnv):
         generated = call.generated if migrate else 0
         remaining = self._remaining[call.uid] if migrate else call.predicted_output_tokens
         current = mon.pos[call.prefill_instance] if migrate else -1
+        queued = migrate and call.stage == WAIT_PREFILL
         hits = np.zeros(self.M)
         for i, tokens in sim.prefix_hits(call).items():
             hits[mon.pos[i]] = tokens
         prompt = call.input_tokens + generated
         transfer = np.zeros(self.M)
         if migrate:
-            per_token = self._kvb[current] if self.migration == "kv" else TOKEN_ID_BYTES
+            # a queued request holds no KV: it always ships token IDs and prefills on arrival
+            kv = self.migration == "kv" and not queued
+            per_token = self._kvb[current] if kv else TOKEN_ID_BYTES
             transfer = self._link_latency + per_token * prompt * self._inv_bw[current]
             transfer[current] = 0.0
-        if migrate and self.migration == "kv":
+        if migrate and self.migration == "kv" and not queued:
             prefill_tokens = np.zeros(self.M)
         else:
             prefill_tokens = np.maximum(0.0, prompt - hits)
@@ -496,7 +541,7 @@ class RoutingEnv(ServegymEnv):
             holds = self._holds[call.model] = (self._served == call.model) & self._footprint_ok
         feasible = holds & (call.input_tokens < self._max_context)
         if migrate:
-            estimate[current] = remaining * mon.d[current]
+            estimate[current] = self._stay[call.uid]
             feasible[current] = True
         if not feasible.any():
             raise ValueError(
@@ -529,12 +574,14 @@ class RoutingEnv(ServegymEnv):
             free_kv_tokens=self._kv_capacity - mon.kv_used,
             kv_capacity=self._kv_capacity,
             queued_prefill_tokens=mon.queued_prefill.copy(),
+            outstanding_output_tokens=mon.owed_output.copy(),
             tokens_per_minute=mon.tokens_per_minute(now),
             prefix_hit_tokens=hits,
             transfer_time=transfer,
             estimate=estimate,
             meets_deadline=now + estimate <= deadline,
             feasible=feasible,
+            queued=queued,
         )
         self._mask = feasible
         if migrate:
@@ -619,6 +666,7 @@ class RoutingEnv(ServegymEnv):
         runs = sim.runs
         lat = np.array([self._latency(run) for run in runs])
         metrics = self._metrics_so_far()
+        metrics["risk_checks"] = float(self._checked)
         alphas, curve = sim_metrics.attainment_curve(lat / self._alone)
         end = sim.now
         busy = np.array([inst.busy_time for inst in sim.monolithic])
@@ -638,6 +686,7 @@ class RoutingEnv(ServegymEnv):
             "utilisation": util,
             "simulated_seconds": end,
             "workload_seed": self._workload_seed,
+            "diagnosis": self._diag.summary(sim.calls, lat, self._slo),
             "steps": self._steps,
             "invocations": sim.invocation_count,
         }

@@ -24,8 +24,10 @@ The estimate of request r on instance g (GoodServe Eq. 2) is
 ``T(r, g) = q_g + (L_in − H_rg) · p_g + L̂_out · d_g``
 with H_rg the prompt tokens already in g's prefix cache. At a migration check (every τ decode
 iterations, §3.4) the estimate for the instance the request runs on is ``L̂_rem · d_g`` (it needs
-no queue and no prefill), and for any other instance ``transfer + q_g + (L_in + generated −
-H_rg) · p_g + L̂_rem · d_g`` (token-ID migration re-prefills the prompt and the generated tokens).
+no queue and no prefill; a request still queued there pays the rest of the expected queueing
+and its prefill, see :attr:`RoutingContext.queued`), and for any other instance ``transfer +
+q_g + (L_in + generated − H_rg) · p_g + L̂_rem · d_g`` (token-ID migration re-prefills the
+prompt and the generated tokens).
 """
 
 from __future__ import annotations
@@ -57,7 +59,9 @@ class InstanceMonitor:
       counted as L_in − H_rg at the time it was sent, plus generated tokens after a token-ID
       migration);
     * ``kv_used``: KV tokens of the running requests at admission (prompt, plus generated tokens
-      of a migrated request); tokens generated since admission are not counted.
+      of a migrated request); tokens generated since admission are not counted;
+    * ``owed_output``: the proxy's own predictions L̂_out of the requests sent to g and not
+      finished, summed (tokens; the prediction made when routed, never the truth).
 
     :param instances: the simulation's monolithic instances, in cluster order.
     :param ema_alpha: weight of a new sample, in (0, 1].
@@ -78,6 +82,8 @@ class InstanceMonitor:
         self.running = np.zeros(m)
         self.queued_prefill = np.zeros(m)
         self.kv_used = np.zeros(m)
+        self.owed_output = np.zeros(m)
+        self._output_owed: dict[int, tuple[int, float]] = {}  # uid -> (instance, L̂_out)
         self._prefill_owed: dict[int, tuple[int, float]] = {}  # uid -> (instance, tokens)
         self._kv_held: dict[int, tuple[int, float]] = {}  # uid -> (instance, tokens)
         self._tpm: deque[tuple[float, int, int]] = deque()  # (time, instance, tokens)
@@ -128,6 +134,7 @@ class InstanceMonitor:
         self.outstanding[j] -= 1
         self.running[j] -= 1
         self._release_kv(call.uid)
+        self._settle_output(call.uid)
         self._count_tokens(j, now, call.output_tokens)
 
     # -- proxy-side events -------------------------------------------------------------------
@@ -136,21 +143,42 @@ class InstanceMonitor:
         self.outstanding[j] += 1
         self.waiting[j] += 1
         self._owe_prefill(call.uid, j, prefill_tokens)
+        self._owe_output(call.uid, j, float(call.predicted_output_tokens))
         self._count_tokens(j, now, call.input_tokens)
 
-    def on_departed(self, call: Any, src: int, dst: int, prefill_tokens: float) -> None:
-        """The proxy migrates running ``call`` from ``src`` to ``dst`` (it leaves the batch now
-        and is pending at ``dst``, expecting ``prefill_tokens`` of re-prefill there)."""
+    def on_departed(
+        self, call: Any, src: int, dst: int, prefill_tokens: float, queued: bool = False
+    ) -> None:
+        """The proxy migrates ``call`` from ``src`` to ``dst`` (it leaves the batch -- or, if
+        ``queued``, the queue -- now and is pending at ``dst``, expecting ``prefill_tokens`` of
+        (re-)prefill there)."""
         self.outstanding[src] -= 1
-        self.running[src] -= 1
+        if queued:
+            self.waiting[src] -= 1
+            self._settle_prefill(call.uid)
+        else:
+            self.running[src] -= 1
         self._release_kv(call.uid)
         self.outstanding[dst] += 1
         self.waiting[dst] += 1
         self._owe_prefill(call.uid, dst, prefill_tokens)
+        owed = self._settle_output(call.uid)
+        self._owe_output(call.uid, dst, owed)
 
     def _owe_prefill(self, uid: int, j: int, tokens: float) -> None:
         self._prefill_owed[uid] = (j, tokens)
         self.queued_prefill[j] += tokens
+
+    def _owe_output(self, uid: int, j: int, tokens: float) -> None:
+        self._output_owed[uid] = (j, tokens)
+        self.owed_output[j] += tokens
+
+    def _settle_output(self, uid: int) -> float:
+        owed = self._output_owed.pop(uid, None)
+        if owed is None:
+            return 0.0
+        self.owed_output[owed[0]] -= owed[1]
+        return owed[1]
 
     def _settle_prefill(self, uid: int) -> None:
         owed = self._prefill_owed.pop(uid, None)
@@ -214,6 +242,8 @@ class RoutingContext(DecisionContextBase):
     :param kv_capacity: (M,) KV capacity, tokens.
     :param queued_prefill_tokens: (M,) prompt tokens sent to g whose prefill has not finished
         (each counted as L_in − H_rg when sent).
+    :param outstanding_output_tokens: (M,) the predicted output tokens L̂_out (made when
+        routed) of the requests sent to g and not finished, summed.
     :param tokens_per_minute: (M,) prompt tokens routed + output tokens returned in the last 60 s.
     :param prefix_hit_tokens: (M,) H_rg, prompt tokens of this request cached on g (at a migrate
         decision: of its prompt; the generated tokens are never cached elsewhere).
@@ -221,8 +251,10 @@ class RoutingContext(DecisionContextBase):
     :param estimate: (M,) T(r, g), estimated seconds from t until the request finishes on g.
     :param meets_deadline: (M,) t + T(r, g) ≤ deadline.
     :param feasible: (M,) the action mask. At a migrate decision ``current`` (stay) is always
-        feasible, and the request is at risk: ``t + L̂_rem · d_current > deadline``, i.e.
-        ``meets_deadline[current]`` is False.
+        feasible, and the request is at risk: ``meets_deadline[current]`` is False.
+    :param queued: at a migrate decision, the request is still waiting in ``current``'s queue
+        (not admitted): its stay estimate is ``max(0, q_g − waited) + (L_in + generated −
+        H_rg) · p_g + L̂_rem · d_g``; else it is decoding (``L̂_rem · d_g``).
     """
 
     time: float
@@ -249,12 +281,14 @@ class RoutingContext(DecisionContextBase):
     free_kv_tokens: np.ndarray
     kv_capacity: np.ndarray
     queued_prefill_tokens: np.ndarray
+    outstanding_output_tokens: np.ndarray
     tokens_per_minute: np.ndarray
     prefix_hit_tokens: np.ndarray
     transfer_time: np.ndarray
     estimate: np.ndarray
     meets_deadline: np.ndarray
     feasible: np.ndarray
+    queued: bool = False
 
     @property
     def num_instances(self) -> int:

@@ -9,8 +9,9 @@ Registry names: ``hexagent``, ``per-call-fcfs``, ``workflow-fcfs``, ``workflow-l
 ``atlas``, ``plas``, ``workflow-fcfs+hetero-placement``, ``hexagent-order+load-balanced``,
 ``random`` (``servegym/PDCluster-v0``); ``goodserve``, ``goodserve-no-migration``,
 ``random-route``, ``power-of-two``, ``round-robin``, ``least-request``, ``lowest-tpm``,
-``preble``, ``llumnix``, ``earliest-finish`` (``servegym/Routing-v0``); ``scepsy``,
-``scepsy-parallelism-only``, ``scepsy-fractional-only``, ``k8s-hpa``, ``naive-equal``,
+``preble``, ``llumnix``, ``earliest-finish``, ``goodserve+shorten``, ``goodserve+queue-aware``,
+``prefix-aware-low``, ``llm-d``, ``sglang-cache-aware``, ``dynamo-kv`` (``servegym/Routing-v0``);
+``scepsy``, ``scepsy-parallelism-only``, ``scepsy-fractional-only``, ``k8s-hpa``, ``naive-equal``,
 ``demand-proportional`` (``servegym/Allocation-v0``). ``policies_for(env)`` lists a family's.
 Each factory's docstring states its rule and source.
 """
@@ -18,6 +19,7 @@ Each factory's docstring states its rule and source.
 from heuristics import (  # noqa: F401  (register)
     allocation,
     autellix,
+    deployed_routers,
     fcfs,
     goodserve,
     hexagent,

@@ -1,15 +1,22 @@
-"""GoodServe's router (papers/002, §3.3–§3.4, Appendix A.2) and its no-migration ablation (§4.3).
+"""GoodServe's router (papers/002, §3.3–§3.4, Appendix A.2), its no-migration ablation (§4.3)
+and two separately named variants that are NOT the paper's (``goodserve+shorten``,
+``goodserve+queue-aware``).
 
-Both act on the env's Eq. 2 estimates (``ctx.estimate``, ``ctx.meets_deadline``) and its static
-speed ranking (``ctx.capability``: seconds a reference request takes alone, smaller = stronger).
+All four act on the env's Eq. 2 estimates (``ctx.estimate``, ``ctx.meets_deadline``) and its
+static speed ranking (``ctx.capability``: seconds a reference request takes alone, smaller =
+stronger).
 
 * **Routing** — the just-enough heuristic (§3.4): "among the set of candidate instances that can
   all meet the E2E-SLO requirement of a request, GoodServe chooses to route that request to the
   instance with the worst computing capability". The paper does not say what happens when no
   instance meets the SLO; we send the request to the instance that finishes it soonest.
-* **Migration** — every τ decode iterations the env re-estimates each running request and asks
-  about the ones whose finish misses the deadline; GoodServe "reroutes that request to another GPU
-  with stronger processing capability (still following the just-enough heuristic)" (§3.4).
+* **Migration** — every τ decode iterations the env re-estimates each ongoing request (running
+  or still queued, §3.4 "for each ongoing request") and asks about the ones whose finish misses
+  the deadline; GoodServe "reroutes that request to another GPU with stronger processing
+  capability (still following the just-enough heuristic)" (§3.4). Just-enough means the move
+  goes only to a stronger instance whose estimate meets the deadline (the least capable such
+  one); when no stronger instance can save the request, it stays (the paper names no other
+  target, and moving it cannot make it good).
 
 The other §4.3 ablations are env options, not policies: GoodServe without its MoE predictor is
 ``output_predictor="history"``, an oracle of output lengths ``output_predictor="oracle"``, and
@@ -51,18 +58,18 @@ def just_enough_route(ctx: RoutingContext) -> int:
     return earliest_finish(ctx, feasible) if choice is None else choice
 
 
-def stronger_rerouting(ctx: RoutingContext, shorten_misses: bool = True) -> int:
-    """Migrate (§3.4, our reading of "reroutes that request to another GPU with stronger
-    processing capability (still following the just-enough heuristic)"):
+def stronger_rerouting(ctx: RoutingContext, shorten_misses: bool = False) -> int:
+    """Migrate (§3.4: "reroutes that request to another GPU with stronger processing capability
+    (still following the just-enough heuristic)"):
 
     1. the candidates are feasible instances other than ``current`` that are strictly stronger
        (``capability[g] < capability[current]``; an equally fast GPU is not "stronger");
     2. just-enough among them: the least capable one that meets the deadline (the estimate for a
        non-current instance includes transfer, queueing and re-prefill of prompt + generated
        tokens);
-    3. if none meets it and ``shorten_misses``, the stronger instance with the smallest estimate,
-       but only if that estimate beats staying (``estimate[current]``): moving cannot save the
-       deadline then, only shorten the miss (the paper does not say; ``False`` stays instead);
+    3. if none meets it, stay -- unless ``shorten_misses`` (our variant ``goodserve+shorten``,
+       not the paper's): then the stronger instance with the smallest estimate, if that beats
+       staying (``estimate[current]``), which cannot save the deadline, only shorten the miss;
     4. otherwise stay. Also stay if the current instance already meets the deadline (the env
        should only ask about at-risk requests; the paper reroutes only those).
     """
@@ -89,10 +96,11 @@ class GoodServeRouter(Router):
     :param name: the policy's registry name.
     :param migration: whether to migrate at risk checks (False: always stay, the §4.3 ablation).
     :param shorten_misses: also move a request no stronger instance can save, to the stronger
-        instance that finishes it soonest (see :func:`stronger_rerouting`, step 3).
+        instance that finishes it soonest (see :func:`stronger_rerouting`, step 3; not the
+        paper's rule).
     """
 
-    def __init__(self, name: str, migration: bool = True, shorten_misses: bool = True):
+    def __init__(self, name: str, migration: bool = True, shorten_misses: bool = False):
         self.name = name
         self.migration = migration
         self.shorten_misses = shorten_misses
@@ -107,15 +115,20 @@ class GoodServeRouter(Router):
 
 
 @register("goodserve", env="routing")
-def goodserve(shorten_misses: bool = True) -> Router:
-    """GoodServe (§3.4): route to the least capable feasible instance whose Eq. 2 estimate meets
-    the deadline (else the earliest finish); at a risk check, move to the least capable
-    *stronger* instance that meets the deadline (else the stronger earliest finish if it beats
-    staying, else stay). See :func:`just_enough_route`, :func:`stronger_rerouting`.
+def goodserve() -> Router:
+    """GoodServe as written (§3.4): route to the least capable feasible instance whose Eq. 2
+    estimate meets the deadline (else the earliest finish; the paper is silent there); at a risk
+    check -- running and queued requests -- move to the least capable *stronger* instance that
+    meets the deadline, else stay. See :func:`just_enough_route`, :func:`stronger_rerouting`."""
+    return GoodServeRouter("goodserve", migration=True, shorten_misses=False)
 
-    :param shorten_misses: False: migrate only when a stronger instance meets the deadline.
-    """
-    return GoodServeRouter("goodserve", migration=True, shorten_misses=shorten_misses)
+
+@register("goodserve+shorten", env="routing")
+def goodserve_shorten() -> Router:
+    """A separately named variant, **not** the paper's GoodServe (the project's earlier default):
+    GoodServe, but a request at risk that no stronger instance can save still moves to the
+    stronger instance with the smallest estimate if that beats staying (``shorten_misses``)."""
+    return GoodServeRouter("goodserve+shorten", migration=True, shorten_misses=True)
 
 
 @register("goodserve-no-migration", env="routing")

@@ -30,7 +30,7 @@ def test_misspelt_routing_names_get_did_you_mean_with_the_valid_names(option, va
     with pytest.raises(evaluate.EvaluationError) as err:
         evaluate.evaluate(config)
     message = str(err.value)
-    assert f"did you mean {suggestion}?" in message
+    assert f"did you mean {suggestion}" in message  # first (closest) suggestion
     assert "known:" in message and suggestion.strip("'") in message.split("known:")[1]
     assert "load_scale" not in message  # not the unrelated error users used to get
 

@@ -143,7 +143,7 @@ CASES = [
     ("sharegpt", "sharegpt", 2000, sharegpt_stats),
     ("bfcl", "bfcl", 3000, bfcl_stats),
     ("lats", "lats", 1500, lats_stats),
-    ("goodserve", "goodserve", 50000, goodserve_stats),
+    ("goodserve-sessions", "goodserve", 50000, goodserve_stats),
     ("rag_reranker", "rag_reranker", 2000, rag_stats),
     ("beam_search", "beam_search", 1200, beam_stats),
 ]
@@ -217,7 +217,7 @@ def test_goodserve_prompt_text_carries_signal_about_output_length():
 
 
 def test_goodserve_swe_sessions_grow_their_inputs_step_by_step():
-    recs = generate("goodserve", seed=1, count=2000)
+    recs = generate("goodserve-sessions", seed=1, count=2000)
     steps: dict[str, list] = {}
     for r in recs:
         if r.task == "swe":
@@ -235,7 +235,7 @@ def test_goodserve_uses_the_requested_model(model):
 
 
 def test_goodserve_bursty_arrivals_keep_the_mean_rate():
-    recs = generate("goodserve", seed=0, count=20000, arrivals="bursty", rate=5.0)
+    recs = generate("goodserve-sessions", seed=0, count=20000, arrivals="bursty", rate=5.0)
     _close({"rate": _rate(recs)}, {"rate": 5.0})
 
 
@@ -243,7 +243,7 @@ def test_goodserve_mooncake_arrivals_replay_the_trace_rate():
     data = os.environ.get("SERVEGYM_DATA")
     if not data:
         pytest.skip("SERVEGYM_DATA is unset: the Mooncake replay needs the raw trace dir")
-    recs = generate("goodserve", seed=0, count=40000, arrivals="mooncake", data_dir=data)
+    recs = generate("goodserve-sessions", seed=0, count=40000, arrivals="mooncake", data_dir=data)
     validate_records(recs)
     target = load_stats("goodserve")["mooncake_rate_per_s"]
     _close({"rate": _rate(recs)}, {"rate": target})
@@ -313,7 +313,7 @@ def test_goodserve_requests_fit_their_models_context_window(model):
 
 
 def test_goodserve_swe_steps_share_their_sessions_prefix_blocks():
-    recs = generate("goodserve", seed=1, count=1000)
+    recs = generate("goodserve-sessions", seed=1, count=1000)
     steps: dict[str, list] = {}
     for r in recs:
         if r.task == "swe":

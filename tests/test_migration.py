@@ -410,3 +410,36 @@ def test_invalid_migration_mode_and_check_interval_are_rejected():
         Simulation(TWO, reqs, migration="state")
     with pytest.raises(ValueError, match=r"check_interval .*got 0"):
         Simulation(TWO, reqs, check_interval=0)
+
+
+def move_queued_to_1(sim, inv):
+    """Moves every call still waiting in the checked instance's queue to instance 1."""
+    return [Assignment(c, 0.0, 1) for c in inv.calls if c.stage == "wait_prefill"]
+
+
+@pytest.mark.parametrize("migration", MIGRATIONS)
+def test_check_queued_lists_waiting_calls_and_moves_them_without_losing_work(migration):
+    """GoodServe §3.4 checks every ongoing request: with ``check_queued`` a check also lists the
+    instance's waiting calls (after its decoding ones) and a plan can move them; they prefill
+    once, on the target, and every request completes exactly once."""
+    reqs = requests([(0.0, 500, 300)] * 8)  # eight at once on the 6-slot A40: two wait
+    audit = Audit()
+    router = Router(move_queued_to_1, routes={r.id: 0 for r in reqs})
+    sim, res = run(
+        reqs, router, audit, check_interval=10, check_queued=True, migration=migration,
+        prefill_mode="chunked",
+    )  # fmt: skip
+    first = router.checks[0]
+    stages = {c.uid: c for c in sim.calls}
+    assert len(first[2]) == 8 and first[1] == 0
+    moved = [u for u, s, d, _ in audit.migrated]
+    assert len(moved) == 2 and all((s, d) == (0, 1) for _, s, d, _ in audit.migrated)
+    for uid in moved:  # prefilled on the target only, generated everything there
+        assert [i for u, i, _ in audit.prefills if u == uid] == [1]
+        assert stages[uid].prefill_instance == 1 and stages[uid].generated == 300
+    assert set(audit.done.values()) == {1} and len(audit.done) == 8
+    assert not audit.violations
+    # without the option a check lists decoding calls only
+    router = Router(move_queued_to_1, routes={r.id: 0 for r in reqs})
+    run(reqs, router, check_interval=10, prefill_mode="chunked")
+    assert len(router.checks[0][2]) == 6 and res.calls

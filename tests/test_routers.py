@@ -27,8 +27,15 @@ ROUTERS = {
     "llumnix",
     "earliest-finish",
     "goodserve+queue-aware",
+    "goodserve+shorten",
+    "prefix-aware-low",
+    "llm-d",
+    "sglang-cache-aware",
+    "dynamo-kv",
 }
-MIGRATING = {"goodserve", "llumnix", "earliest-finish", "goodserve+queue-aware"}
+MIGRATING = {
+    "goodserve", "llumnix", "earliest-finish", "goodserve+queue-aware", "goodserve+shorten",
+}  # fmt: skip
 ALL_ROUTERS = sorted(policies_for("routing"))
 
 
@@ -64,6 +71,7 @@ def routing_ctx(m: int = 3, *, kind: str = "route", current: int = -1, **fields:
         free_kv_tokens=np.full(m, 10_000.0),
         kv_capacity=np.full(m, 10_000.0),
         queued_prefill_tokens=np.zeros(m),
+        outstanding_output_tokens=np.zeros(m),
         tokens_per_minute=np.zeros(m),
         prefix_hit_tokens=np.zeros(m),
         transfer_time=np.zeros(m),
@@ -206,14 +214,18 @@ def test_goodserve_migrates_to_the_weakest_stronger_instance_that_meets_the_dead
     assert pick("goodserve-no-migration", ctx) == 1
 
 
-def test_goodserve_moves_to_the_fastest_stronger_finish_only_if_it_beats_staying():
+def test_goodserve_just_enough_keeps_a_request_no_instance_can_save_where_it_is():
+    """§3.4 just-enough: no instance's estimate meets the deadline, so GoodServe stays -- even
+    though instance 0 would finish sooner than staying (9 s < 12 s) and instance 2 sooner still."""
     none_meet = [False] * 4
-    assert pick("goodserve", at_risk_on_1([9.0, 12.0, 2.0, 14.0], none_meet)) == 0
-    assert pick("goodserve", at_risk_on_1([13.0, 12.0, 2.0, 14.0], none_meet)) == 1
-    assert (
-        pick("goodserve", at_risk_on_1([9.0, 12.0, 2.0, 14.0], none_meet), shorten_misses=False)
-        == 1
-    )
+    assert pick("goodserve", at_risk_on_1([9.0, 12.0, 2.0, 14.0], none_meet)) == 1
+    assert pick("goodserve", at_risk_on_1([0.5, 12.0, 0.1, 14.0], none_meet)) == 1
+
+
+def test_goodserve_shorten_variant_moves_to_the_fastest_stronger_finish_if_it_beats_staying():
+    none_meet = [False] * 4
+    assert pick("goodserve+shorten", at_risk_on_1([9.0, 12.0, 2.0, 14.0], none_meet)) == 0
+    assert pick("goodserve+shorten", at_risk_on_1([13.0, 12.0, 2.0, 14.0], none_meet)) == 1
 
 
 def test_goodserve_stays_on_the_strongest_instance_and_when_not_at_risk():
@@ -370,3 +382,64 @@ def test_queue_aware_variant_sees_a_queue_the_lagging_ema_misses():
     # with no queue anywhere the variant routes exactly like GoodServe
     ctx = routing_ctx(3, estimate=[3.0, 4.0, 5.0])
     assert pick("goodserve+queue-aware", ctx) == pick("goodserve", ctx) == 2
+
+
+# -- deployed routers and our prefix-aware reference ------------------------------------------
+def test_prefix_aware_low_picks_least_outstanding_tokens_after_its_cache_discount():
+    # work = queued prefill + predicted outputs outstanding + (L_in − H): 1000+0+1000, 0+1500+1000,
+    # 0+1500+(1000−900) -> instance 2 (cache hit wins), then without the hit instance 0 (2000 <
+    # 2500) is tied with nobody.
+    ctx = routing_ctx(
+        3,
+        queued_prefill_tokens=[1000.0, 0.0, 0.0],
+        outstanding_output_tokens=[0.0, 1500.0, 1500.0],
+        prefix_hit_tokens=[0.0, 0.0, 900.0],
+    )
+    assert pick("prefix-aware-low", ctx) == 2
+    ctx.prefix_hit_tokens = np.zeros(3)
+    assert pick("prefix-aware-low", ctx) == 0
+
+
+def test_llm_d_sums_weighted_queue_kv_and_prefix_scores():
+    # queue scores (max−q)/(max−min) with q = 4, 0, 2: 0, 1, 0.5; KV free fractions .9, .2, .5;
+    # prefix H/L_in: 0, 0, .8. 2q + 2kv + 3p = 1.8, 2.4, 1 + 1 + 2.4 = 4.4 -> instance 2;
+    # without the prefix hit: 1.8, 2.4, 2.0 -> instance 1.
+    ctx = routing_ctx(
+        3,
+        waiting=np.array([4, 0, 2]),
+        free_kv_tokens=[9000.0, 2000.0, 5000.0],
+        prefix_hit_tokens=[0.0, 0.0, 800.0],
+    )
+    assert pick("llm-d", ctx) == 2
+    ctx.prefix_hit_tokens = np.zeros(3)
+    assert pick("llm-d", ctx) == 1
+    ctx.waiting = np.array([3, 3, 3])  # equal queues score 1 each: KV decides
+    assert pick("llm-d", ctx) == 0
+
+
+def test_sglang_cache_aware_balances_only_past_both_thresholds_else_follows_the_cache():
+    router = make_policy("sglang-cache-aware")
+    act = lambda ctx: router.act(None, {"decision_context": ctx})  # noqa: E731
+    # imbalance: 40 − 5 > 32 and 40 > 1.1 · 5 -> least loaded (instance 1)
+    hit = [0.0, 0.0, 900.0]
+    assert act(routing_ctx(3, outstanding=np.array([40, 5, 10]), prefix_hit_tokens=hit)) == 1
+    # balanced (gap 30 <= 32): 900 / 1000 > 0.5 matched -> the cache holder
+    assert act(routing_ctx(3, outstanding=np.array([35, 5, 10]), prefix_hit_tokens=hit)) == 2
+    # no match: the smallest tree -- its own count of prompt tokens sent: 1 has none yet, then 0
+    router.reset()
+    none = routing_ctx(3, outstanding=np.array([1, 1, 1]))
+    assert [act(none) for _ in range(4)] == [0, 1, 2, 0]
+
+
+def test_dynamo_kv_minimises_overlap_weighted_prefill_blocks_plus_active_blocks():
+    # blocks of 16 tokens: prefill (1000 − H)/16 + (used KV + queued prefill)/16 (+ the same
+    # 1000/16 everywhere): 62.5 + 500, 62.5 + 100, 6.25 + 400 -> instance 1; with less used KV
+    # on 2 (1000 tokens): 6.25 + 62.5 -> instance 2.
+    ctx = routing_ctx(
+        3,
+        free_kv_tokens=[2000.0, 8400.0, 3600.0],
+        prefix_hit_tokens=[0.0, 0.0, 900.0],
+    )
+    assert pick("dynamo-kv", ctx) == 1
+    ctx.free_kv_tokens = np.array([2000.0, 8400.0, 9000.0])
+    assert pick("dynamo-kv", ctx) == 2

@@ -315,3 +315,98 @@ def test_truncation_charges_unfinished_requests_only_where_the_reward_says(rewar
     else:
         expected = sum(1.0 for x in ratios if x <= 1.0)
     assert total == pytest.approx(expected, rel=1e-9)
+
+
+def _to_slowest_then_stay(ctx, mask, rng):
+    if ctx.kind == "route":
+        return int(np.flatnonzero(mask)[np.argmax(ctx.capability[mask])])
+    return ctx.current
+
+
+def _decisions(trace, **kw):
+    env = RoutingEnv(trace=trace, slo_scale=1.0, slo_basis="task", **kw)
+    obs, info = env.reset(seed=0)
+    out = []
+    while True:
+        # Nothing else mid-episode: the base's invalid-action flag and the metrics of the
+        # finished part (completed requests only, so no pending request's length shows).
+        assert set(info) <= {"action_mask", "decision_context", "invalid_action", "metrics"}
+        ctx = info["decision_context"]
+        out.append((ctx, obs))
+        obs, _, term, trunc, info = env.step(_to_slowest_then_stay(ctx, info["action_mask"], None))
+        if term or trunc:
+            finish = [r.arrival + lat for r, lat in zip(trace, info["latencies"], strict=True)]
+            return out, min(finish)
+
+
+@pytest.mark.parametrize("predictor", ["moe", "moe-residual", "task-mean"])
+def test_no_true_output_length_reaches_a_policy_at_route_or_risk_check_decisions(predictor):
+    """Episodes that differ only in true output lengths (permuted, so the task-median SLOs
+    agree) give identical decision contexts and observations -- route and migrate decisions,
+    running and queued requests -- until the first request finishes, under every realistic
+    predictor; step infos carry nothing else."""
+    a = _burst([2000, 1500, 3000, 2500, 1800, 2200, 2600, 1700], input_step=0)
+    b = _burst([2600, 3000, 1500, 1800, 2500, 2000, 1700, 2200], input_step=0)
+    da, fa = _decisions(a, output_predictor=predictor)
+    db, fb = _decisions(b, output_predictor=predictor)
+    first = min(fa, fb)
+    early_a = [(c, o) for c, o in da if c.time < first]
+    early_b = [(c, o) for c, o in db if c.time < first]
+    assert len(early_a) == len(early_b)
+    assert {c.kind for c, _ in early_a} == {"route", "migrate"}
+    for (c1, o1), (c2, o2) in zip(early_a, early_b, strict=True):
+        assert c1 == c2
+        for k in o1:
+            assert np.array_equal(o1[k], o2[k]), k
+
+
+def test_queued_requests_are_risk_checked_with_their_queueing_and_prefill_charged():
+    env = RoutingEnv(slo_scale=1.0, workload_count=40, load_scale=3.0, output_predictor="moe")
+    queued = []
+
+    def choose(ctx, mask, rng):
+        if ctx.kind == "migrate" and ctx.queued:
+            queued.append(ctx)
+        return _to_slowest_then_stay(ctx, mask, rng)
+
+    rollout(env, seed=0, choose=choose)
+    assert queued, "no queued request was ever risk-checked"
+    for ctx in queued:
+        j = ctx.current
+        prefill = max(0.0, ctx.input_tokens + ctx.generated - ctx.prefix_hit_tokens[j]) * ctx.p[j]
+        decode = ctx.predicted_remaining_tokens * ctx.d[j]
+        assert ctx.estimate[j] >= prefill + decode - 1e-12
+        assert ctx.estimate[j] <= prefill + decode + ctx.q[j] + 1e-12
+        assert not ctx.meets_deadline[j]
+    # switched off, only running requests are checked
+    env = RoutingEnv(
+        slo_scale=1.0, workload_count=40, load_scale=3.0, output_predictor="moe",
+        check_queued=False,
+    )  # fmt: skip
+    queued.clear()
+    rollout(env, seed=0, choose=choose)
+    assert not queued
+
+
+def test_goodserve_moves_queued_requests_and_the_proxy_counts_still_drain():
+    from heuristics import make_policy
+
+    env = RoutingEnv(slo_scale=2.0, workload_count=60, load_scale=6.0, output_predictor="moe")
+    policy = make_policy("goodserve")
+    obs, info = env.reset(seed=1)
+    done = False
+    while not done:
+        obs, _, term, trunc, info = env.step(policy.act(obs, info))
+        done = term or trunc
+    d = info["diagnosis"]
+    assert d["migrations_attempted_queued"] > 0
+    assert d["migrations_attempted"] >= d["migrated_requests"] >= d["migrated_met"]
+    assert info["metrics"]["num_completed"] == 60
+    assert len({c.uid for c in env.sim.calls if c.migrations}) == d["migrated_requests"]
+    mon = env.monitor
+    for arr in (mon.outstanding, mon.waiting, mon.running, mon.queued_prefill, mon.owed_output):
+        assert np.allclose(arr, 0.0)
+    causes = [
+        d[f"miss_{c}"] for c in ("unfinished", "under_prediction", "queueing", "prefill", "decode")
+    ]
+    assert d["misses"] == 0 or sum(causes) == pytest.approx(1.0)

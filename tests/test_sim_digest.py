@@ -57,7 +57,7 @@ def _monolithic_vllm_migration() -> SimulationResult:
     """Monolithic vLLM engines (chunked prefill, paged KV) overloaded so that calls are preempted
     and recomputed, with GoodServe's periodic migration checks (τ = 50)."""
     cluster = load_cluster("goodserve-4", model="llama3.1-8b")
-    records = generate("goodserve", seed=0, count=400, model="llama3.1-8b", rate=60.0)
+    records = generate("goodserve-sessions", seed=0, count=400, model="llama3.1-8b", rate=60.0)
     sim = Simulation(
         cluster, records, seed=0, engine="vllm", check_interval=50, compute_horizons=False
     )
@@ -67,7 +67,7 @@ def _monolithic_vllm_migration() -> SimulationResult:
 def _monolithic_sglang_prefix() -> SimulationResult:
     """Monolithic SGLang engines with the prefix cache, token-by-token decode off."""
     cluster = load_cluster("goodserve-4", model="llama3.1-8b")
-    records = generate("goodserve", seed=2, count=200, model="llama3.1-8b")
+    records = generate("goodserve-sessions", seed=2, count=200, model="llama3.1-8b")
     sim = Simulation(
         cluster, records, seed=2, engine="sglang", prefix_cache_blocks="kv", compute_horizons=False
     )

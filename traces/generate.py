@@ -3,7 +3,7 @@
 
 ``NAME`` is a key of :data:`traces.generators.GENERATORS`. The file is written with
 :func:`traces.io.write_trace` (validated, deterministic: the same arguments give identical
-bytes). ``--arrivals`` (``poisson``, ``bursty``, ``mooncake``) is passed to ``goodserve``; for
+bytes). ``--arrivals`` is passed to ``goodserve`` / ``goodserve-sessions``; for
 the workflow generators ``poisson`` / ``bursty`` select the arrival process.
 """
 
@@ -28,7 +28,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=None, help="records (default: paper default)")
     ap.add_argument("--rate", type=float, default=None, help="mean arrival rate, per second")
     ap.add_argument("--model", default=None, help="catalog model (default: paper default)")
-    ap.add_argument("--arrivals", default=None, help="poisson | bursty | mooncake (goodserve)")
+    ap.add_argument(
+        "--arrivals",
+        default=None,
+        help="goodserve: mooncake | mooncake-replay | poisson; "
+        "goodserve-sessions: poisson | bursty | mooncake",
+    )
     ap.add_argument("--data-dir", default=None, help="raw-trace dir for --arrivals mooncake")
     ap.add_argument("--out", required=True, help="output JSONL file")
     args = ap.parse_args(argv)
@@ -39,13 +44,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "model": args.model,
     }
     if args.arrivals is not None:
-        if args.name == "goodserve":
+        if args.name in ("goodserve", "goodserve-sessions"):
             kw["arrivals"] = args.arrivals
             kw["data_dir"] = args.data_dir
         elif args.arrivals in ("poisson", "bursty"):
             kw["arrival_process"] = args.arrivals
         else:
-            ap.error(f"--arrivals {args.arrivals!r} is only valid for goodserve")
+            ap.error(f"--arrivals {args.arrivals!r} is only valid for goodserve(-sessions)")
     records = generate(args.name, **kw)
     path = write_trace(records, args.out)
     print(f"wrote {len(records)} {args.name} records to {path}")

@@ -9,6 +9,10 @@ name               prediction of a just-revealed call's output tokens           
 ``history``        median of a sliding window of the task's finished calls      Past-Future
 ``mlp``            one four-layer MLP on prompt TF-IDF features                 STAR
 ``moe``            9 MLP experts (input × output tertile cells) + softmax gate  GoodServe §3.2
+                   on prompt TF-IDF; ``remaining`` re-predicts with a second    GoodServe §3.4
+                   MoE on the prompt features + generated-token count
+``moe-residual``   the same MoE; ``remaining`` = mean residual life of the      servegym
+                   training outputs of the prediction's (task, tier)
 =================  ==========================================================  ==================
 
 Every predictor implements :class:`OutputPredictor`: ``predict(call)``, ``remaining(call)`` (tokens
@@ -32,6 +36,7 @@ The training / test split is fixed (:mod:`envs.predictors.data`); training is se
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -65,7 +70,17 @@ PREDICTORS: dict[str, Callable[..., OutputPredictor]] = {
     "history": lambda model, seed, error, rng, **kw: HistoryPredictor(**kw),
     "mlp": _learned(MLPPredictor),
     "moe": _learned(MoEPredictor),
+    "moe-residual": lambda model, seed, error, rng, **kw: _residual(
+        _learned(MoEPredictor)(model, seed, error, rng, **kw)
+    ),
 }
+
+
+def _residual(moe: OutputPredictor) -> OutputPredictor:
+    """A view of the trained MoE (weights and memo shared) that re-predicts by residual life."""
+    view = copy.copy(moe)
+    view.set_reprediction("residual")  # type: ignore[attr-defined]
+    return view
 
 
 def make_predictor(

@@ -117,4 +117,6 @@ class ResidualLife:
         n = len(self.sorted) - i
         if n == 0:
             return None
-        return max(1, int(round(self.suffix[i] / n - generated)))
+        # Round half up (not Python's half-to-even): g + floor(E − g + 1/2) = floor(E + 1/2) is
+        # then non-decreasing in g exactly like E[L | L > g].
+        return max(1, int(np.floor(self.suffix[i] / n - generated + 0.5)))

@@ -32,12 +32,14 @@ def cache_dir() -> Path:
 
 
 def _training_data_version() -> str:
-    """Hash of the goodserve generator's source and fitted statistics: editing either changes
+    """Hash of the goodserve generators' sources and statistics: editing either changes
     the training requests, so it must invalidate cached weights."""
     import traces.generators.goodserve as gs
+    import traces.generators.goodserve_sessions as gss
     from traces.generators._common import STATS_DIR
 
     h = hashlib.sha256(Path(gs.__file__).read_bytes())
+    h.update(Path(gss.__file__).read_bytes())  # the prompt wording lives there
     for f in sorted(Path(STATS_DIR).glob("goodserve*")):
         h.update(f.read_bytes())
     return h.hexdigest()[:16]

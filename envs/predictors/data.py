@@ -1,6 +1,7 @@
 """The fixed training / test split of GoodServe requests for the learned predictors.
 
-Requests come from the ``goodserve`` generator (:mod:`traces.generators.goodserve`) in chunks of
+Requests come from the ``goodserve`` generator (:mod:`traces.generators.goodserve`, GoodServe's
+§5 BIRD / SWE-bench / LiveCodeBench mix, Routing-v0's default workload) in chunks of
 :data:`CHUNK` requests: the training set is chunks with generator seeds ``TRAIN_SEED_BASE + i``,
 the test set chunks with seeds ``TEST_SEED_BASE + i``, i = 0, 1, ... until the count is reached.
 The two seed ranges are disjoint. Envs draw episode workloads from their reset seed (training

@@ -445,6 +445,8 @@ class _BatchEngine:
         if self._check_due:
             self._check_due = False
             calls = [c for c in self.running if c.stage == DECODE]
+            if calls and self.sim.check_queued:  # GoodServe §3.4: pending requests too
+                calls += [c for c in self.waiting if c.stage == WAIT_PREFILL and not c.resident]
             if calls:
                 # The plan is applied at this instant; Simulation.apply calls resume().
                 self.paused = True

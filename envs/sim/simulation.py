@@ -384,6 +384,9 @@ class Simulation:
         ``reserve``.
     :param check_interval: τ, decode iterations of a monolithic instance between ``migrate``
         invocations (GoodServe §3.4: 50); None = no checks, no migration.
+    :param check_queued: a check also lists the instance's waiting (not yet admitted, not
+        KV-resident) calls after its decoding ones; a plan may move them (nothing computed is
+        lost: they re-enter the target's queue). Default False: decoding calls only.
     :param migration: ``token`` (ship token IDs, re-prefill on the target; GoodServe §3.4) or
         ``kv`` (ship the KV cache at the pair's bandwidth; §4.3).
     :param tool_estimate: what H_w(t) charges a revealed tool node that has not finished yet
@@ -413,6 +416,7 @@ class Simulation:
         prefill_mode: str | None = None,
         token_budget: int | None = None,
         check_interval: int | None = None,
+        check_queued: bool = False,
         migration: str = "token",
         engine: str | EnginePreset | None = None,
         kv_policy: str | None = None,
@@ -470,6 +474,7 @@ class Simulation:
         self.token_budget = token_budget
         self.kv_policy = kv_policy
         self.check_interval = check_interval
+        self.check_queued = bool(check_queued)
         self.migration = migration
         self.listeners: dict[str, list[Callable[..., None]]] = {m: [] for m in LISTENER_METHODS}
         self.cluster = cluster
@@ -1016,7 +1021,8 @@ class Simulation:
                     f"call {c.id} is not one of this migrate invocation's calls (the running "
                     f"calls of instance {src} at the check)"
                 )
-            if c.stage != DECODE or c.prefill_instance != src:
+            queued = self.check_queued and c.stage == WAIT_PREFILL
+            if (c.stage != DECODE and not queued) or c.prefill_instance != src:
                 raise SchedulingError(
                     f"call {c.id} is no longer running on instance {src} (stage {c.stage!r}, "
                     f"instance {c.prefill_instance}); expected a decoding call of instance {src}"
@@ -1055,23 +1061,33 @@ class Simulation:
         self, call: Call, src: MonolithicInstance, dst: MonolithicInstance, priority: float
     ) -> None:
         tokens = call.input_tokens + call.generated
-        src.running.remove(call)
-        if self.migration == "token":
+        queued = call.stage == WAIT_PREFILL  # a pending call holds no KV: ship its token IDs
+        if queued:
+            src.remove_waiting(call)
+            num_bytes = TOKEN_ID_BYTES * tokens
+        elif self.migration == "token":
+            src.running.remove(call)
             src.release(call)
             num_bytes = TOKEN_ID_BYTES * tokens
         else:
+            src.running.remove(call)
             num_bytes = src.latency.kv_bytes_per_token * tokens
         dt = self.cluster.kv_transfer.transfer_time(num_bytes, src.gpu, dst.gpu)
         call.stage = MIGRATING
         call.migrations += 1
         call.prefill_priority = call.decode_priority = float(priority)
-        self.schedule(dt, callback(self._on_migration_landed, call, src, dst, dt))
+        self.schedule(dt, callback(self._on_migration_landed, call, src, dst, dt, queued))
 
     def _on_migration_landed(
-        self, call: Call, src: MonolithicInstance, dst: MonolithicInstance, seconds: float
+        self,
+        call: Call,
+        src: MonolithicInstance,
+        dst: MonolithicInstance,
+        seconds: float,
+        queued: bool = False,
     ) -> None:
         call.migration_seconds += seconds
-        if self.migration == "kv":
+        if self.migration == "kv" and not queued:
             src.release(call)
             call.resident = True
             call.stage = WAIT_DECODE
@@ -1082,7 +1098,7 @@ class Simulation:
         for f in self.listeners["on_migrated"]:
             f(call, src, dst, now, seconds)
         dst.enqueue(call)
-        if self.migration == "kv":
+        if self.migration == "kv" and not queued:
             src.on_queue_changed()  # the freed KV may admit a waiting call
 
     # -- estimates (what schedulers may use) ---------------------------------------------------

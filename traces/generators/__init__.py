@@ -12,7 +12,10 @@ name                   workload                                              pap
 ``bfcl``               function-calling workflows (tool fan-out)             HexAgent §7.1
 ``lats``               LATS tree search (generator fan-out + value calls)    HexAgent §7.1
 ``mixed``              the three above interleaved                           HexAgent §7.1
-``goodserve``          sql / code / swe request mix with prompt text         GoodServe §4
+``goodserve``          BIRD / SWE-bench / LiveCodeBench single-shot          GoodServe §5
+                       requests at Mooncake timestamps, with prompt text
+``goodserve-sessions`` ours: sql / code + SWE-agent sessions sharing          servegym
+                       prefixes (not the paper's workload)
 ``rag_reranker``       embed -> retrieve -> k rerankers -> generate          Scepsy §7.1
 ``beam_search``        generator beams + PRM verifier, data-dependent depth  Scepsy §2, §7.1
 ``rag_beam_combined``  RAG + reranker and beam search interleaved            Scepsy §7.3
@@ -30,6 +33,7 @@ from traces.generators.agent_chain import generate_agent_chain
 from traces.generators.beam_search import generate_beam_search
 from traces.generators.bfcl import generate_bfcl
 from traces.generators.goodserve import generate_goodserve
+from traces.generators.goodserve_sessions import generate_goodserve_sessions
 from traces.generators.lats import generate_lats
 from traces.generators.mixed import generate_mixed
 from traces.generators.rag import generate_rag_reranker
@@ -43,6 +47,7 @@ GENERATORS: dict[str, Callable[..., list[Record]]] = {
     "lats": generate_lats,
     "mixed": generate_mixed,
     "goodserve": generate_goodserve,
+    "goodserve-sessions": generate_goodserve_sessions,
     "rag_reranker": generate_rag_reranker,
     "beam_search": generate_beam_search,
     "rag_beam_combined": generate_rag_beam_combined,

@@ -1,43 +1,58 @@
-"""GoodServe §4 request mix: BIRD-like ``sql``, LiveCodeBench-like ``code`` and SWE-bench-agent
-``swe`` requests with prompt text that carries signal about the output length.
+"""``goodserve`` -- GoodServe's own workload (papers/002 §5 "Workloads"): single-shot requests
+of three agentic benchmarks, BIRD-bench (text-to-SQL, task ``sql``), SWE-bench (task ``swe``)
+and LiveCodeBench (task ``code``), submitted at the Mooncake production trace's timestamps.
 
-GoodServe's own task datasets are not in the data dir, so each task borrows the closest public
-length statistics (``traces/stats/goodserve.yaml``, fitted by :func:`traces.fit.fit_goodserve`):
+The paper gives neither the mix proportions nor the length statistics it measured; the datasets
+are not in the data dir. Each request picks its task uniformly (our choice). Token counts are
+lognormal, set by a median and a 90th percentile and clipped
+(``traces/stats/goodserve_paper.yaml``).
+Where a number is read off a published statistic it is cited; where the benchmark publishes no
+token statistic the number is **our estimate** from its prompt format, and says so:
 
-* ``sql`` (BIRD: schema + question in, a short SQL query out) -- Azure 2023 *code* trace:
-  structured context of ~2k tokens in, short generated code out (mean 28 tokens).
-* ``code`` (LiveCodeBench: problem statement in, long reasoning + program out) -- input from the
-  etalon ShareGPT prefill (user-written requests with context), output from the ServeGen
-  DeepSeek-R1 client-35 output-length PDF (long, reasoning-model outputs, mean ~2.4k tokens).
-* ``swe`` (SWE-bench agent: very long, growing inputs, short outputs) -- a session of steps sent
-  as separate requests (``meta`` ``session`` / ``step``): the first input and every output from
-  the Mooncake conversation trace (mean input 12k tokens), each later step's input = previous
-  input + previous output + appended observation tokens (TraceLab ``newly_append_tokens``),
-  capped at 120,000 tokens; steps per session ~ 1 + Poisson(mean - 1) with the TraceLab mean;
-  a step arrives one TraceLab round gap after the previous one.
+* ``sql`` -- BIRD (Li et al., NeurIPS 2023: 12,751 question/SQL pairs over 95 databases; the dev
+  set our mix draws from has 11 databases, bird-bench.github.io). Prompt = the database schema
+  (DDL with column descriptions, shared by every question on that database) + question +
+  external-knowledge evidence. Schema: median 1,000, p90 2,500 tokens (estimate: BIRD databases
+  average a few tables of ~10 columns; DDL with descriptions costs ~15-25 tokens a column);
+  question + evidence: median 70, p90 140 (estimate: one or two sentences plus an evidence
+  hint). Output: the SQL query, median 60, p90 150 (estimate; temperature 0, an 8B/14B
+  instruction model answers with the query and little prose).
+* ``swe`` -- SWE-bench single-shot patch generation with the benchmark's own BM25 retrieval
+  contexts (``princeton-nlp/SWE-bench_bm25_13K``: issue text + retrieved files, packed up to a
+  13,000-token cap; Jimenez et al., ICLR 2024, §4 and Table 1: issue text 195 words on average).
+  Because retrieved files fill the budget, prompts sit just under the cap: median 12,000, p90
+  12,900, max 13,000 (estimate of the packing slack). Output: a unified-diff patch; gold
+  patches edit 32.8 lines in 1.7 files on average (Table 1), which with hunk headers and three
+  context lines per hunk is a few hundred tokens: median 350, p90 1,000 (estimate).
+* ``code`` -- LiveCodeBench code generation (Jain et al., 2024: LeetCode / AtCoder /
+  Codeforces problems). Prompt = problem statement with examples and format instructions:
+  median 450, p90 900 (estimate). Output: a complete program, usually with a short
+  explanation: median 400, p90 1,000 (estimate).
 
-Prompts longer than the model's context window minus the request's output are cut to fit it
-(Qwen2.5-14B: 32,768 tokens, so long ``swe`` contexts are truncated for it).
+**Prefix sharing.** BIRD questions on the same database share its schema: every ``sql`` request
+carries ``prefix_hashes`` for the full 512-token blocks of its database's schema (database
+uniform over the 11, each schema's length drawn once per trace). SWE-bench and LiveCodeBench
+prompts share nothing across requests (each instance has its own issue and retrieved files).
 
-Prefix caching: the steps of a ``swe`` session extend one growing context, so each step carries
-``prefix_hashes`` (one id per full 512-token block of its prompt, unique to the session): a step
-routed where the previous one ran finds its earlier context cached. ``sql`` and ``code`` prompts
-carry none (BIRD schemas shared across questions are not modelled: no data on which questions
-share a database).
+**Prompt text** (for the TF-IDF length predictors, GoodServe §3.2): a per-task template, a
+difficulty phrase and requirement clauses that grow with the output length's quartile within its
+task, replaced by a neighbouring level with probability 1/4 (the wording of
+:mod:`traces.generators.goodserve_sessions`), so text predicts length usefully but not perfectly.
 
-Each arrival picks a task uniformly (GoodServe gives no proportions). Prompt text: a per-task
-template, a difficulty phrase and a number of requirement clauses that both grow with a
-difficulty level; the level is the output length's quartile inside its task, replaced by a
-neighbouring level with probability 1/4, so text predicts length usefully but not perfectly.
+**Arrivals** (``arrivals=``):
 
-Arrivals: ``"poisson"`` (default) or ``"bursty"`` (Gamma gaps, CV = ServeGen rate-weighted mean
-``bursty_cv``) at ``rate`` requests/s (default: the Mooncake conversation trace rate), or
-``"mooncake"``: session starts replay the Mooncake conversation timestamps (needs the data dir),
-rescaled so the request rate equals ``rate`` (default: Mooncake's own rate).
+* ``"mooncake"`` (default): the Mooncake conversation trace's arrival process from its committed
+  derived statistics (no data dir needed). The trace's 12,031 timestamps fall on ticks exactly
+  3.0 s apart (1,180 ticks, 2-28 requests per tick, mean 10.2); we draw each tick's batch size
+  i.i.d. from the trace's batch-size histogram and space the ticks so that the mean request rate
+  is ``rate``. The hour's slow drift (per-minute counts 144-247) is not modelled: a 500-request
+  episode spans ~50 ticks, under three minutes of the trace at rate 1.
+* ``"mooncake-replay"``: the trace's own tick sequence (needs ``$SERVEGYM_DATA``), time-scaled to
+  ``rate``.
+* ``"poisson"``: exponential gaps at ``rate`` (for comparison; not the paper's).
 
-Target statistics (``targets``): ``sql_mean_output_tokens``, ``sql_mean_input_tokens``,
-``code_mean_output_tokens``, ``code_mean_input_tokens``, ``swe_first_step_mean_input_tokens``,
-``swe_mean_output_tokens``, ``swe_mean_steps_per_session``, ``arrival_rate_per_s`` (requests/s).
+``rate`` defaults to the Mooncake rate, 3.401 requests/s (``mooncake.rate_per_s`` in the stats
+file: the one constant Routing-v0's ``load_scale`` multiplies).
 """
 
 from __future__ import annotations
@@ -48,99 +63,96 @@ from typing import Any
 
 import numpy as np
 
-from traces.generators._common import (
-    arrivals,
-    check_count,
-    data_dir,
-    load_stats,
-    sample_quantiles,
-    sample_tokens,
-)
+from traces.generators._common import check_count, data_dir, load_stats
+from traces.generators.goodserve_sessions import BLOCK_TOKENS, MODEL_CONTEXT, MODELS, _prompt
 from traces.schema import Request
 
 TASKS = ("sql", "code", "swe")
-#: Context windows in tokens (``envs/configs/models.yaml``, from the models' config.json): a
-#: request's prompt + output never exceeds its model's window, so prompts are capped to fit.
-MODEL_CONTEXT = {"llama3.1-8b": 131_072, "qwen2.5-14b": 32_768}
-MODELS = tuple(MODEL_CONTEXT)
-SWE_INPUT_CAP = 120_000  # tokens: leaves room for the output in a 128k context window
-#: Prefix-cache block size, tokens (Mooncake hashes 512-token blocks).
-BLOCK_TOKENS = 512
-LEVEL_NOISE = 0.25
-
-_LEVEL_WORDS = {
-    "sql": [
-        "a simple lookup",
-        "a filtered aggregate",
-        "a multi-table join",
-        "a nested query with window functions and several joins",
-    ],
-    "code": ["an easy", "a medium", "a hard", "a very hard competition-level"],
-    "swe": ["a typo-level", "a single-function", "a multi-file", "an architectural"],
-}
-_CLAUSES = {
-    "sql": [
-        "group the result by region",
-        "exclude rows with null dates",
-        "order by the computed ratio",
-        "join the accounts table on client id",
-        "keep only the top ten",
-        "compute a running total per year",
-    ],
-    "code": [
-        "handle up to 2*10^5 queries",
-        "the answer must be modulo 998244353",
-        "consider every edge case with empty input",
-        "an O(n log n) solution is needed",
-        "explain the algorithm step by step",
-        "prove the greedy choice is correct",
-    ],
-    "swe": [
-        "reproduce the failing test first",
-        "keep backward compatibility",
-        "update the documentation",
-        "add a regression test",
-        "refactor the shared helper",
-        "check the other call sites",
-    ],
-}
-_TEMPLATES = {
-    "sql": "Database schema is given above. Write {level} SQL query answering the question.",
-    "code": "Solve {level} programming problem from a contest. Write a complete program.",
-    "swe": "You are a software engineering agent. Resolve {level} issue in the repository.",
-}
+ARRIVALS = ("mooncake", "mooncake-replay", "poisson")
+STATS = "goodserve_paper"
+#: z of the 90th percentile of a standard normal (lognormal sigma = ln(p90 / median) / Z90).
+Z90 = 1.2815515655446004
+#: High bits of the schema-block hash ids, so they never collide with other generators' ids.
+_SCHEMA_HASH_BASE = 1 << 50
 
 
-def _prompt(rng: np.random.Generator, task: str, level: int, step: int | None = None) -> str:
-    """Prompt text whose wording and clause count rise with ``level`` (0-3)."""
-    if rng.random() < LEVEL_NOISE:
-        level = int(np.clip(level + rng.choice([-1, 1]), 0, 3))
-    clauses = rng.choice(
-        _CLAUSES[task], size=min(level + int(rng.integers(0, 2)), 6), replace=False
-    )
-    text = _TEMPLATES[task].format(level=_LEVEL_WORDS[task][level])
-    if clauses.size:
-        text += " Requirements: " + "; ".join(str(c) for c in clauses) + "."
-    if step is not None:
-        text += f" Step {step}: continue from the last observation."
-    return text
+def paper_rate() -> float:
+    """The workload's arrival rate at load scale 1, requests/s (the Mooncake trace's rate)."""
+    return float(load_stats(STATS)["mooncake"]["rate_per_s"])
 
 
-def _level(value: float, table: list[int]) -> int:
-    """Quartile (0-3) of ``value`` inside a percentile table."""
-    pct = np.interp(value, np.asarray(table, dtype=float), np.linspace(0.0, 1.0, len(table)))
-    return int(min(3, pct * 4))
+def _lognormal(rng: np.random.Generator, spec: dict[str, float], size: int) -> np.ndarray:
+    """Integer token counts, lognormal with ``spec``'s median and p90, clipped to [min, max]."""
+    sigma = np.log(spec["p90"] / spec["median"]) / Z90
+    x = np.exp(rng.normal(np.log(spec["median"]), sigma, size))
+    return np.clip(np.rint(x), spec["min"], spec["max"]).astype(int)
 
 
-def _mooncake_times(directory: Any, n: int) -> np.ndarray:
-    """The first ``n`` Mooncake conversation arrival times (s), cycled if ``n`` exceeds it."""
+def _quartile(value: float, spec: dict[str, float]) -> int:
+    """Quartile (0-3) of ``value`` under ``spec``'s lognormal."""
+    from math import erf, log, sqrt
+
+    sigma = log(spec["p90"] / spec["median"]) / Z90
+    z = (log(max(value, 1e-9)) - log(spec["median"])) / sigma
+    return int(min(3, (0.5 * (1.0 + erf(z / sqrt(2.0)))) * 4))
+
+
+def mooncake_tick_stats(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The Mooncake conversation trace's tick statistics, as committed in the stats file.
+
+    :param directory: raw-trace dir (default ``$SERVEGYM_DATA``).
+    :returns: ``rate_per_s`` (rounded to 3 decimals), ``tick_s`` (mean tick spacing rounded to
+        0.1 s), ``ticks`` and ``batch_size_counts``.
+    """
+    ms = _mooncake_ms(directory)
+    ticks, counts = np.unique(ms, return_counts=True)
+    return {
+        "rate_per_s": round((len(ms) - 1) / ((ms[-1] - ms[0]) / 1000.0), 3),
+        "tick_s": round(float(np.diff(ticks).mean()) / 1000.0, 1),
+        "ticks": int(len(ticks)),
+        "batch_size_counts": np.bincount(counts).tolist(),
+    }
+
+
+def _mooncake_ms(directory: str | os.PathLike[str] | None) -> np.ndarray:
     path = data_dir(directory) / "mooncake" / "conversation_trace.jsonl"
     with open(path, encoding="utf-8") as f:
-        ts = np.sort([json.loads(line)["timestamp"] for line in f if line.strip()]) / 1000.0
-    ts = ts - ts[0]
-    span = ts[-1] + (ts[-1] / (len(ts) - 1))
-    reps = -(-n // len(ts))
-    return np.concatenate([ts + r * span for r in range(reps)])[:n]
+        return np.sort([int(json.loads(line)["timestamp"]) for line in f if line.strip()])
+
+
+def mooncake_arrivals(
+    rng: np.random.Generator,
+    n: int,
+    rate: float,
+    replay: bool = False,
+    directory: str | os.PathLike[str] | None = None,
+) -> np.ndarray:
+    """``n`` arrival times (s, first at 0) of the Mooncake tick process at mean ``rate`` req/s.
+
+    :param replay: replay the trace's own ticks (needs the data dir) instead of drawing batch
+        sizes from the committed histogram.
+    """
+    moon = load_stats(STATS)["mooncake"]
+    if replay:
+        ms = _mooncake_ms(directory)
+        ticks, sizes = np.unique(ms, return_counts=True)
+        times = (ticks - ticks[0]) / 1000.0
+        span = times[-1] + moon["tick_s"]
+        reps = -(-n // int(sizes.sum()))
+        times = np.concatenate([times + r * span for r in range(reps)])
+        sizes = np.tile(sizes, reps)
+        own_rate = (int(sizes.sum()) / reps) / span
+    else:
+        hist = np.asarray(moon["batch_size_counts"], dtype=float)
+        mean_batch = float((np.arange(len(hist)) * hist).sum() / hist.sum())
+        k = int(np.ceil(n / mean_batch)) + 8
+        sizes = rng.choice(len(hist), size=k, p=hist / hist.sum())
+        while sizes.sum() < n:
+            sizes = np.concatenate([sizes, rng.choice(len(hist), size=k, p=hist / hist.sum())])
+        times = np.arange(len(sizes)) * moon["tick_s"]
+        own_rate = mean_batch / moon["tick_s"]
+    out = np.repeat(times, sizes)[:n] * (own_rate / rate)
+    return np.round(out - out[0], 6)
 
 
 def generate_goodserve(
@@ -149,94 +161,73 @@ def generate_goodserve(
     *,
     rate: float | None = None,
     model: str | None = None,
-    arrivals_mode: str = "poisson",
-    data_dir_path: str | os.PathLike[str] | None = None,
-    **kw: Any,
+    arrivals: str = "mooncake",
+    data_dir: str | os.PathLike[str] | None = None,
 ) -> list[Request]:
-    """The GoodServe request mix.
+    """GoodServe's §5 workload (see the module docstring).
 
-    :param seed: RNG seed; same seed gives the same trace.
+    :param seed: RNG seed; the same seed gives the same trace.
     :param count: number of requests (default 1000).
-    :param rate: mean request rate in requests/s (default: Mooncake conversation rate, 3.4).
-    :param model: ``llama3.1-8b`` (default) or ``qwen2.5-14b``.
-    :param arrivals_mode: ``"poisson"``, ``"bursty"`` or ``"mooncake"``; also accepted as
-        ``arrivals=``.
-    :param data_dir_path: raw-trace dir for ``"mooncake"`` (default ``$SERVEGYM_DATA``); also
-        accepted as ``data_dir=``.
+    :param rate: mean request rate, requests/s (default: the Mooncake rate, :func:`paper_rate`).
+    :param model: ``llama3.1-8b`` (default) or ``qwen2.5-14b``; prompts longer than its context
+        window minus the output are cut to fit.
+    :param arrivals: ``"mooncake"`` (default), ``"mooncake-replay"`` or ``"poisson"``.
+    :param data_dir: raw-trace dir for ``"mooncake-replay"`` (default ``$SERVEGYM_DATA``).
+    :raises ValueError: on an unknown model or arrival process, or a rate <= 0.
     """
-    arrivals_mode = kw.pop("arrivals", arrivals_mode)
-    data_dir_path = kw.pop("data_dir", data_dir_path)
-    if kw:
-        raise TypeError(f"generate_goodserve got unknown arguments {sorted(kw)}")
-    stats = load_stats("goodserve")
-    d = stats["defaults"]
-    count = check_count(d["count"] if count is None else count)
-    rate = float(d["rate_per_s"] if rate is None else rate)
-    model = model or d["model"]
+    stats = load_stats(STATS)
+    count = check_count(stats["defaults"]["count"] if count is None else count)
+    rate = paper_rate() if rate is None else float(rate)
+    if not rate > 0:
+        raise ValueError(f"goodserve rate must be > 0 requests/s, got {rate}")
+    model = model or stats["defaults"]["model"]
     if model not in MODELS:
         raise ValueError(f"goodserve model {model!r} not one of {MODELS}")
+    if arrivals not in ARRIVALS:
+        raise ValueError(f"unknown arrivals {arrivals!r}; expected one of {ARRIVALS}")
     context = MODEL_CONTEXT[model]
     rng = np.random.default_rng(seed)
     ts = stats["tasks"]
-    mean_steps = ts["swe"]["mean_steps_per_session"]
-    # Sessions of swe steps make one arrival unit carry several requests on average.
-    unit_rate = rate * len(TASKS) / (len(TASKS) - 1 + mean_steps)
-    # Draw each unit's task and session length first. A few spare units keep the trace's end
-    # in steady state: sessions started late still have steps inside the truncated window.
-    tasks: list[str] = []
-    n_steps: list[int] = []
-    while sum(n_steps) < count * 1.05 + 4 * mean_steps:
-        tasks.append(TASKS[int(rng.integers(0, len(TASKS)))])
-        n_steps.append(1 + int(rng.poisson(mean_steps - 1)) if tasks[-1] == "swe" else 1)
-    n_units = len(tasks)
-    if arrivals_mode == "mooncake":
-        raw = _mooncake_times(data_dir_path, n_units)
-        starts = np.round(raw * stats["mooncake_rate_per_s"] / unit_rate, 6)
-    elif arrivals_mode in ("poisson", "bursty"):
-        starts = arrivals(rng, n_units, unit_rate, arrivals_mode, stats["bursty_cv"])
-    else:
-        raise ValueError(
-            f"unknown arrivals {arrivals_mode!r}; expected 'poisson', 'bursty' or 'mooncake'"
+    tasks = rng.integers(0, len(TASKS), count)
+    if arrivals == "poisson":
+        times = np.round(
+            np.concatenate([[0.0], np.cumsum(rng.exponential(1 / rate, count - 1))]), 6
         )
+    else:
+        times = mooncake_arrivals(rng, count, rate, arrivals == "mooncake-replay", data_dir)
+    sql = ts["sql"]
+    schemas = _lognormal(rng, sql["schema_tokens"], int(sql["databases"]))
     out: list[Request] = []
-    for u in range(n_units):
-        task = tasks[u]
-        t = ts[task]
-        o_table = t["output_tokens"]["quantiles"]
-        if task != "swe":
-            inp = int(sample_tokens(rng, t["input_tokens"]["quantiles"], 1)[0])
-            out_tok = int(sample_tokens(rng, o_table, 1)[0])
-            inp = max(1, min(inp, context - out_tok - 1))
-            prompt = _prompt(rng, task, _level(out_tok, o_table))
-            out.append(
-                Request(
-                    f"gs-{u}", float(starts[u]), model, inp, out_tok, task, prompt, meta={"unit": u}
-                )
+    for i in range(count):
+        task = TASKS[int(tasks[i])]
+        spec = ts[task]
+        out_tok = int(_lognormal(rng, spec["output_tokens"], 1)[0])
+        hashes: tuple[int, ...] = ()
+        meta: dict[str, Any] = {}
+        if task == "sql":
+            db = int(rng.integers(0, len(schemas)))
+            schema = int(schemas[db])
+            inp = schema + int(_lognormal(rng, sql["question_tokens"], 1)[0])
+            hashes = tuple(
+                _SCHEMA_HASH_BASE + (db << 20) + b for b in range(schema // BLOCK_TOKENS)
             )
-            continue
-        steps = n_steps[u]
-        inp = int(sample_tokens(rng, t["input_tokens"]["quantiles"], 1)[0])
-        outs = sample_tokens(rng, o_table, steps)
-        appends = sample_tokens(rng, t["append_tokens"]["quantiles"], steps)
-        gaps = sample_quantiles(rng, t["step_gap_ms"]["quantiles"], steps) / 1000.0
-        arrival = float(starts[u])
-        for k in range(steps):
-            prompt = _prompt(rng, task, _level(int(outs[k]), o_table), step=k)
-            step_in = max(1, min(inp, SWE_INPUT_CAP, context - int(outs[k]) - 1))
-            out.append(
-                Request(
-                    f"gs-{u}-s{k}",
-                    round(arrival, 6),
-                    model,
-                    step_in,
-                    int(outs[k]),
-                    task,
-                    prompt,
-                    prefix_hashes=tuple((u << 24) | b for b in range(step_in // BLOCK_TOKENS)),
-                    meta={"unit": u, "session": f"swe-{u}", "step": k},
-                )
+            meta["database"] = db
+        else:
+            inp = int(_lognormal(rng, spec["input_tokens"], 1)[0])
+        inp = max(1, min(inp, context - out_tok - 1))
+        hashes = hashes[: inp // BLOCK_TOKENS]
+        prompt = _prompt(rng, task, _quartile(out_tok, spec["output_tokens"]))
+        out.append(
+            Request(
+                f"gs-{i}",
+                float(times[i]),
+                model,
+                inp,
+                out_tok,
+                task,
+                prompt,
+                prefix_hashes=hashes,
+                meta=meta,
             )
-            inp += int(outs[k] + appends[k])
-            arrival += float(gaps[k])
-    out.sort(key=lambda r: (r.arrival, r.id))
-    return out[:count]
+        )
+    return out
