@@ -335,14 +335,16 @@ def test_beam_search_calls_of_one_beam_stay_on_the_replica_caching_it():
     )
     _, info = run(env, FixedAllocation(alloc))
     res = env.sim.result()
-    verifier = [c for c in res.calls if c.model == "llama3.1-8b-prm"]
-    assert verifier
-    hit = sum(c.cached_tokens for c in verifier) / sum(c.input_tokens for c in verifier)
-    # a verifier prompt = its beam's lineage + one step: most of it is cached when the router
-    # keeps a workflow on the replica that served its earlier steps
+    gen = [c for c in res.calls if c.model == "llama3.2-1b"]
+    assert gen
+    hit = sum(c.cached_tokens for c in gen) / sum(c.input_tokens for c in gen)
+    # a generator prompt = its beam's lineage: most of it is cached when the router keeps a
+    # workflow on the replica that served its earlier steps
     assert hit > 0.5
+    # the verifier re-reads the whole trajectory every call (search-and-learn's PRM)
+    assert all(c.cached_tokens == 0 for c in res.calls if c.model == "llama3.1-8b-prm")
     by_wf: dict[str, set[int]] = {}
-    for c in verifier:
+    for c in gen:
         by_wf.setdefault(c.workflow_id, set()).add(c.prefill_instance)
     assert sum(len(v) == 1 for v in by_wf.values()) >= 0.6 * len(by_wf)
 
