@@ -1375,19 +1375,20 @@ def overloaded_notes(rows: Sequence[dict[str, Any]], label: str) -> list[str]:
         done = int(m.get("num_completed", 0))
         offered = float(m.get("offered_rate", 0.0))
         achieved = float(m.get("throughput", 0.0))
-        head = f"{label}: {r['policy']} (seed {r['seed']}) is OVERLOADED"
+        head = f"{label}: {r['policy']} (seed {r['seed']}) is NOT SUSTAINABLE"
         if done < n:
-            why = f"{done} of {n} measured workflows finished by the end of the drain"
+            why = f"overloaded, {done} of {n} measured workflows finished by the end of the drain"
         else:
             window = n / offered if offered > 0 else 0.0
             why = (
                 f"all {n} finished, but only {achieved:.3g} wf/s of {offered:.3g} offered inside "
                 f"the {window:.0f}-s window (mean latency {float(m.get('latency_mean', 0.0)):.0f}"
-                " s)"
+                " s; a window not much longer than the latency, or without --warmup-seconds, "
+                "cannot tell a slow deployment from an overloaded one)"
             )
         out.append(
             f"{head}: {why}; its goodput and latency measure a backlog, not steady serving "
-            "(lower --workflow-rate, add --gpus, or lengthen --periods/--period-seconds)"
+            "(lower --workflow-rate, add --gpus, or lengthen --periods/--warmup-seconds)"
         )
     return out
 

@@ -286,9 +286,9 @@ def test_evaluate_runs_allocation_with_a_sweep_and_an_allocation_file(tmp_path, 
         if not r["metrics"]["sustainable"]
     }
     assert flagged  # 20-s periods: some rows are not sustainable
-    assert printed.count("is OVERLOADED") == len(flagged)
+    assert printed.count("is NOT SUSTAINABLE") == len(flagged)
     for pol, seed, value in flagged:
-        assert f"workflow_rate={value:g}: {pol} (seed {seed}) is OVERLOADED" in printed
+        assert f"workflow_rate={value:g}: {pol} (seed {seed}) is NOT SUSTAINABLE" in printed
     with pytest.raises(evaluate.EvaluationError, match="does not take --model"):
         evaluate.resolve_config(evaluate.EvalConfig(env="allocation", model="llama3-8b"))
 
@@ -309,7 +309,7 @@ def test_overloaded_notes_say_whether_the_backlog_or_the_window_failed():
 
     notes = overloaded_notes([row("a", 1.0, 100), row("b", 0.0, 60), row("c", 0.0, 100)], "col")
     assert len(notes) == 2
-    assert notes[0].startswith("col: b (seed 7) is OVERLOADED: 60 of 100 measured workflows")
+    assert notes[0].startswith("col: b (seed 7) is NOT SUSTAINABLE: overloaded, 60 of 100 measured")
     assert "all 100 finished, but only 1.2 wf/s of 2 offered inside the 50-s window" in notes[1]
 
 
