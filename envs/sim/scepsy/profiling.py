@@ -34,28 +34,30 @@ over the calls revealed in the window (reveal to last token, queueing included).
 stops at ``T + max(T/4, 2 · longest span)``; window calls unfinished then count with their
 censored latency.
 
-**Knee rule** (:func:`knee_throughput`). A point is *sustained* when the replica is still at
-the knee of its throughput–latency curve, where the queue is stable: it completes, inside the
-window, at least ``1 − tolerance`` (default 99 %) of the calls *offered* there — those whose
-open-loop time falls in the window — no window call is left unfinished, and the window calls'
-median latency is at most ``latency_factor`` (default 2) × the *unloaded* median: the median
-call latency when every projected workflow runs alone on this replica
-(:func:`isolated_timing`). A call's open-loop time is its workflow's arrival plus the call's
-offset when the projected workflow runs alone on this replica (a quarter GPU stretches every
-workflow, and only contention should count as falling behind). Completions cannot be compared
-with *reveals*: dependent calls are revealed only as fast as their parents complete.
+**Knee rule** (:func:`knee_throughput`). A point is *sustained* when the replica is still at the
+knee of its throughput–latency curve, where the queue is stable: at least ``1 − tolerance``
+(default 99 %) of the calls *offered* in the window — those whose open-loop time falls in it —
+have finished by the end of the replay (the window's end plus the drain below; counting only
+completions *inside* the window would charge long workflows, whose last calls shift past the
+window end under any load, with a deficit of ~1 % that is not backlog), no window call is left
+unfinished, and the window calls' median latency is at most ``latency_factor`` (default 2) × the
+*unloaded* median: the median call latency when every projected workflow runs alone on this
+replica (:func:`isolated_timing`). A call's open-loop time is its workflow's arrival plus the
+call's offset when the projected workflow runs alone on this replica (a quarter GPU stretches
+every workflow, and only contention should count as falling behind). Completions cannot be
+compared with *reveals*: dependent calls are revealed only as fast as their parents complete.
 Borderline failures are confirmed with a second seed (``confirm``). The sweep starts at
 ``start`` (5 %) of a rough capacity (:func:`burst_capacity`: every workflow at once), multiplies
 the rate by ``growth`` (1.6) until a point is not sustained (divides while even the first is
 not), then bisects (``refine`` geometric midpoints) between the last sustained and the first
-unsustained rate. ``T_m`` (``max_throughput``) is the completion rate
-``rate · min(1, completed / offered)`` at the highest swept rate at and below which every point
-is sustained. Scepsy §4 sweeps "from low load to saturation (i.e., maximum throughput)" without
-saying where saturation is read; reading it at deep backlog (the rule before issue 29: ≥ 90 %
-completion, no latency bound) credited a quarter-GPU verifier share with ~1.26× the rate it
-serves with a stable queue, because throughput keeps creeping up with the backlog's batch size.
-The knee is where a deployment planned on ``T_m`` still has bounded latency. Points above
-``T_m`` are kept (for plots); :meth:`LLMProfile.latency` treats rates ``>= T_m`` as saturated.
+unsustained rate. ``T_m`` (``max_throughput``) is the completion rate ``rate · min(1, finished
+/ offered)`` at the highest swept rate at and below which every point is sustained. Scepsy §4
+sweeps "from low load to saturation (i.e., maximum throughput)" without saying where saturation
+is read; reading it at deep backlog (the rule before issue 29: ≥ 90 % completion, no latency
+bound) credited a quarter-GPU verifier share with ~1.26× the rate it serves with a stable queue,
+because throughput keeps creeping up with the backlog's batch size. The knee is where a
+deployment planned on ``T_m`` still has bounded latency. Points above ``T_m`` are kept (for
+plots); :meth:`LLMProfile.latency` treats rates ``>= T_m`` as saturated.
 
 **Cache.** :func:`profile_set` stores each profile as JSON under
 ``$SERVEGYM_CACHE/scepsy-profiles`` (default ``~/.cache/servegym/scepsy-profiles``), keyed by a
@@ -98,7 +100,8 @@ from traces.schema import LLMNode, Node, ToolNode, Workflow
 
 #: Bump when the profiling method changes: invalidates every cached profile.
 #: 2: T_m read at the knee (>= 99 % completion, p50 <= 2x unloaded; issue 29).
-PROFILE_VERSION = 2
+#: 3: completion = offered window calls finished by the end of the replay (not in the window).
+PROFILE_VERSION = 3
 #: Per-cycle XOR salts of replayed prefix hashes (fixed: replays are reproducible).
 _SALTS = tuple(int(x) for x in np.random.default_rng(20261201).integers(1, 2**62, 1024))
 #: Gaps at most this long (seconds) are dropped instead of becoming delay nodes.
@@ -296,13 +299,14 @@ class ReplayResult:
     :param workflows: projected workflows replayed.
     :param offered: calls whose open-loop time (workflow arrival + the call's offset) falls in
         the window.
-    :param completed: calls completed inside the window.
-    :param sustained: ``completed >= (1 − tolerance) · offered``, no window call unfinished and
+    :param completed: calls completed inside the window (the point's throughput).
+    :param sustained: ``finished >= (1 − tolerance) · offered``, no window call unfinished and
         the window's median latency within the bound (the knee rule, module docstring).
     :param window: the measurement window ``(start, end)`` in seconds.
     :param censored: window calls unfinished at the time limit (latency censored).
     :param wall: wall seconds of the simulation.
     :param latencies: the window calls' latencies, seconds.
+    :param finished: offered calls that completed by the end of the replay (whenever).
     """
 
     point: ProfilePoint
@@ -314,6 +318,7 @@ class ReplayResult:
     censored: int
     wall: float
     latencies: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False, compare=False)
+    finished: int = 0
 
 
 def replica_cluster(model: str, tp: int, fraction: float, gpu: str) -> ClusterSpec:
@@ -445,19 +450,27 @@ def replay_point(
         prefix_cache_blocks,
         prefix_block_tokens,
     )
-    offered = 0
+    offered_ids: set[tuple[str, str]] = set()
     for j, k in enumerate(picks):
         p = projections[k]
+        wid = f"{p.workflow_id}#{j}"
+        ids = [n.id for n in p.nodes if isinstance(n, LLMNode)]
         if p.offsets:
-            offered += sum(1 for o in p.offsets if t0 <= times[j] + o <= t1)
+            offered_ids.update(
+                (wid, i) for i, o in zip(ids, p.offsets, strict=True) if t0 <= times[j] + o <= t1
+            )
         elif t0 <= times[j] <= t1:  # untimed projection: its calls count at its arrival
-            offered += p.calls
+            offered_ids.update((wid, i) for i in ids)
+    offered = len(offered_ids)
     if offered == 0:
         raise RuntimeError(
             f"replay at {rate:.4g} calls/s offered no call in its window [{t0:.3g}, {t1:.3g}] s;"
             " raise `workflows`"
         )
     completed = sum(1 for c in res.calls if c.decode_end >= 0 and t0 <= c.decode_end <= t1)
+    finished = sum(
+        1 for c in res.calls if c.decode_end >= 0 and (c.workflow_id, c.node_id) in offered_ids
+    )
     lat = []
     censored = 0
     for c in res.calls:
@@ -473,10 +486,19 @@ def replay_point(
             " raise `workflows`"
         )
     arr = np.asarray(lat)
-    point = _point(rate, completed / (t1 - t0), arr, completed / offered, censored)
-    sustained = _sustained(point, completed, offered, censored, tolerance, latency_bound)
+    point = _point(rate, completed / (t1 - t0), arr, finished / offered, censored)
+    sustained = _sustained(point, finished, offered, censored, tolerance, latency_bound)
     return ReplayResult(
-        point, workflows, offered, completed, sustained, (t0, t1), censored, res.wall_seconds, arr
+        point,
+        workflows,
+        offered,
+        completed,
+        sustained,
+        (t0, t1),
+        censored,
+        res.wall_seconds,
+        arr,
+        finished,
     )
 
 
@@ -563,18 +585,20 @@ def merge_replays(
     span = sum(r.window[1] - r.window[0] for r in results)
     offered = sum(r.offered for r in results)
     completed = sum(r.completed for r in results)
+    finished = sum(r.finished for r in results)
     censored = sum(r.censored for r in results)
-    point = _point(results[0].point.rate, completed / span, lat, completed / offered, censored)
+    point = _point(results[0].point.rate, completed / span, lat, finished / offered, censored)
     return ReplayResult(
         point,
         sum(r.workflows for r in results),
         offered,
         completed,
-        _sustained(point, completed, offered, censored, tolerance, latency_bound),
+        _sustained(point, finished, offered, censored, tolerance, latency_bound),
         results[0].window,
         censored,
         sum(r.wall for r in results),
         lat,
+        finished,
     )
 
 
@@ -819,7 +843,7 @@ def profile_llm(
             if (
                 last.sustained
                 or last.censored
-                or last.completed < (1 - 2 * cfg.tolerance) * last.offered
+                or last.finished < (1 - 2 * cfg.tolerance) * last.offered
                 or last.point.p50 > 1.5 * bound
             ):
                 break  # sustained, or clearly not: only borderline points get confirmed
