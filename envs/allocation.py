@@ -1053,7 +1053,8 @@ class AllocationEnv(ServegymEnv):
             weights = np.array([max(n, 0) for n, _ in self._apl_periods], dtype=float)
             preds = np.array([p["latency"] for _, p in self._apl_periods])
             w = weights if weights.sum() > 0 else np.ones_like(weights)
-            metrics["apl_latency"] = float(np.dot(w, preds) / w.sum())
+            used = w > 0  # a period nobody was measured in has no say (inf x 0 would be NaN)
+            metrics["apl_latency"] = float(np.dot(w[used], preds[used]) / w[used].sum())
             metrics["apl_throughput"] = min(p["throughput"] for _, p in self._apl_periods)
         ratios = lat / slos
         alphas, curve = sim_metrics.attainment_curve(ratios)
