@@ -33,8 +33,8 @@ the PRM. With ``verifier_prefix_cache=True`` (the generator before issue 29, now
 variant) a verifier call hashes its prompt like a generator call and, behind a cache-aware
 router, prefills only the new step. That variant made the verifier's GPU demand about equal to
 the generator's, and so it left allocation little to gain: by the APL's own numbers, the best
-allocation was 1.03–1.05× the equal split. The paper's 1.5–2.4× needs a workload where
-the two LLMs' demands differ.
+allocation was 1.03–1.05× the equal split (issue 29's measurement). The paper's 1.5–2.4×
+needs a workload where the two LLMs' demands differ.
 
 Parameter sources: generator/verifier models, Scepsy §7.1; invocation counts 24–844 per
 request, Scepsy §2 (fitted, ``traces/stats/beam_search.yaml``); 8 candidates per step keeping
