@@ -1402,12 +1402,15 @@ def diagnose(rows: Sequence[dict[str, Any]]) -> list[str]:
     a burst much shorter than the episode (the run measures draining one backlog), a cluster
     that is mostly idle (policies that differ only under contention look alike), and
     same-direction headline metrics (Req95, Req99) equal for most policies (too few workflows
-    for the percentiles to differ)."""
+    for the percentiles to differ), and every run reporting ``sustainable = 0`` (Allocation-v0:
+    the policy's deployment is overloaded at this rate, so its goodput and latency measure a
+    growing backlog, not its serving)."""
     entry = headline_of(rows)
     notes: list[str] = []
     for key in _unique(column_key(r) for r in rows):
         rs = [r for r in rows if column_key(r) == key]
         label = column_label(rs[0])
+        notes += overloaded_notes(rs, label)
         spans = [
             (max(r["arrivals"]) - min(r["arrivals"]), r["simulated_seconds"])
             for r in rs
@@ -1449,6 +1452,39 @@ def diagnose(rows: Sequence[dict[str, Any]]) -> list[str]:
                     "workflows; more workflows per run (--count) separate them"
                 )
     return notes
+
+
+def overloaded_notes(rows: Sequence[dict[str, Any]], label: str) -> list[str]:
+    """One note per (policy, seed) run of ``rows`` whose ``sustainable`` metric is 0
+    (Allocation-v0: fewer than 99 % of the measured workflows finished, or the completions
+    inside the measured window are under 90 % of the offered rate), saying which: a backlog the
+    drain did not clear, or workflows that finished only after the window (a window not much
+    longer than the latency cannot tell a slow deployment from an overloaded one)."""
+    out = []
+    for r in rows:
+        m = r["metrics"]
+        if m.get("sustainable", 1.0):
+            continue
+        n = int(m.get("num_workflows", 0))
+        done = int(m.get("num_completed", 0))
+        offered = float(m.get("offered_rate", 0.0))
+        achieved = float(m.get("throughput", 0.0))
+        head = f"{label}: {r['policy']} (seed {r['seed']}) is NOT SUSTAINABLE"
+        if done < n:
+            why = f"overloaded, {done} of {n} measured workflows finished by the end of the drain"
+        else:
+            window = n / offered if offered > 0 else 0.0
+            why = (
+                f"all {n} finished, but only {achieved:.3g} wf/s of {offered:.3g} offered inside "
+                f"the {window:.0f}-s window (mean latency {float(m.get('latency_mean', 0.0)):.0f}"
+                " s; a window not much longer than the latency, or without --warmup-seconds, "
+                "cannot tell a slow deployment from an overloaded one)"
+            )
+        out.append(
+            f"{head}: {why}; its goodput and latency measure a backlog, not steady serving "
+            "(lower --workflow-rate, add --gpus, or lengthen --periods/--warmup-seconds)"
+        )
+    return out
 
 
 def _safe(name: str) -> str:

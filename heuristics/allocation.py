@@ -335,7 +335,10 @@ class ScepsyPolicy(PlanPolicy):
     :param fractional: allow fractional GPU shares (False: the "parallelism-only" ablation).
     :param tensor_parallel: allow TP > 1 (False: the "fractional-only" ablation).
     :param stat: latency statistic the APL predicts (``mean``; or a percentile).
-    :param headroom: plan for ``headroom × target rate`` (1.0: the paper's target as given).
+    :param headroom: plan on this share of the APL's predicted throughput (an allocation
+        sustains the target iff ``headroom × T_w ≥ target``; default
+        :data:`~heuristics.scepsy.search.DEFAULT_HEADROOM` = 0.9, Scepsy's prototype; 1.0 plans
+        on the full profiled capacity).
     :param reactive: plan for the rate *measured* in the last period instead of the upcoming
         period's scheduled rate (the first period uses the scheduled rate, as a deployment's
         initial plan would). Scepsy takes its target throughput as an input; the scheduled rate
@@ -351,7 +354,7 @@ class ScepsyPolicy(PlanPolicy):
         fractional: bool = True,
         tensor_parallel: bool = True,
         stat: str = "mean",
-        headroom: float = 1.0,
+        headroom: float | None = None,
         reactive: bool = False,
         sticky: bool = False,
     ):
@@ -362,7 +365,11 @@ class ScepsyPolicy(PlanPolicy):
         self.fractional = fractional
         self.tensor_parallel = tensor_parallel
         self.stat = stat
-        self.headroom = float(headroom)
+        from heuristics.scepsy.search import DEFAULT_HEADROOM
+
+        self.headroom = DEFAULT_HEADROOM if headroom is None else float(headroom)
+        if not 0.0 < self.headroom <= 1.0:
+            raise ValueError(f"{name}: headroom must be in (0, 1], got {headroom!r}")
         self._solved: dict[tuple, Allocation] = {}
         self.last_result: Any = None
 
@@ -371,12 +378,12 @@ class ScepsyPolicy(PlanPolicy):
         from heuristics.scepsy.search import search, search_multi
 
         known = ctx.last_rate if self.reactive and ctx.previous is not None else ctx.target_rate
-        rate = known * self.headroom
+        rate = known
         if self.sticky and ctx.previous is not None:
             from envs.sim.scepsy import pipeline_for
 
             apl = pipeline_for(ctx.workload, ctx.topology.gpu, ctx.units_per_gpu, ctx.engine)
-            if apl.predict(ctx.previous, rate, self.stat).throughput >= rate:
+            if self.headroom * apl.predict(ctx.previous, rate, self.stat).throughput >= rate:
                 return ctx.previous
         key = (ctx.workload, ctx.topology, ctx.units_per_gpu, round(rate, 6))
         if key not in self._solved:
@@ -388,6 +395,7 @@ class ScepsyPolicy(PlanPolicy):
                 "memory_utilization": ctx.memory_utilization,
                 "min_kv_tokens": ctx.min_kv_tokens,
                 "stat": self.stat,
+                "headroom": self.headroom,
             }
             if len(pipes) == 1:
                 (apl,) = pipes.values()
@@ -410,6 +418,9 @@ class ScepsyPolicy(PlanPolicy):
 register("scepsy", env="allocation")(lambda: ScepsyPolicy("scepsy"))
 register("scepsy-reactive", env="allocation")(
     lambda: ScepsyPolicy("scepsy-reactive", reactive=True)
+)
+register("scepsy-full-capacity", env="allocation")(
+    lambda: ScepsyPolicy("scepsy-full-capacity", headroom=1.0)
 )
 register("scepsy-sticky", env="allocation")(lambda: ScepsyPolicy("scepsy-sticky", sticky=True))
 register("scepsy-parallelism-only", env="allocation")(

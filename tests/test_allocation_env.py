@@ -248,7 +248,7 @@ def test_simulation_adds_and_retires_instances_mid_run():
     assert sim.instances[bad.index].retired
 
 
-def test_evaluate_runs_allocation_with_a_sweep_and_an_allocation_file(tmp_path):
+def test_evaluate_runs_allocation_with_a_sweep_and_an_allocation_file(tmp_path, capsys):
     import json
 
     import evaluate
@@ -278,8 +278,39 @@ def test_evaluate_runs_allocation_with_a_sweep_and_an_allocation_file(tmp_path):
         assert by[(pol, 2)]["offered_rate"] > 1.4 * by[(pol, 1)]["offered_rate"]
     dp1, dp2 = by[("demand-proportional", 1)], by[("demand-proportional", 2)]
     assert dp2["num_completed"] == dp2["num_workflows"] > dp1["num_completed"]
+    # every run that is not sustainable is flagged in the printed table, and only those
+    printed = capsys.readouterr().out
+    flagged = {
+        (r["policy"], r["seed"], r["sweep"]["value"])
+        for r in rows
+        if not r["metrics"]["sustainable"]
+    }
+    assert flagged  # 20-s periods: some rows are not sustainable
+    assert printed.count("is NOT SUSTAINABLE") == len(flagged)
+    for pol, seed, value in flagged:
+        assert f"workflow_rate={value:g}: {pol} (seed {seed}) is NOT SUSTAINABLE" in printed
     with pytest.raises(evaluate.EvaluationError, match="does not take --model"):
         evaluate.resolve_config(evaluate.EvalConfig(env="allocation", model="llama3-8b"))
+
+
+def test_overloaded_notes_say_whether_the_backlog_or_the_window_failed():
+    from evaluate import overloaded_notes
+
+    def row(policy: str, sustainable: float, done: int) -> dict:
+        m = {
+            "sustainable": sustainable,
+            "num_workflows": 100,
+            "num_completed": done,
+            "offered_rate": 2.0,
+            "throughput": 1.2,
+            "latency_mean": 40.0,
+        }
+        return {"policy": policy, "seed": 7, "metrics": m}
+
+    notes = overloaded_notes([row("a", 1.0, 100), row("b", 0.0, 60), row("c", 0.0, 100)], "col")
+    assert len(notes) == 2
+    assert notes[0].startswith("col: b (seed 7) is NOT SUSTAINABLE: overloaded, 60 of 100 measured")
+    assert "all 100 finished, but only 1.2 wf/s of 2 offered inside the 50-s window" in notes[1]
 
 
 def test_cache_aware_choice_follows_the_prefix_unless_load_is_imbalanced():
@@ -304,14 +335,16 @@ def test_beam_search_calls_of_one_beam_stay_on_the_replica_caching_it():
     )
     _, info = run(env, FixedAllocation(alloc))
     res = env.sim.result()
-    verifier = [c for c in res.calls if c.model == "llama3.1-8b-prm"]
-    assert verifier
-    hit = sum(c.cached_tokens for c in verifier) / sum(c.input_tokens for c in verifier)
-    # a verifier prompt = its beam's lineage + one step: most of it is cached when the router
-    # keeps a workflow on the replica that served its earlier steps
+    gen = [c for c in res.calls if c.model == "llama3.2-1b"]
+    assert gen
+    hit = sum(c.cached_tokens for c in gen) / sum(c.input_tokens for c in gen)
+    # a generator prompt = its beam's lineage: most of it is cached when the router keeps a
+    # workflow on the replica that served its earlier steps
     assert hit > 0.5
+    # the verifier re-reads the whole trajectory every call (search-and-learn's PRM)
+    assert all(c.cached_tokens == 0 for c in res.calls if c.model == "llama3.1-8b-prm")
     by_wf: dict[str, set[int]] = {}
-    for c in verifier:
+    for c in gen:
         by_wf.setdefault(c.workflow_id, set()).add(c.prefill_instance)
     assert sum(len(v) == 1 for v in by_wf.values()) >= 0.6 * len(by_wf)
 

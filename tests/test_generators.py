@@ -205,6 +205,24 @@ def test_beam_search_generator_invocations_span_tens_to_hundreds():
     assert 24 <= min(g) < 60 and 400 < max(g) <= 848, (min(g), max(g))
 
 
+def test_beam_verifier_rereads_its_trajectory_unless_the_cached_variant_is_asked_for():
+    from traces.generators.beam_search import generate_beam_search
+
+    plain = generate_beam_search(3, 20)
+    cached = generate_beam_search(3, 20, verifier_prefix_cache=True)
+    for a, b in zip(plain, cached, strict=True):
+        for x, y in zip(a.nodes, b.nodes, strict=True):
+            if getattr(x, "model", None) == "llama3.1-8b-prm":
+                # the verifier prefills its whole trajectory: nothing for a cache to match
+                assert x.prefix_hashes is None and y.prefix_hashes
+                assert x.input_tokens == y.input_tokens
+            else:  # everything else (the generator's prefixes, lengths, the DAG) is unchanged
+                assert x == y
+    # the cached variant's verifier prompts share their beam's earlier blocks
+    ver = [n for n in cached[0].nodes if getattr(n, "model", None) == "llama3.1-8b-prm"]
+    assert any(set(ver[0].prefix_hashes) & set(v.prefix_hashes) for v in ver[8:])
+
+
 def test_goodserve_prompt_text_carries_signal_about_output_length():
     recs = generate("goodserve", seed=0, count=4000)
     for task, hard, easy in (("code", "very hard", "an easy"), ("sql", "nested", "simple")):

@@ -14,10 +14,12 @@ import pytest
 
 from envs.sim.catalog import UnknownNameError
 from envs.sim.scepsy import profiling
+from envs.sim.scepsy.apl import ProfilePoint
 from envs.sim.scepsy.profiling import (
     Projection,
     ReplayConfig,
     independent_calls,
+    knee_throughput,
     profile_llm,
     profile_set,
     project_trace,
@@ -191,7 +193,10 @@ def test_profile_latency_grows_with_rate_and_saturates():
     assert 0 < t_m < math.inf
     below = [q for q in prof.points if q.rate < t_m]
     assert len(below) >= 4 and any(q.rate > t_m for q in prof.points)  # swept past saturation
-    assert below[-1].mean > 1.5 * below[0].mean  # queueing near T_m
+    assert below[-1].mean > 1.2 * below[0].mean  # queueing near T_m
+    # T_m is read at the knee: the median stays within 2x the unloaded one up to it
+    assert prof.unloaded_p50 > 0
+    assert all(q.p50 <= 2.0 * prof.unloaded_p50 for q in below)
     assert prof.latency(below[0].rate) == pytest.approx(below[0].mean)
     assert prof.latency(0.5 * t_m) < prof.latency(0.95 * t_m) < math.inf
     assert prof.latency(t_m) == math.inf and prof.latency(3 * t_m) == math.inf
@@ -279,3 +284,39 @@ def test_pipelines_are_built_once_per_process_by_position_or_by_name(monkeypatch
     assert again is first and len(built) == 1
     scepsy.pipelines_for("rag_reranker", "rtx-a6000", 2, "vllm")
     assert len(built) == 2
+
+
+def _pt(rate: float, p50: float, completion: float, censored: int = 0) -> ProfilePoint:
+    return ProfilePoint(
+        rate, rate * min(1.0, completion), p50, p50, p50, p50, p50, 100, completion, censored
+    )
+
+
+def test_knee_is_the_last_rate_with_full_completion_and_a_bounded_median():
+    """Constructed sweep (unloaded median 1 s): the queue stays stable up to 4 calls/s (99.5 %
+    complete, median 1.9 s); at 5 calls/s the median passes 2x unloaded, and deeper backlog
+    (6-8 calls/s) still completes more calls per second. T_m is read at the knee, not there."""
+    pts = [
+        _pt(1.0, 1.0, 1.0),
+        _pt(2.0, 1.1, 1.0),
+        _pt(4.0, 1.9, 0.995),
+        _pt(5.0, 2.6, 0.995),  # completes, but latency has left the knee
+        _pt(6.0, 6.0, 0.97),
+        _pt(8.0, 30.0, 0.93),  # deep backlog: the old >= 90 % rule read T_m here
+    ]
+    assert knee_throughput(pts, 1.0) == pytest.approx(4.0 * 0.995)
+    # order of the sweep does not matter; a looser latency factor moves the knee up by one point
+    assert knee_throughput(pts[::-1], 1.0, latency_factor=3.0) == pytest.approx(5.0 * 0.995)
+    # completion alone: 98 % at 4 calls/s is past the knee even with a short median
+    drop = [pts[0], pts[1], _pt(4.0, 1.2, 0.98), _pt(5.0, 1.3, 1.0)]
+    assert knee_throughput(drop, 1.0) == pytest.approx(2.0)
+    # a point that passes again above a failing one (noise at deep backlog) does not count
+    noisy = [pts[0], _pt(2.0, 2.5, 1.0), _pt(3.0, 1.5, 1.0)]
+    assert knee_throughput(noisy, 1.0) == pytest.approx(1.0)
+    # an unfinished window call is past the knee
+    cens = [pts[0], _pt(2.0, 1.1, 1.0, censored=3)]
+    assert knee_throughput(cens, 1.0) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="already past the knee"):
+        knee_throughput([_pt(1.0, 5.0, 1.0)], 1.0)
+    with pytest.raises(ValueError, match="unloaded_p50"):
+        knee_throughput(pts, 0.0)

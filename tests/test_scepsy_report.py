@@ -104,3 +104,13 @@ def test_plot_gives_a_policy_the_same_colour_in_every_panel(tmp_path, monkeypatc
     }
     assert colours[("beam_search, 4 GPUs", "scepsy")] == colours[("beam_search, 8 GPUs", "scepsy")]
     assert colours[("beam_search, 4 GPUs", "k8s-hpa")] != colours[("beam_search, 4 GPUs", "scepsy")]
+
+
+def test_apl_throughput_error_counts_only_runs_offered_more_than_the_prediction():
+    over = row("scepsy", 3.0, 1.6, 60.0, False)
+    over["metrics"]["apl_throughput"] = 2.0  # offered 3 > T_w 2: measures capacity
+    under = row("scepsy", 1.0, 0.98, 10.0, True, apl=11.0)
+    under["metrics"]["apl_throughput"] = 2.0  # offered 1 < T_w: says nothing about capacity
+    text = report.apl_table([over, under], "scepsy")
+    assert "median throughput error beam_search: 25.0% over 1 runs" in text
+    assert "achieved   1.600/s" in text and "achieved   0.980/s" not in text

@@ -25,6 +25,7 @@ from envs.sim.scepsy.apl import (
 )
 from heuristics.scepsy.search import (
     ABLATIONS,
+    DEFAULT_HEADROOM,
     SearchError,
     gpu_order,
     search,
@@ -77,7 +78,15 @@ def min_share_for(F: int):
 
 
 def brute_force(
-    apl, rate: float, topo: Topology, F: int, *, fractional=True, tp_on=True, pruned=False
+    apl,
+    rate: float,
+    topo: Topology,
+    F: int,
+    *,
+    fractional=True,
+    tp_on=True,
+    pruned=False,
+    headroom=DEFAULT_HEADROOM,
 ):
     """Best (latency, −throughput) among sustaining allocations and best (throughput, −latency)
     overall, over every unit vector summing to the budget × every valid (tp, replicas) per LLM
@@ -121,7 +130,7 @@ def brute_force(
             pred = apl.predict(alloc, rate)
             if not fits(alloc, topo):
                 continue
-            if pred.throughput >= rate and math.isfinite(pred.latency):
+            if headroom * pred.throughput >= rate and math.isfinite(pred.latency):
                 best_s = min(best_s, (pred.latency, -pred.throughput))
             best_t = max(best_t, (pred.throughput, -pred.latency))
     return best_s, best_t
@@ -145,7 +154,7 @@ def assert_same_optimum(res, brute, rate: float) -> None:
     (lat, _), (thr, _) = brute
     validate(res.placement)
     if math.isfinite(lat):
-        assert res.sustains and res.throughput >= rate
+        assert res.sustains and res.headroom * res.throughput >= rate
         assert res.latency == pytest.approx(lat, rel=1e-9)
     else:
         assert not res.sustains
@@ -298,6 +307,51 @@ def test_unsustainable_rate_returns_max_throughput_flagged() -> None:
     assert not res.sustains and res.throughput < 100.0
     (_, _), (thr, _) = brute_force(apl, 100.0, topo, 10)
     assert res.throughput == pytest.approx(thr)
+
+
+def test_overload_fallback_plans_the_balanced_allocation_at_a_bounded_latency() -> None:
+    """No allocation sustains the target: the search re-plans for headroom × T_max, so among
+    the allocations of highest T_w it returns the one of lowest latency predicted there (finite),
+    not one ranked by the infinite latency at the target."""
+    topo = Topology("rtx-a6000", 1, 2, ((0, 1),))
+    apl = pipeline({A: (2, 1, 1.0), B: (3, 1, 0.3), C: (1, 1, 0.1)}, 10)
+    res = search(apl, 100.0, topo, min_share=min_share_for(10))
+    (_, _), (thr, _) = brute_force(apl, 100.0, topo, 10)
+    assert not res.sustains and res.rate == 100.0
+    assert res.throughput == pytest.approx(thr)
+    assert res.planned_rate == pytest.approx(DEFAULT_HEADROOM * thr)
+    assert math.isfinite(res.latency)
+    # the lowest latency at the planned rate among allocations of throughput T_max
+    (lat, _), _ = brute_force(apl, res.planned_rate, topo, 10, pruned=True)
+    assert res.latency == pytest.approx(lat, rel=1e-9)
+    old = search(apl, 100.0, topo, min_share=min_share_for(10), overload_fallback=False)
+    assert old.throughput == pytest.approx(thr) and not math.isfinite(old.latency)
+
+
+@pytest.mark.parametrize("headroom", [1.0, 0.9, 0.7])
+def test_headroom_is_respected_and_changes_the_choice_near_capacity(headroom: float) -> None:
+    """A candidate sustains λ only if headroom × T_w ≥ λ; every sustaining result keeps that
+    margin, and just below full capacity headroom excludes what headroom = 1 would pick."""
+    spec, topo, F = CASES[0]
+    apl = pipeline(spec, F)
+    full = search(apl, 0.0, topo, units_per_gpu=F, min_share=min_share_for(F), headroom=1.0)
+    t_max = search(apl, 1e6, topo, units_per_gpu=F, min_share=min_share_for(F)).throughput
+    changed = 0
+    for load in (0.3, 0.6, 0.8, 0.85, 0.9, 0.95, 0.99):
+        rate = load * t_max
+        res = search(
+            apl, rate, topo, units_per_gpu=F, min_share=min_share_for(F), headroom=headroom
+        )
+        if res.sustains:
+            assert headroom * res.throughput >= rate
+            (lat, _), _ = brute_force(apl, rate, topo, F, headroom=headroom, pruned=True)
+            assert res.latency == pytest.approx(lat, rel=1e-9)
+        else:
+            assert headroom * t_max < rate  # nothing could have kept the margin
+        plain = search(apl, rate, topo, units_per_gpu=F, min_share=min_share_for(F), headroom=1.0)
+        changed += plain.allocation != res.allocation
+    assert full.headroom == 1.0
+    assert (changed > 0) == (headroom < 1.0)
 
 
 def test_budget_below_minimums_is_named() -> None:

@@ -191,7 +191,9 @@ def apl_rates(rows: list[dict[str, Any]], fractions: Sequence[float]) -> dict[tu
 
 def apl_table(rows: list[dict[str, Any]], policy: str | None = None) -> str:
     """|APL predicted − simulated| / simulated mean latency of the runs with predictions (of
-    ``policy`` only, if given), per run and as medians per (workload, GPUs, policy)."""
+    ``policy`` only, if given), per run and as medians per (workload, GPUs, policy); and
+    |predicted T_w − achieved| / achieved throughput of the runs offered more than the
+    predicted T_w (where the achieved throughput measures the allocation's capacity)."""
     out = ["APL predicted vs simulated mean workflow latency"]
     errs: dict[tuple, list[float]] = defaultdict(list)
     for r in rows:
@@ -208,6 +210,24 @@ def apl_table(rows: list[dict[str, Any]], policy: str | None = None) -> str:
             f"{rate_of(r):>6g} seed {r['seed']}: predicted {pred:8.2f} s, simulated {sim:8.2f} s, "
             f"error {err:6.1%}"
         )
+    # throughput: where the offered rate exceeds the predicted T_w, the run measures capacity
+    t_errs: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        m = r["metrics"]
+        if policy is not None and r["policy"] != policy:
+            continue
+        pred_t, achieved = _num(m.get("apl_throughput")), _num(m.get("throughput"))
+        if not (pred_t > 0 and achieved > 0) or _num(m.get("offered_rate")) <= pred_t:
+            continue
+        err = abs(pred_t - achieved) / achieved
+        t_errs[r["workload"]].append(err)
+        out.append(
+            f"  {r['workload']:<13} {r.get('gpus')!s:>3} GPUs {r['policy']:<24} rate "
+            f"{rate_of(r):>6g} seed {r['seed']}: predicted T_w {pred_t:7.3f}/s, achieved "
+            f"{achieved:7.3f}/s (offered above T_w), error {err:6.1%}"
+        )
+    for w, e in sorted(t_errs.items()):
+        out.append(f"  median throughput error {w}: {np.median(e):.1%} over {len(e)} runs")
     for (w, g, p), e in sorted(errs.items(), key=lambda kv: str(kv[0])):
         out.append(f"  median error {w}, {g} GPUs, {p}: {np.median(e):.1%} over {len(e)} runs")
     by_workload: dict[str, list[float]] = defaultdict(list)

@@ -39,14 +39,23 @@ target rate ``λ_w``, :func:`search` follows the three steps of Fig. 5:
    model's minimum at that TP, ``tp`` ≤ the GPUs the LLM spans and ≤ the largest NVLink domain
    (TP degrees from :data:`~envs.sim.allocation.TP_DEGREES`).
 
-**Objective.** Among candidates that sustain ``λ_w`` — predicted throughput (Eq. 2)
-``T_w ≥ λ_w`` and a finite predicted latency (the APL's latency is infinite at saturation, so
-``T_w = λ_w`` exactly does not count) — the lowest predicted latency (Eq. 1); ties → higher
-``T_w``. If no candidate sustains ``λ_w``, the one of highest ``T_w`` (ties → lower latency),
-flagged ``sustains=False``. The chosen allocation must be placeable by
-:func:`envs.sim.placement.place` (§6); otherwise the next-ranked candidate is tried, and so on
-(:attr:`SearchResult.rank` says which one won); if no sustaining candidate places, the placeable
-candidate of highest ``T_w`` is returned (``sustains=False``).
+**Objective.** Among candidates that sustain ``λ_w`` *with headroom* — ``headroom × T_w ≥
+λ_w`` (predicted throughput, Eq. 2, of which only a fraction is planned on; default
+:data:`DEFAULT_HEADROOM` = 0.9, the value Scepsy's prototype plans with; the paper's text gives
+none, and ``headroom=1`` plans on the full profiled capacity) and a finite predicted latency —
+the lowest predicted latency (Eq. 1); ties → higher ``T_w``. The chosen allocation must be
+placeable by :func:`envs.sim.placement.place` (§6); otherwise the next-ranked candidate is
+tried, and so on (:attr:`SearchResult.rank` says which one won).
+
+**Overload fallback** (the paper is silent; our choice, issue 29). If no candidate sustains
+``λ_w``, the pool cannot serve the target: the search re-plans for the highest rate the pool
+sustains with headroom, ``λ' = headroom × T_max`` (``T_max``: the highest ``T_w`` of the pruned
+space), i.e. among the candidates of highest ``T_w`` — the most balanced ones, no stage
+saturating before the others — the lowest latency *predicted at* ``λ'``. At ``λ_w`` itself every
+latency is infinite, so ranking by it cannot tell a balanced allocation from one that buys a few
+% of throughput with a much slower stage. The result is flagged ``sustains=False``; its
+``prediction`` and :attr:`SearchResult.planned_rate` are at ``λ'``. If no sustaining candidate
+places, the placeable candidate of highest ``T_w`` is returned (``sustains=False``).
 
 **Exact and fast.** Given a fraction vector, Eq. 1 is a sum of per-LLM terms and the constraint
 ``T_w = min_m T_wm ≥ λ_w`` holds iff it holds for every LLM, so the best parallelism of each LLM
@@ -113,6 +122,7 @@ from envs.sim.placement import PlacementError, nvlink_domains, place, try_place
 
 __all__ = [
     "ABLATIONS",
+    "DEFAULT_HEADROOM",
     "MultiSearchResult",
     "PipelineModel",
     "SearchError",
@@ -131,6 +141,9 @@ ABLATIONS: dict[str, tuple[bool, bool]] = {
     "fractional-only": (True, False),
     "naive": (False, False),
 }
+
+#: Share of the APL's predicted throughput the search plans on (Scepsy's prototype: 0.9).
+DEFAULT_HEADROOM = 0.9
 
 _INF = math.inf
 _NO_SPAN_LIMIT = 1 << 30
@@ -168,8 +181,8 @@ class SearchResult:
 
     :param allocation: the chosen allocation (LLMs in the pipeline's model order).
     :param prediction: the APL's prediction of it at ``rate``.
-    :param sustains: whether its predicted throughput ``T_w`` reaches ``rate`` with a finite
-        predicted latency (the APL's latency is infinite at ``T_w = rate`` exactly).
+    :param sustains: whether ``headroom ×`` its predicted throughput ``T_w`` reaches ``rate``
+        with a finite predicted latency.
     :param placement: where its replicas run (None when ``require_placement=False``).
     :param rate: target workflow rate.
     :param order: LLMs from highest to lowest low-load latency contribution (pruning (i)).
@@ -188,6 +201,9 @@ class SearchResult:
     :param seconds: wall time of the search.
     :param fractional: ablation flag used.
     :param tensor_parallel: ablation flag used.
+    :param headroom: share of ``T_w`` planned on.
+    :param planned_rate: the rate ``prediction`` is for: ``rate``, or under overload the
+        fallback's ``headroom × T_max`` (module docstring).
     """
 
     allocation: Allocation
@@ -209,6 +225,12 @@ class SearchResult:
     seconds: float
     fractional: bool = True
     tensor_parallel: bool = True
+    headroom: float = 1.0
+    planned_rate: float = math.nan
+
+    def __post_init__(self) -> None:
+        if math.isnan(self.planned_rate):
+            object.__setattr__(self, "planned_rate", float(self.rate))
 
     @property
     def latency(self) -> float:
@@ -220,10 +242,12 @@ class SearchResult:
 
     def describe(self) -> str:
         ok = "sustains" if self.sustains else "DOES NOT sustain"
+        if self.planned_rate != self.rate:
+            ok += f"; planned for {self.planned_rate:.3g}/s"
         return (
             f"{self.allocation.describe()} | L={self.latency:.3f}s T={self.throughput:.2f}/s "
-            f"({ok} {self.rate:g}/s) | {self.vectors} vectors, {self.candidates} candidates, "
-            f"rank {self.rank}, {self.seconds * 1e3:.0f} ms"
+            f"({ok} {self.rate:g}/s, headroom {self.headroom:g}) | {self.vectors} vectors, "
+            f"{self.candidates} candidates, rank {self.rank}, {self.seconds * 1e3:.0f} ms"
         )
 
 
@@ -265,8 +289,10 @@ class _LLMTable:
         counters: dict[str, Any],
         span_rule: bool = True,
         max_replicas: int | None = None,
+        headroom: float = 1.0,
     ):
         self.model = model
+        self.headroom = headroom
         self.apl, self.rate, self.stat, self.F = apl, rate, stat, F
         self.tps = tuple(tps)
         self.min_share = dict(min_share)
@@ -327,7 +353,7 @@ class _LLMTable:
         if e is None:
             cfgs = [c for c in self.configs_cached(units) if c.tp <= span]
             sust = sorted(
-                (c for c in cfgs if c.throughput >= self.rate and c.latency < _INF),
+                (c for c in cfgs if self.headroom * c.throughput >= self.rate and c.latency < _INF),
                 key=lambda c: (c.latency, -c.throughput, c.tp, c.replicas),
             )
             by_t = sorted(cfgs, key=lambda c: (-c.throughput, c.latency, c.tp, c.replicas))
@@ -457,6 +483,8 @@ def search(
     keep: Placement | None = None,
     missing_profiles: str = "skip",
     max_placement_attempts: int = 10_000,
+    headroom: float = DEFAULT_HEADROOM,
+    overload_fallback: bool = True,
 ) -> SearchResult:
     """Lowest-latency allocation of ``apl``'s LLMs sustaining ``rate`` workflows/s (§5).
 
@@ -485,6 +513,11 @@ def search(
     :param missing_profiles: ``skip`` (default; configurations without a profile are left out
         and listed in :attr:`SearchResult.unprofiled`) or ``raise``.
     :param max_placement_attempts: give up after this many unplaceable candidates.
+    :param headroom: plan on this share of the predicted throughput: a candidate sustains
+        ``rate`` iff ``headroom × T_w ≥ rate`` (in (0, 1]; default :data:`DEFAULT_HEADROOM`).
+    :param overload_fallback: when nothing sustains ``rate``, re-plan for ``headroom × T_max``
+        (module docstring); False: return the candidate of highest ``T_w`` ranked by its
+        (infinite) latency at ``rate``, the rule before issue 29.
     :raises SearchError: if an LLM fits nowhere, the budget is below the minimums, no fraction
         vector has a valid parallelism for every LLM, or no candidate places.
     """
@@ -500,6 +533,8 @@ def search(
         raise SearchError(f"target rate must be >= 0, got {rate!r}")
     if missing_profiles not in ("skip", "raise"):
         raise SearchError(f"missing_profiles must be 'skip' or 'raise', got {missing_profiles!r}")
+    if not 0.0 < headroom <= 1.0:
+        raise SearchError(f"headroom must be in (0, 1], got {headroom!r}")
     domains = nvlink_domains(topology)
     allowed: frozenset[tuple[int, int]] | None = None
     if gpus is None:
@@ -596,6 +631,7 @@ def search(
             counters,
             span_rule,
             max_replicas,
+            headroom,
         )
         for m in ordered
     ]
@@ -663,6 +699,42 @@ def search(
             )
         )
     sustaining = best_s_vec is not None
+    if not sustaining and overload_fallback and best_t is not None and -best_t[0] > 0:
+        t_max = -best_t[0]
+        # every candidate of T_w = T_max sustains λ' (rounding kept on the safe side)
+        planned = headroom * t_max * (1.0 - 1e-12)
+        res = search(
+            apl,
+            planned,
+            topology,
+            units_per_gpu=units_per_gpu,
+            gpus=gpus,
+            fill=fill,
+            fractional=fractional,
+            tensor_parallel=tensor_parallel,
+            tp_degrees=tp_degrees,
+            stat=stat,
+            order=order,
+            min_share=min_share,
+            memory_utilization=memory_utilization,
+            min_kv_tokens=min_kv_tokens,
+            max_replicas=max_replicas,
+            span_rule=span_rule,
+            require_placement=require_placement,
+            keep=keep,
+            missing_profiles=missing_profiles,
+            max_placement_attempts=max_placement_attempts,
+            headroom=headroom,
+            overload_fallback=False,
+        )
+        return dataclasses.replace(
+            res,
+            rate=float(rate),
+            sustains=False,
+            planned_rate=planned,
+            seconds=time.perf_counter() - t0,
+            stage_evaluations=counters["stage_evaluations"] + res.stage_evaluations,
+        )
 
     def spans(vec: Sequence[int]) -> list[int]:
         out, off = [], 0
@@ -735,7 +807,7 @@ def search(
     return SearchResult(
         allocation=alloc,
         prediction=pred,
-        sustains=bool(pred.throughput >= rate and pred.latency < _INF),
+        sustains=bool(headroom * pred.throughput >= rate and pred.latency < _INF),
         placement=placement,
         rate=float(rate),
         order=ordered,
@@ -752,6 +824,7 @@ def search(
         seconds=time.perf_counter() - t0,
         fractional=fractional,
         tensor_parallel=tensor_parallel,
+        headroom=float(headroom),
     )
 
 

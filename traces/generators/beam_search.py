@@ -16,16 +16,39 @@ Target statistics (``traces/stats/beam_search.yaml`` ``targets``, from
 * ``mean_depth`` -- search steps per request.
 * ``arrival_rate_per_s`` -- 1 req/s (Scepsy sweeps beam-search rates; ours is a default).
 
-Every call carries ``prefix_hashes`` over 16-token blocks (:data:`PREFIX_BLOCK_TOKENS`): the
-candidates of one beam share its prompt, and a verifier call shares its generator call's prompt
-plus the new step — the "high prefix cache hit rates in the multi-turn beam search workflow"
-Scepsy §4 reports. Read them with ``Simulation(prefix_cache_blocks="kv",
-prefix_block_tokens=16)`` (``servegym/Allocation-v0`` does).
+Generator calls carry ``prefix_hashes`` over 16-token blocks (:data:`PREFIX_BLOCK_TOKENS`): the
+candidates of one beam share its prompt, and a beam's next step shares its lineage — the "high
+prefix cache hit rates in the multi-turn beam search workflow" Scepsy §4 reports. Read them with
+``Simulation(prefix_cache_blocks="kv", prefix_block_tokens=16)`` (``servegym/Allocation-v0``
+does).
+
+**The verifier re-reads the whole trajectory on every call** (``verifier_prefix_cache=False``,
+the default since issue 29). Scepsy §7.1 names its beam search as Hugging Face's
+search-and-learn [15, 16] with Llama-3.2-1B and Llama3.1-8B-PRM. There the PRM
+(``RLHFlow/Llama3.1-8B-PRM-Deepseek-Data``, ``sal/models/reward_models.py``) scores a candidate
+by one forward pass over the question and *every* step so far, loaded with
+``config.use_cache = False``: nothing of the previous step's pass is reused, so a verifier call
+costs a prefill of the full trajectory, growing with depth. Scepsy does not say how it served
+the PRM. With ``verifier_prefix_cache=True`` (the generator before issue 29, now a named
+variant) a verifier call hashes its prompt like a generator call and, behind a cache-aware
+router, prefills only the new step. That variant made the verifier's GPU demand about equal to
+the generator's, and so it left allocation little to gain: by the APL's own numbers, the best
+allocation was 1.03–1.05× the equal split (issue 29's measurement). The paper's 1.5–2.4×
+needs a workload where the two LLMs' demands differ.
+
+Parameter sources: generator/verifier models, Scepsy §7.1; invocation counts 24–844 per
+request, Scepsy §2 (fitted, ``traces/stats/beam_search.yaml``); 8 candidates per step keeping
+4, search-and-learn's N/M structure at N = 8, M = 2 (its Llama-3.2-1B recipe runs N = 16,
+M = 4; kept at 8 so that depth = invocations / 8 stays at the fitted ~21 steps; not rerun at
+16); one output token per verifier call (the step score is read from the logits of one
+position); problem and step lengths are our assumptions (stats YAML). search-and-learn's
+``lookahead = 1`` (a greedy extra step scored, then discarded) is not modelled.
 """
 
 from __future__ import annotations
 
 import bisect
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -84,7 +107,12 @@ def _lognormal_int(rng: np.random.Generator, spec: dict[str, float], size: int) 
 
 
 def build_workflow(
-    rng: np.random.Generator, wid: str, arrival: float, model: str, stats: dict[str, Any]
+    rng: np.random.Generator,
+    wid: str,
+    arrival: float,
+    model: str,
+    stats: dict[str, Any],
+    verifier_prefix_cache: bool = False,
 ) -> Workflow:
     """One beam-search workflow.
 
@@ -93,6 +121,8 @@ def build_workflow(
     :param arrival: arrival time in seconds.
     :param model: catalog model of the generator calls.
     :param stats: the ``beam_search`` stats mapping.
+    :param verifier_prefix_cache: give verifier calls prefix hashes (module docstring; default
+        False: each verifier call prefills its whole trajectory, as search-and-learn's PRM).
     """
     g = stats["generator_invocations"]
     total = float(np.exp(g["lognormal_mu"] + g["lognormal_sigma"] * rng.standard_normal()))
@@ -154,7 +184,7 @@ def build_workflow(
                     int(stats["verifier_output_tokens"]),
                     (gid,),
                     "verify",
-                    prefix_hashes=ver_hashes,
+                    prefix_hashes=ver_hashes if verifier_prefix_cache else None,
                 )
             )
             scored.append(vid)
@@ -177,6 +207,7 @@ def generate_beam_search(
     rate: float | None = None,
     model: str | None = None,
     arrival_process: str = "poisson",
+    verifier_prefix_cache: bool = False,
 ) -> list[Workflow]:
     """Beam-search workflows.
 
@@ -185,7 +216,8 @@ def generate_beam_search(
     :param rate: mean arrival rate in workflows/s (default 1).
     :param model: generator model (default ``llama3.2-1b``).
     :param arrival_process: ``"poisson"`` or ``"bursty"``.
+    :param verifier_prefix_cache: the pre-issue-29 variant whose verifier calls share cached
+        prefixes (module docstring).
     """
-    return generate_family(
-        "beam_search", "beam", build_workflow, seed, count, rate, model, arrival_process
-    )
+    build = partial(build_workflow, verifier_prefix_cache=verifier_prefix_cache)
+    return generate_family("beam_search", "beam", build, seed, count, rate, model, arrival_process)

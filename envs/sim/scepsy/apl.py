@@ -43,6 +43,9 @@ class ProfilePoint:
     :param mean: mean call latency, seconds (arrival to last token, queueing included).
     :param p50: median call latency; ``p90``, ``p95``, ``p99`` likewise.
     :param calls: calls replayed.
+    :param completion: calls completed in the measurement window / calls offered there (the
+        knee rule of :func:`envs.sim.scepsy.profiling.knee_throughput` needs >= 0.99).
+    :param censored: window calls still unfinished when the replay stopped.
     """
 
     rate: float
@@ -53,6 +56,8 @@ class ProfilePoint:
     p95: float
     p99: float
     calls: int = 0
+    completion: float = 1.0
+    censored: int = 0
 
     def stat(self, name: str) -> float:
         if name not in STATS:
@@ -69,7 +74,10 @@ class LLMProfile:
     :param tp: tensor-parallel degree.
     :param fraction: share of each of its ``tp`` GPUs (0, 1].
     :param points: replays sorted by offered rate, from low load to saturation.
-    :param max_throughput: ``T_m``, the highest call rate one replica sustains, calls/s.
+    :param max_throughput: ``T_m``, the highest call rate one replica sustains, calls/s (read
+        at the knee: :func:`envs.sim.scepsy.profiling.knee_throughput`).
+    :param unloaded_p50: median call latency with nothing queued (each projected workflow run
+        alone on the replica), seconds; the knee's latency reference (0: not recorded).
     """
 
     model: str
@@ -78,6 +86,7 @@ class LLMProfile:
     fraction: float
     points: tuple[ProfilePoint, ...]
     max_throughput: float
+    unloaded_p50: float = 0.0
 
     def __post_init__(self) -> None:
         pts = tuple(sorted(self.points, key=lambda p: p.rate))

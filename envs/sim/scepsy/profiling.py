@@ -34,26 +34,30 @@ over the calls revealed in the window (reveal to last token, queueing included).
 stops at ``T + max(T/4, 2 · longest span)``; window calls unfinished then count with their
 censored latency.
 
-**Saturation rule.** A point is *sustained* when the replica completes, inside the window, at
-least ``1 − tolerance`` (default 90 %) of the calls *offered* there — those whose open-loop time
-falls in the window — and no window call is left unfinished. A call's open-loop time is its
-workflow's arrival plus the call's offset when the projected workflow runs *alone on this
-replica* (:func:`isolated_timing`; a quarter GPU stretches every workflow, and only contention
-should count as falling behind). Completions cannot be compared with *reveals*: dependent calls
-are revealed only as fast as their parents complete. Borderline failures are
-confirmed with a second seed (``confirm``). The sweep starts at ``start`` (5 %) of a rough
-capacity (:func:`burst_capacity`: every workflow at once), multiplies the rate by ``growth``
-(1.6) until a point is not sustained (divides while even the first is not), then bisects
-(``refine`` geometric midpoints) between the last sustained and the first unsustained rate.
-``T_m`` (``max_throughput``) is the highest completion rate among sustained points,
-``rate · min(1, completed / offered)``: the most the replica completes while keeping up. For an
-LLM with a sharp knee (independent calls, e.g. RAG's generator) that is its saturated
-throughput; with long dependent workflows (beam search) throughput keeps creeping up with the
-backlog's concurrency (bigger batches), saturation is soft, and ``T_m`` is where the replica
-falls behind within the replay's horizon — which is why the horizon is tied to the workload's
-own time scale (``span_factor`` spans) rather than to a fixed number of calls; capping it
-shorter (``max_calls``) lowers such ``T_m``. Points above ``T_m`` are kept (for plots);
-:meth:`LLMProfile.latency` treats rates ``>= T_m`` as saturated.
+**Knee rule** (:func:`knee_throughput`). A point is *sustained* when the replica is still at the
+knee of its throughput–latency curve, where the queue is stable: at least ``1 − tolerance``
+(default 99 %) of the calls *offered* in the window — those whose open-loop time falls in it —
+have finished by the end of the replay (the window's end plus the drain below; counting only
+completions *inside* the window would charge long workflows, whose last calls shift past the
+window end under any load, with a deficit of ~1 % that is not backlog), no window call is left
+unfinished, and the window calls' median latency is at most ``latency_factor`` (default 2) × the
+*unloaded* median: the median call latency when every projected workflow runs alone on this
+replica (:func:`isolated_timing`). A call's open-loop time is its workflow's arrival plus the
+call's offset when the projected workflow runs alone on this replica (a quarter GPU stretches
+every workflow, and only contention should count as falling behind). Completions cannot be
+compared with *reveals*: dependent calls are revealed only as fast as their parents complete.
+Borderline failures are confirmed with a second seed (``confirm``). The sweep starts at
+``start`` (5 %) of a rough capacity (:func:`burst_capacity`: every workflow at once), multiplies
+the rate by ``growth`` (1.6) until a point is not sustained (divides while even the first is
+not), then bisects (``refine`` geometric midpoints) between the last sustained and the first
+unsustained rate. ``T_m`` (``max_throughput``) is the completion rate ``rate · min(1, finished
+/ offered)`` at the highest swept rate at and below which every point is sustained. Scepsy §4
+sweeps "from low load to saturation (i.e., maximum throughput)" without saying where saturation
+is read; reading it at deep backlog (the rule before issue 29: ≥ 90 % completion, no latency
+bound) credited a quarter-GPU verifier share with ~1.26× the rate it serves with a stable queue,
+because throughput keeps creeping up with the backlog's batch size. The knee is where a
+deployment planned on ``T_m`` still has bounded latency. Points above ``T_m`` are kept (for
+plots); :meth:`LLMProfile.latency` treats rates ``>= T_m`` as saturated.
 
 **Cache.** :func:`profile_set` stores each profile as JSON under
 ``$SERVEGYM_CACHE/scepsy-profiles`` (default ``~/.cache/servegym/scepsy-profiles``), keyed by a
@@ -95,7 +99,9 @@ from traces.generators.beam_search import PREFIX_BLOCK_TOKENS
 from traces.schema import LLMNode, Node, ToolNode, Workflow
 
 #: Bump when the profiling method changes: invalidates every cached profile.
-PROFILE_VERSION = 1
+#: 2: T_m read at the knee (>= 99 % completion, p50 <= 2x unloaded; issue 29).
+#: 3: completion = offered window calls finished by the end of the replay (not in the window).
+PROFILE_VERSION = 3
 #: Per-cycle XOR salts of replayed prefix hashes (fixed: replays are reproducible).
 _SALTS = tuple(int(x) for x in np.random.default_rng(20261201).integers(1, 2**62, 1024))
 #: Gaps at most this long (seconds) are dropped instead of becoming delay nodes.
@@ -293,12 +299,14 @@ class ReplayResult:
     :param workflows: projected workflows replayed.
     :param offered: calls whose open-loop time (workflow arrival + the call's offset) falls in
         the window.
-    :param completed: calls completed inside the window.
-    :param sustained: ``completed >= (1 − tolerance) · offered`` and no window call unfinished.
+    :param completed: calls completed inside the window (the point's throughput).
+    :param sustained: ``finished >= (1 − tolerance) · offered``, no window call unfinished and
+        the window's median latency within the bound (the knee rule, module docstring).
     :param window: the measurement window ``(start, end)`` in seconds.
     :param censored: window calls unfinished at the time limit (latency censored).
     :param wall: wall seconds of the simulation.
     :param latencies: the window calls' latencies, seconds.
+    :param finished: offered calls that completed by the end of the replay (whenever).
     """
 
     point: ProfilePoint
@@ -310,6 +318,7 @@ class ReplayResult:
     censored: int
     wall: float
     latencies: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False, compare=False)
+    finished: int = 0
 
 
 def replica_cluster(model: str, tp: int, fraction: float, gpu: str) -> ClusterSpec:
@@ -394,7 +403,8 @@ def replay_point(
     seed: int = 0,
     engine: str = "vllm",
     warmup: float | Callable[[float], float] = 0.25,
-    tolerance: float = 0.1,
+    tolerance: float = 0.01,
+    latency_bound: float = math.inf,
     latency_cache: LatencyCache | None = None,
     prefix_cache_blocks: int | str = "kv",
     prefix_block_tokens: int = PREFIX_BLOCK_TOKENS,
@@ -406,6 +416,8 @@ def replay_point(
         giving it in seconds.
     :param tolerance: sustained if at least ``1 − tolerance`` of the offered window calls
         complete in the window.
+    :param latency_bound: sustained only if the window calls' median latency is at most this,
+        seconds (the knee rule's ``latency_factor`` × unloaded median; ``inf``: no bound).
     :param prefix_cache_blocks: the replica's prefix cache (see :class:`ReplayConfig`).
     :param prefix_block_tokens: tokens per block of the calls' ``prefix_hashes``.
     :raises ValueError: on an empty projection list, a non-positive rate or an empty window.
@@ -438,19 +450,27 @@ def replay_point(
         prefix_cache_blocks,
         prefix_block_tokens,
     )
-    offered = 0
+    offered_ids: set[tuple[str, str]] = set()
     for j, k in enumerate(picks):
         p = projections[k]
+        wid = f"{p.workflow_id}#{j}"
+        ids = [n.id for n in p.nodes if isinstance(n, LLMNode)]
         if p.offsets:
-            offered += sum(1 for o in p.offsets if t0 <= times[j] + o <= t1)
+            offered_ids.update(
+                (wid, i) for i, o in zip(ids, p.offsets, strict=True) if t0 <= times[j] + o <= t1
+            )
         elif t0 <= times[j] <= t1:  # untimed projection: its calls count at its arrival
-            offered += p.calls
+            offered_ids.update((wid, i) for i in ids)
+    offered = len(offered_ids)
     if offered == 0:
         raise RuntimeError(
             f"replay at {rate:.4g} calls/s offered no call in its window [{t0:.3g}, {t1:.3g}] s;"
             " raise `workflows`"
         )
     completed = sum(1 for c in res.calls if c.decode_end >= 0 and t0 <= c.decode_end <= t1)
+    finished = sum(
+        1 for c in res.calls if c.decode_end >= 0 and (c.workflow_id, c.node_id) in offered_ids
+    )
     lat = []
     censored = 0
     for c in res.calls:
@@ -466,14 +486,40 @@ def replay_point(
             " raise `workflows`"
         )
     arr = np.asarray(lat)
-    point = _point(rate, completed / (t1 - t0), arr)
-    sustained = censored == 0 and completed >= (1.0 - tolerance) * offered
+    point = _point(rate, completed / (t1 - t0), arr, finished / offered, censored)
+    sustained = _sustained(point, finished, offered, censored, tolerance, latency_bound)
     return ReplayResult(
-        point, workflows, offered, completed, sustained, (t0, t1), censored, res.wall_seconds, arr
+        point,
+        workflows,
+        offered,
+        completed,
+        sustained,
+        (t0, t1),
+        censored,
+        res.wall_seconds,
+        arr,
+        finished,
     )
 
 
-def _point(rate: float, throughput: float, latencies: np.ndarray) -> ProfilePoint:
+def _sustained(
+    point: ProfilePoint,
+    completed: int,
+    offered: int,
+    censored: int,
+    tolerance: float,
+    latency_bound: float,
+) -> bool:
+    return censored == 0 and completed >= (1.0 - tolerance) * offered and point.p50 <= latency_bound
+
+
+def _point(
+    rate: float,
+    throughput: float,
+    latencies: np.ndarray,
+    completion: float = 1.0,
+    censored: int = 0,
+) -> ProfilePoint:
     return ProfilePoint(
         rate=float(rate),
         throughput=float(throughput),
@@ -483,29 +529,76 @@ def _point(rate: float, throughput: float, latencies: np.ndarray) -> ProfilePoin
         p95=float(np.percentile(latencies, 95)),
         p99=float(np.percentile(latencies, 99)),
         calls=len(latencies),
+        completion=float(completion),
+        censored=int(censored),
     )
 
 
-def merge_replays(results: Sequence[ReplayResult], tolerance: float) -> ReplayResult:
+def knee_throughput(
+    points: Sequence[ProfilePoint],
+    unloaded_p50: float,
+    *,
+    min_completion: float = 0.99,
+    latency_factor: float = 2.0,
+) -> float:
+    """``T_m`` read at the knee of a throughput–latency sweep (module docstring): the completion
+    rate ``rate · min(1, completion)`` at the highest swept rate at and below which every point
+    completes at least ``min_completion`` of its offered calls, leaves none unfinished, and has a
+    median latency at most ``latency_factor × unloaded_p50`` (a queue that is still stable).
+
+    :param points: the sweep (any order).
+    :param unloaded_p50: median call latency with nothing queued, seconds (> 0).
+    :raises ValueError: for no points, a non-positive ``unloaded_p50`` or factor, a completion
+        outside (0, 1], or when even the lowest swept rate is past the knee.
+    """
+    if not points:
+        raise ValueError("knee_throughput needs at least one profile point")
+    if not (unloaded_p50 > 0 and math.isfinite(unloaded_p50)):
+        raise ValueError(f"unloaded_p50 must be a positive number of seconds, got {unloaded_p50}")
+    if not latency_factor >= 1.0:
+        raise ValueError(f"latency_factor must be >= 1, got {latency_factor}")
+    if not 0.0 < min_completion <= 1.0:
+        raise ValueError(f"min_completion must be in (0, 1], got {min_completion}")
+    best: ProfilePoint | None = None
+    for p in sorted(points, key=lambda q: q.rate):
+        if p.completion < min_completion or p.censored or p.p50 > latency_factor * unloaded_p50:
+            break
+        best = p
+    if best is None:
+        low = min(points, key=lambda q: q.rate)
+        raise ValueError(
+            f"the lowest swept rate {low.rate:.4g} calls/s is already past the knee (completion "
+            f"{low.completion:.3f} < {min_completion} or p50 {low.p50:.4g} s > {latency_factor} x "
+            f"unloaded {unloaded_p50:.4g} s); start the sweep lower"
+        )
+    return best.rate * min(1.0, best.completion)
+
+
+def merge_replays(
+    results: Sequence[ReplayResult], tolerance: float, latency_bound: float = math.inf
+) -> ReplayResult:
     """Pool replays of one rate (different seeds): latencies pooled, counts and window
-    lengths summed, sustained judged on the pooled counts."""
+    lengths summed, sustained judged on the pooled counts and latencies (knee rule)."""
     if len({r.point.rate for r in results}) != 1:
         raise ValueError("can only merge replays of one rate")
     lat = np.concatenate([r.latencies for r in results])
     span = sum(r.window[1] - r.window[0] for r in results)
     offered = sum(r.offered for r in results)
     completed = sum(r.completed for r in results)
+    finished = sum(r.finished for r in results)
     censored = sum(r.censored for r in results)
+    point = _point(results[0].point.rate, completed / span, lat, finished / offered, censored)
     return ReplayResult(
-        _point(results[0].point.rate, completed / span, lat),
+        point,
         sum(r.workflows for r in results),
         offered,
         completed,
-        censored == 0 and completed >= (1.0 - tolerance) * offered,
+        _sustained(point, finished, offered, censored, tolerance, latency_bound),
         results[0].window,
         censored,
         sum(r.wall for r in results),
         lat,
+        finished,
     )
 
 
@@ -518,10 +611,15 @@ def isolated_timing(
     latency_cache: LatencyCache | None = None,
     prefix_cache_blocks: int | str = "kv",
     prefix_block_tokens: int = PREFIX_BLOCK_TOKENS,
+    unloaded: list[float] | None = None,
 ) -> list[Projection]:
     """``projections`` with ``offsets`` and ``span`` re-measured by running each one alone on
     ``cluster``'s replica: the open-loop timing *on this replica* (a slower share stretches every
-    workflow), so that only contention, not the share's speed, counts as falling behind."""
+    workflow), so that only contention, not the share's speed, counts as falling behind.
+
+    :param unloaded: if given, every call's latency in these alone runs (seconds) is appended to
+        it: the unloaded latencies the knee rule compares against.
+    """
     out = []
     for p in projections:
         res = _simulate(
@@ -538,6 +636,8 @@ def isolated_timing(
         )
         start = {c.node_id: c.revealed_at for c in res.calls}
         end = max(c.decode_end for c in res.calls)
+        if unloaded is not None:
+            unloaded.extend(c.decode_end - c.revealed_at for c in res.calls)
         ids = [n.id for n in p.nodes if isinstance(n, LLMNode)]
         origin = min(start.values())
         offsets = tuple(start[i] - origin for i in ids)
@@ -601,7 +701,9 @@ class ReplayConfig:
         ``warmup_spans`` call-weighted spans, at most half of it).
     :param warmup_spans: see ``warmup``.
     :param tolerance: a point is sustained if it completes at least ``1 − tolerance`` of the
-        calls offered in its window.
+        calls offered in its window (default 0.01: the knee's ≥ 99 %).
+    :param latency_factor: ... and its median call latency is at most this × the unloaded
+        median (default 2; module docstring, "Knee rule").
     :param prefix_cache_blocks: the replica's prefix cache: ``"kv"`` (default: vLLM's automatic
         prefix caching in free KV blocks, as ``servegym/Allocation-v0`` serves), a block count,
         or 0 (off). Each replayed copy of a workflow gets its own prefix hashes.
@@ -624,7 +726,8 @@ class ReplayConfig:
     max_points: int = 16
     warmup: float = 0.2
     warmup_spans: float = 2.0
-    tolerance: float = 0.1
+    tolerance: float = 0.01
+    latency_factor: float = 2.0
     confirm: int = 1
     prefix_cache_blocks: int | str = "kv"
     prefix_block_tokens: int = PREFIX_BLOCK_TOKENS
@@ -642,6 +745,8 @@ class ReplayConfig:
             raise ValueError(f"start must be in (0, 1), got {self.start}")
         if not 0.0 <= self.warmup < 1.0 or not 0.0 <= self.tolerance < 1.0:
             raise ValueError("warmup and tolerance must be in [0, 1)")
+        if not self.latency_factor >= 1.0:
+            raise ValueError(f"latency_factor must be >= 1, got {self.latency_factor}")
         if self.max_points < 2 or self.refine < 0 or self.confirm < 0:
             raise ValueError("need max_points >= 2, refine >= 0 and confirm >= 0")
 
@@ -701,6 +806,7 @@ def profile_llm(
     cluster = replica_cluster(model, tp, fraction, gpu)
     cache = latency_cache or LatencyCache()
     cache.get(cluster.instances[0], get_engine(engine))  # ValueError: does not fit / bad TP
+    unloaded: list[float] = []
     projections = isolated_timing(
         projections,
         cluster,
@@ -709,7 +815,10 @@ def profile_llm(
         latency_cache=cache,
         prefix_cache_blocks=cfg.prefix_cache_blocks,
         prefix_block_tokens=cfg.prefix_block_tokens,
+        unloaded=unloaded,
     )
+    unloaded_p50 = float(np.percentile(unloaded, 50))
+    bound = cfg.latency_factor * unloaded_p50
 
     def run(rate: float, confirm: int) -> ReplayResult:
         results = []
@@ -724,6 +833,7 @@ def profile_llm(
                     engine=engine,
                     warmup=lambda horizon: cfg.warmup_seconds(projections, horizon),
                     tolerance=cfg.tolerance,
+                    latency_bound=bound,
                     latency_cache=cache,
                     prefix_cache_blocks=cfg.prefix_cache_blocks,
                     prefix_block_tokens=cfg.prefix_block_tokens,
@@ -733,10 +843,11 @@ def profile_llm(
             if (
                 last.sustained
                 or last.censored
-                or last.completed < (1 - 2 * cfg.tolerance) * last.offered
+                or last.finished < (1 - 2 * cfg.tolerance) * last.offered
+                or last.point.p50 > 1.5 * bound
             ):
                 break  # sustained, or clearly not: only borderline points get confirmed
-        r = results[0] if len(results) == 1 else merge_replays(results, cfg.tolerance)
+        r = results[0] if len(results) == 1 else merge_replays(results, cfg.tolerance, bound)
         if log is not None:
             log(r)
         return r
@@ -783,8 +894,13 @@ def profile_llm(
         else:
             hi = r
     points = tuple(r.point for r in results)
-    t_max = max(r.point.rate * min(1.0, r.completed / r.offered) for r in results if r.sustained)
-    return LLMProfile(model, gpu, tp, float(fraction), points, t_max)
+    t_max = knee_throughput(
+        points,
+        unloaded_p50,
+        min_completion=1.0 - cfg.tolerance,
+        latency_factor=cfg.latency_factor,
+    )
+    return LLMProfile(model, gpu, tp, float(fraction), points, t_max, unloaded_p50)
 
 
 def _projections(
