@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint clean venv
+.PHONY: demo test test-all lint clean venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,7 +16,12 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) evaluate.py
 
+# The fast tier (<= 5 min on 2 cores): every test but those marked slow.
 test: $(STAMP)
+	WANDB_MODE=disabled $(PY) -m pytest -q -m "not slow"
+
+# The whole suite, slow tier included: what CI (.ci/run) runs.
+test-all: $(STAMP)
 	WANDB_MODE=disabled $(PY) -m pytest -q
 
 lint: $(STAMP)

@@ -48,6 +48,7 @@ def row(table: str, policy: str) -> str:
     return next(line for line in table.splitlines() if line.startswith(policy + " "))
 
 
+@pytest.mark.slow
 def test_doc_commands_and_the_readme_checkpoint_command_run_as_written(tmp_path: Path) -> None:
     text = DOC.read_text()
     sources = [b for b in code_blocks(text, "python") if b.startswith("# my_scheduler.py")]
@@ -86,6 +87,7 @@ def test_doc_commands_and_the_readme_checkpoint_command_run_as_written(tmp_path:
         ("allocation", "my_planner.py", ("naive-equal", "demand-proportional")),
     ],
 )
+@pytest.mark.slow
 def test_doc_router_and_planner_run_as_written(
     tmp_path: Path, env: str, source: str, policies: tuple[str, ...]
 ) -> None:

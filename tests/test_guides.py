@@ -68,6 +68,7 @@ def run(command: str, cwd: Path, **env: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_scheduler_guide_registers_tests_evaluates_and_trains_its_policies(tmp_path: Path) -> None:
     text = SCHEDULER_GUIDE.read_text()
     repo = copy_repo(tmp_path / "repo")
@@ -126,6 +127,7 @@ def _latency_data() -> Path | None:
     return data if (data / "SOURCES.md").is_file() else None
 
 
+@pytest.mark.slow
 def test_hardware_guide_adds_a_gpu_a_model_and_a_cluster_the_simulator_runs(
     hardware_repo: Path,
 ) -> None:

@@ -721,6 +721,7 @@ def test_routing_invariants_under_random_legal_actions(
     seed=st.integers(0, 1000),
     action_seed=st.integers(0, 2**32 - 1),
 )
+@pytest.mark.slow
 def test_allocation_invariants_under_random_legal_actions(
     workload: str,
     gpus: int,

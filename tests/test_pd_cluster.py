@@ -228,6 +228,7 @@ def test_works_in_gymnasium_vector_env():
     assert r.shape == (2,)
 
 
+@pytest.mark.slow
 def test_works_in_sb3_subproc_vec_env_with_masks():
     from stable_baselines3.common.vec_env import SubprocVecEnv
 

@@ -172,6 +172,7 @@ def test_hexagent_plans_under_kv_pressure_match_pinned_digest(monkeypatch, limit
     assert digest == "be0a5029d4a91619f6427b273776ad6656a8fd474e9e51ca25cd139268ec7d34"
 
 
+@pytest.mark.slow
 def test_random_policy_under_kv_pressure_matches_pinned_digest(monkeypatch):
     """A random masked policy's observations, masks, rewards and decision contexts when decode
     KV runs short, with R updated incrementally, equal those of commit ea20b1c (digest taken

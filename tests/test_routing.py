@@ -210,6 +210,7 @@ def test_scaled_cluster_cycles_the_presets_gpu_types():
     assert env.action_space.n == 10
 
 
+@pytest.mark.slow
 def test_works_in_sb3_subproc_vec_env_with_masks():
     from stable_baselines3.common.vec_env import SubprocVecEnv
 

@@ -23,6 +23,7 @@ SMOKE = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_smoke_run_writes_loadable_model_and_offline_wandb_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     out = tmp_path / "run"
@@ -41,6 +42,7 @@ def test_smoke_run_writes_loadable_model_and_offline_wandb_dir(tmp_path, monkeyp
     assert info["action_mask"][policy.act(obs, info)]
 
 
+@pytest.mark.slow
 def test_tiny_config_trains_saves_reloads_and_acts_identically(tmp_path):
     """The issue-11 recipe at toy size, from a YAML file like examples/pd_learned_*.yaml: a
     realistic predictor, fewer validation than held-out seeds; the saved model, reloaded, gives
