@@ -84,6 +84,7 @@ def canonical(path: Path) -> bytes:
 
 
 @pytest.mark.parametrize("env", sorted(GRIDS))
+@pytest.mark.slow
 def test_evaluate_output_is_identical_across_processes_and_hash_seeds(
     env: str, tmp_path: Path
 ) -> None:
@@ -156,6 +157,7 @@ def test_gymnasium_async_and_sync_vector_envs_agree(make: Any) -> None:
     assert any(s[2].any() for s in trajectories[0]), "no episode ended: lengthen the run"
 
 
+@pytest.mark.slow
 def test_sb3_subproc_and_dummy_vector_envs_agree() -> None:
     """``agents.envs.make_vec_env`` (what ``train.py`` uses): SubprocVecEnv = DummyVecEnv."""
     from agents.envs import make_vec_env

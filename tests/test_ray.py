@@ -14,6 +14,8 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]'")
 
+pytestmark = pytest.mark.slow  # a local Ray cluster per module: make test-all only
+
 import evaluate  # noqa: E402
 from agents.distributed import RayVecEnv, init_ray  # noqa: E402
 
