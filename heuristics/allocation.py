@@ -566,8 +566,9 @@ class AegaeonPolicy(PlanPolicy):
     """Aegaeon (Xiang et al., SOSP 2025, papers/004 ref. [56]; artifact ref. [11]) as Scepsy §7.2
     deploys it, mapped onto Allocation-v0's menu.
 
-    **What Aegaeon does** (its abstract and §3–§5 as summarised in public write-ups, e.g.
-    https://awesome-system-papers.pages.dev/papers/Aegaeon-SOSP25): a pool of GPU *instances*
+    **What Aegaeon does** (from its abstract and public summaries of the paper, e.g.
+    https://awesome-system-papers.pages.dev/papers/Aegaeon-SOSP25; we did not have the paper's
+    text, so no section numbers): a pool of GPU *instances*
     serves many LLMs at once by *token-level auto-scaling* — between any two tokens an instance
     can preempt the model it runs and switch to another (explicit memory management, component
     reuse and fine-grained KV-cache sync cut the switch cost by 97 %). Serving is disaggregated:
@@ -582,8 +583,8 @@ class AegaeonPolicy(PlanPolicy):
     instances. Scepsy attributes Aegaeon's deficit to its lack of prefix caching (beam search)
     and the cost of prefill instances swapping models.
 
-    **Mapping onto Allocation-v0** (per period; the rule is fixed, so every period gets the same
-    allocation unless the minimums bind differently):
+    **Mapping onto Allocation-v0** (the same allocation every period: the split is fixed and
+    the per-model work is the traced sample's, not the period's measured load):
 
     1. The pools: ``N`` nodes × ``P`` prefill GPUs and ``N × D`` decode GPUs, i.e.
        ``U_p = N·P·F`` and ``U_d = N·D·F`` units.
