@@ -20,7 +20,8 @@ name                         rule (source)
 ``naive-equal``              equal GPU split, TP 1, fixed
 ``aegaeon-3p1d`` (``-2p2d``,  Aegaeon's pooled prefill/decode instances at a per-node P/D split,
 ``-1p3d``)                   non-LLM models on the prefill side, shares by phase work (§7.2;
-                             SOSP'25, approximated: :class:`AegaeonPolicy`)
+                             SOSP'25, approximated: :class:`AegaeonPolicy`); ``-units``
+                             suffix: packed into the most units rather than the largest shares
 ``ayo``                      Ayo's engine provisioning: whole-GPU instances, one per non-LLM
                              engine, the rest even over LLM engines (§7.2; ASPLOS'25,
                              :class:`AyoPolicy`)
@@ -518,20 +519,28 @@ def _apportion(targets: Mapping[str, float], mins: Mapping[str, int], total: int
 
 
 def _placeable_tp1(
-    units: Mapping[str, int], mins: Mapping[str, int], F: int, R: int, topology: Any
+    units: Mapping[str, int],
+    mins: Mapping[str, int],
+    F: int,
+    R: int,
+    topology: Any,
+    prefer: str = "share",
 ) -> list[LLMAllocation]:
     """Each model's ``units`` as ``d`` identical TP-1 replicas of ``share`` units (the menu's
-    form), ``mins[m] ≤ share ≤ F`` (weights + minimum KV, at most one GPU) and ``d ≤ R``, in
-    ``units``' order: for each model the candidate using the most of its units (ties: fewer,
-    larger replicas) such that it, the models before it and the minimum replica of every model
-    after it still place on ``topology`` (the env's §6 placer, :func:`envs.sim.placement.
-    try_place`: five 3/4-GPU shares do not pack on four GPUs, five 1/2-GPU ones do). Units that
-    make no placeable replica are left idle.
+    form), ``mins[m] ≤ share ≤ F`` (weights + minimum KV, at most one GPU), ``share·d ≤
+    units[m]`` and ``d ≤ R``, in ``units``' order: for each model the first candidate, by
+    ``prefer``, such that it, the models before it and the minimum replica of every model after
+    it still place on ``topology`` (the env's §6 placer, :func:`envs.sim.placement.try_place`:
+    five 3/4-GPU shares do not pack on four GPUs, five 1/2-GPU ones do). ``prefer="share"``:
+    the largest share (whole GPUs where possible), then the most units; ``"units"``: the most
+    units, then the largest share. Units that make no placeable replica are left idle.
 
     :raises AllocationError: if even the minimum replicas do not place.
     """
     from envs.sim.placement import try_place
 
+    if prefer not in ("share", "units"):
+        raise ValueError(f"prefer must be 'share' or 'units', got {prefer!r}")
     order = list(units)
     chosen: list[LLMAllocation] = []
     for i, m in enumerate(order):
@@ -542,7 +551,11 @@ def _placeable_tp1(
                 for share in range(mins[m], F + 1)
                 for d in range(1, min(R, units[m] // share) + 1)
             ),
-            key=lambda sd: (-sd[0] * sd[1], -sd[0]),
+            key=(
+                (lambda sd: (-sd[0], -sd[0] * sd[1]))
+                if prefer == "share"
+                else (lambda sd: (-sd[0] * sd[1], -sd[0]))
+            ),
         )
         for share, d in cands or [(mins[m], 1)]:
             cand = LLMAllocation(m, share * d, 1, d)
@@ -599,8 +612,12 @@ class AegaeonPolicy(PlanPolicy):
     3. The env's replicas run both phases on one engine (no P/D disaggregation, no KV transfer),
        so m's replicas get ``p_m + d_m`` units, rounded by largest remainders with each model at
        least its minimum share (weights + minimum KV; the minimum comes out of the others'
-       shares), as TP-1 replicas of up to one GPU each (Aegaeon's instances are single GPUs in
-       Scepsy's setup) that the env's placer can pack (:func:`_placeable_tp1`). If the
+       shares), as identical TP-1 replicas of up to one GPU that the env's placer can pack
+       (:func:`_placeable_tp1`), by default the largest shares (``packing="share"``: whole GPUs
+       where possible, as Aegaeon's instances are whole GPUs in Scepsy's setup; a model then
+       runs at full-GPU speed, as it does in its time slots) at the cost of leaving a remainder
+       of less than one replica idle; ``packing="units"`` uses the most units in smaller
+       replicas instead. The choice moves measured latency by up to 2x (README). If the
        decode pool has no decode work at all (no model emits more than one token) it stays
        idle, as a decode instance with nothing to decode would.
 
@@ -623,13 +640,23 @@ class AegaeonPolicy(PlanPolicy):
 
     :param prefill_gpus: prefill instances (GPUs) per node, P.
     :param decode_gpus: decode instances (GPUs) per node, D; ``P + D`` must equal the node's GPUs.
+    :param packing: ``share`` (default: largest replicas) or ``units`` (most units), step 3.
     :raises AllocationError: at planning, naming the culprit: a split that does not match the
         node size, no prefill GPU while the workload has non-LLM models or prompts, no decode GPU
         while an LLM decodes, or minimum shares that exceed the pool.
     """
 
-    def __init__(self, prefill_gpus: int, decode_gpus: int, name: str | None = None):
+    def __init__(
+        self,
+        prefill_gpus: int,
+        decode_gpus: int,
+        name: str | None = None,
+        packing: str = "share",
+    ):
         super().__init__()
+        if packing not in ("share", "units"):
+            raise ValueError(f"aegaeon: packing must be 'share' or 'units', got {packing!r}")
+        self.packing = packing
         for label, v in (("prefill_gpus", prefill_gpus), ("decode_gpus", decode_gpus)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"aegaeon: {label} must be an integer >= 0, got {v!r}")
@@ -693,12 +720,17 @@ class AegaeonPolicy(PlanPolicy):
             )
         units = _apportion({m: sum(self.split[m]) for m in ctx.models}, mins, total)
         return Allocation(
-            tuple(_placeable_tp1(units, mins, F, ctx.max_replicas, topo)), units_per_gpu=F
+            tuple(_placeable_tp1(units, mins, F, ctx.max_replicas, topo, self.packing)),
+            units_per_gpu=F,
         )
 
 
 for _p, _d in AEGAEON_SPLITS:
     register(f"aegaeon-{_p}p{_d}d", env="allocation")(lambda p=_p, d=_d: AegaeonPolicy(p, d))
+    # the packing sensitivity (README): the same pools in the replicas that use the most units
+    register(f"aegaeon-{_p}p{_d}d-units", env="allocation")(
+        lambda p=_p, d=_d: AegaeonPolicy(p, d, name=f"aegaeon-{p}p{d}d-units", packing="units")
+    )
 
 
 @register("ayo", env="allocation")

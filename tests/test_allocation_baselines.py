@@ -72,10 +72,11 @@ def test_aegaeon_pools_are_the_per_node_split_and_non_llms_stay_on_prefill(workl
         assert a.units // a.replicas >= ctx.min_share[(m, 1)]
 
 
-def test_aegaeon_split_moves_capacity_between_prefill_and_decode_heavy_models():
+@pytest.mark.parametrize("packing", ["share", "units"])
+def test_aegaeon_split_moves_capacity_between_prefill_and_decode_heavy_models(packing):
     _, ctx = ctx_of("beam_search", gpus=4)
     prm, gen = "llama3.1-8b-prm", "llama3.2-1b"  # verifier: prefill only; generator: decodes
-    units = {pd: AegaeonPolicy(*pd).plan(ctx) for pd in [(3, 1), (2, 2), (1, 3)]}
+    units = {pd: AegaeonPolicy(*pd, packing=packing).plan(ctx) for pd in [(3, 1), (2, 2), (1, 3)]}
     prm_u = [units[pd].get(prm).units for pd in [(3, 1), (2, 2), (1, 3)]]
     gen_u = [units[pd].get(gen).units for pd in [(3, 1), (2, 2), (1, 3)]]
     assert prm_u[0] > prm_u[1] > prm_u[2]
@@ -91,22 +92,34 @@ def test_apportion_keeps_minimums_sums_to_total_and_tracks_proportions():
     assert u == {"a": 6, "b": 2}
 
 
-def test_placeable_tp1_uses_the_most_units_that_still_pack():
+def test_placeable_tp1_packs_largest_shares_or_most_units():
     from envs.sim.allocation import Allocation
     from envs.sim.placement import try_place
 
     _, ctx = ctx_of("beam_search", gpus=4)
     topo = ctx.topology
-    out = _placeable_tp1({"a": 10, "b": 6}, {"a": 2, "b": 1}, 4, 16, topo)
-    assert try_place(Allocation(tuple(out), units_per_gpu=4), topo) is not None
-    assert [x.units for x in out] == [10, 6]
+
+    def places(out):
+        return try_place(Allocation(tuple(out), units_per_gpu=4), topo) is not None
+
+    out = _placeable_tp1({"a": 10, "b": 6}, {"a": 2, "b": 1}, 4, 16, topo, prefer="units")
+    assert places(out) and [x.units for x in out] == [10, 6]
     # 15 units at min share 2: 5 x 3/4 GPU does not pack on 4 GPUs beside b's quarter, 15 x 1/4
     # is below the minimum, so 7 x 1/2 (14 units) is the most that places
-    out = _placeable_tp1({"a": 15, "b": 1}, {"a": 2, "b": 1}, 4, 16, topo)
-    assert try_place(Allocation(tuple(out), units_per_gpu=4), topo) is not None
+    out = _placeable_tp1({"a": 15, "b": 1}, {"a": 2, "b": 1}, 4, 16, topo, prefer="units")
+    assert places(out)
     assert (out[0].units, out[0].replicas) == (14, 7) and out[1].units == 1
-    a = _placeable_tp1({"a": 40}, {"a": 1}, 4, 8, topo)[0]  # at most R replicas
-    assert a.replicas <= 8 and a.units // a.replicas <= 4
+    # largest shares: 3 whole GPUs, 3 units idle; b still gets its quarter
+    out = _placeable_tp1({"a": 15, "b": 1}, {"a": 2, "b": 1}, 4, 16, topo, prefer="share")
+    assert places(out)
+    assert (out[0].units, out[0].replicas) == (12, 3) and out[1].units == 1
+    out = _placeable_tp1({"a": 7, "b": 9}, {"a": 2, "b": 1}, 4, 16, topo, prefer="share")
+    assert places(out) and [(x.units, x.replicas) for x in out] == [(4, 1), (8, 2)]
+    for prefer in ("share", "units"):
+        a = _placeable_tp1({"a": 40}, {"a": 1}, 4, 8, topo, prefer=prefer)[0]  # at most R
+        assert a.replicas <= 8 and a.units // a.replicas <= 4
+    with pytest.raises(ValueError, match="prefer"):
+        _placeable_tp1({"a": 4}, {"a": 1}, 4, 8, topo, prefer="big")
 
 
 def test_aegaeon_errors_name_the_culprit():
@@ -160,3 +173,7 @@ def test_registered_under_the_allocation_family():
         assert name in fam.baselines
         assert make_policy(name).name == name
     assert np.all([isinstance(make_policy(n), (AegaeonPolicy, AyoPolicy)) for n in BASELINES])
+    for p, d in [(3, 1), (2, 2), (1, 3)]:
+        pol = make_policy(f"aegaeon-{p}p{d}d-units")
+        assert (pol.P, pol.D, pol.packing, pol.name) == (p, d, "units", f"aegaeon-{p}p{d}d-units")
+        assert make_policy(f"aegaeon-{p}p{d}d").packing == "share"
