@@ -257,7 +257,14 @@ ENVS: dict[str, EnvEntry] = {
         cluster="scepsy-16",
         model="",  # each workload names its LLMs
         workloads=("rag_reranker", "beam_search"),
-        baselines=("k8s-hpa", "naive-equal"),
+        baselines=(
+            "k8s-hpa",
+            "naive-equal",
+            "aegaeon-3p1d",
+            "aegaeon-2p2d",
+            "aegaeon-1p3d",
+            "ayo",
+        ),
         own_references=("demand-proportional",),
         ablations=(
             "scepsy-parallelism-only",
@@ -265,7 +272,7 @@ ENVS: dict[str, EnvEntry] = {
             "scepsy-reactive",
             "scepsy-sticky",
         ),
-        paper="Scepsy §7.2 (Fig. 6: K8s HPA), §7.4 (Fig. 10: ablations)",
+        paper="Scepsy §7.2 (Fig. 6: K8s HPA; Fig. 7: Aegaeon; Fig. 8: Ayo), §7.4 (Fig. 10)",
         attainment_xlabel="SLO scale α  (workflow meets SLO if latency ≤ α × run-alone latency)",
         curve=("throughput", "latency_mean"),
         metrics_note=(
