@@ -95,7 +95,7 @@ def _spec(i, model, fraction, gpu_ids):
     return InstanceSpec(i, f"i{i}", "monolithic", GPU, model, 1, fraction, gpu_ids=gpu_ids)
 
 
-def _run(specs, neighbour_output, token_by_token=False, watch=None):
+def _run(specs, neighbour_output, token_by_token=False, watch=None, engine=None):
     """One llama3.2-1b call (100 in, 400 out) at t=0 on instance 0; with ``neighbour_output``,
     a llama3-8b call on instance 1 at t=0. Returns (the 1B call's decode seconds, sim)."""
     wfs = [Workflow("a", 0.0, (LLMNode("x", "llama3.2-1b", 100, 400),))]
@@ -107,6 +107,7 @@ def _run(specs, neighbour_output, token_by_token=False, watch=None):
         compute_horizons=False,
         online_horizons=False,
         token_by_token=token_by_token,
+        engine=engine,
     )
     if watch is not None:
         watch(sim)
@@ -115,15 +116,21 @@ def _run(specs, neighbour_output, token_by_token=False, watch=None):
     return call.decode_end - call.decode_start, sim
 
 
-def test_a_busy_neighbour_slows_a_decode_and_an_idle_or_distant_one_does_not():
+@pytest.mark.parametrize("engine", [None, "vllm"])
+def test_a_busy_neighbour_slows_a_decode_and_an_idle_or_distant_one_does_not(engine):
     shared = [_spec(0, "llama3.2-1b", 0.5, ((0, 0),)), _spec(1, "llama3-8b", 0.5, ((0, 0),))]
     apart = [_spec(0, "llama3.2-1b", 0.5, ((0, 0),)), _spec(1, "llama3-8b", 0.5, ((0, 1),))]
     static = [_spec(0, "llama3.2-1b", 0.5, ()), _spec(1, "llama3-8b", 0.5, ())]
-    idle, _ = _run(shared, 0)
-    busy, _ = _run(shared, 2000)  # the 8B decodes all along
-    brief, _ = _run(shared, 30)  # the 8B stops early
-    distant, _ = _run(apart, 2000)
-    old, _ = _run(static, 2000)
+    idle, sim = _run(shared, 0, engine=engine)
+    busy, _ = _run(shared, 2000, engine=engine)  # the 8B decodes all along
+    brief, _ = _run(shared, 30, engine=engine)  # the 8B stops early
+    distant, _ = _run(apart, 2000, engine=engine)
+    old, _ = _run(static, 2000, engine=engine)
+    # the engine preset's constants are kept in the bandwidth variants
+    assert (
+        sim.monolithic[0].latency.calibration
+        is sim.latency_cache.get(shared[0], sim.engine).calibration
+    )
     assert busy > 1.2 * idle
     assert idle < brief < busy
     assert distant == idle  # a neighbour on another GPU takes nothing

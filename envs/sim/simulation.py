@@ -336,13 +336,13 @@ class LatencyCache:
         m = self._models.get(key)
         if m is None:
             extra: dict[str, Any] = {}
-            if bandwidth_share is not None:
-                extra["bandwidth_share"] = bandwidth_share
             if engine is not None:
                 extra = {
                     "calibration": engine.calibration(load_calibration()),
                     "memory_utilization": engine.memory_utilization,
                 }
+            if bandwidth_share is not None:
+                extra["bandwidth_share"] = bandwidth_share
             m = LatencyModel.from_names(
                 gpu=spec.gpu,
                 model=spec.model,
