@@ -261,3 +261,56 @@ def test_allocation_env_runs_at_ten_units_per_gpu():
     assert all(u == 10 for u in env.placement.used_units().values())  # two GPUs, packed
     assert len(sim.shared_gpus.on_gpu) == 2
     assert info["metrics"]["goodput"] > 0
+
+
+# -- co-located pair profiles (envs/sim/scepsy/profiling.py) -------------------------------------
+def _decode_heavy(n: int = 30) -> list[Workflow]:
+    rng = np.random.default_rng(0)
+    return [
+        Workflow(f"r{i}", 0.0, (LLMNode("c", "llama3.2-1b", int(rng.integers(100, 300)), 120),))
+        for i in range(n)
+    ]
+
+
+def test_a_share_is_profiled_next_to_a_busy_partition(monkeypatch):
+    from envs.sim.scepsy import profiling
+    from envs.sim.scepsy.profiling import ReplayConfig, profile_key, profile_llm, replica_cluster
+
+    fast = ReplayConfig(min_calls=300, max_calls=500, min_workflows=10, refine=1, confirm=0)
+    # the pair: the replica's quarter GPU and a busy three-quarter partition on the same GPU
+    seen = []
+    original = SharedGPUs.fill_with_busy_neighbours
+
+    def spy(self):
+        original(self)
+        seen.append((dict(self.background), [self.bandwidth_share(o) for o in self.on_gpu[(0, 0)]]))
+
+    monkeypatch.setattr(SharedGPUs, "fill_with_busy_neighbours", spy)
+    busy = profile_llm("llama3.2-1b", 1, 0.25, _decode_heavy(), config=fast)
+    assert seen and all(bg == {(0, 0): 0.75} for bg, _ in seen)
+    s = BANDWIDTH_SATURATION_SHARE
+    want = (0.25 / s) / (0.25 / s + min(1.0, 0.75 / s))  # the rule with both busy
+    assert all(got == [pytest.approx(want)] for _, got in seen)
+    n_busy = len(seen)
+    idle = profile_llm("llama3.2-1b", 1, 0.25, _decode_heavy(), config=fast, neighbour="idle")
+    static = profile_llm("llama3.2-1b", 1, 0.25, _decode_heavy(), config=fast, neighbour="static")
+    assert len(seen) == n_busy  # only the busy mode adds a neighbour
+    # more bandwidth, faster decode: alone > next to a busy partition > static quarter
+    assert idle.unloaded_p50 < busy.unloaded_p50 < static.unloaded_p50
+    assert idle.max_throughput >= busy.max_throughput
+    # whole GPUs: one cluster, one cache key whatever the mode
+    for mode in ("busy", "idle", "static"):
+        c = replica_cluster("llama3.2-1b", 2, 1.0, GPU, mode)
+        assert c.instances[0].gpu_ids == () and c.description == ""
+    tr = profiling.trace_workflows(_decode_heavy(5), name="t")
+    key = {
+        m: profile_key("llama3.2-1b", 1, 0.25, GPU, "vllm", [tr], fast, m)
+        for m in profiling.NEIGHBOURS
+    }
+    assert len(set(key.values())) == 3
+    whole = {
+        profile_key("llama3.2-1b", 1, 1.0, GPU, "vllm", [tr], fast, m) for m in profiling.NEIGHBOURS
+    }
+    assert len(whole) == 1
+    with pytest.raises(ValueError, match="neighbour"):
+        replica_cluster("llama3.2-1b", 1, 0.5, GPU, "loud")

@@ -910,6 +910,20 @@ class SharedGPUs:
         self.saturation = saturation
         self.on_gpu: dict[tuple[int, int], list[Any]] = {}
         self.active: set[int] = set()  # indices of the busy instances
+        # GPU -> SM share of a neighbour outside the simulation that is always busy (profiling a
+        # share next to a busy co-located partition; empty in deployment simulations)
+        self.background: dict[tuple[int, int], float] = {}
+
+    def fill_with_busy_neighbours(self) -> None:
+        """Give every registered GPU's untaken share to an always-busy neighbour (a co-located
+        pair profile: the replica next to a partition that keeps HBM busy)."""
+        for g, insts in self.on_gpu.items():
+            rest = 1.0 - sum(o.spec.fraction for o in insts)
+            if rest > 1e-9:
+                self.background[g] = rest
+        for insts in self.on_gpu.values():
+            for o in insts:
+                o.latency = self.latency_for(o)
 
     def add(self, inst: Any) -> None:
         """Register ``inst`` (its spec names its GPUs) and give it the latency model of a
@@ -924,6 +938,7 @@ class SharedGPUs:
             raise ValueError(f"{spec.name}: gpu_ids {gpus} must name {spec.tp} distinct GPUs")
         for g in gpus:
             live = sum(o.spec.fraction for o in self.on_gpu.get(g, ()) if not o.retired)
+            live += self.background.get(g, 0.0)
             if live + spec.fraction > 1 + 1e-9:
                 raise ValueError(
                     f"{spec.name}: a {spec.fraction:g} share on GPU {g} next to {live:g} taken "
@@ -939,8 +954,12 @@ class SharedGPUs:
         slowest shard paces a tensor-parallel iteration), counting it as busy."""
         share = 1.0
         for g in inst.spec.gpu_ids:
-            busy = {o.index: o.spec.fraction for o in self.on_gpu[g] if o.index in self.active}
+            busy: dict[Any, float] = {
+                o.index: o.spec.fraction for o in self.on_gpu[g] if o.index in self.active
+            }
             busy[inst.index] = inst.spec.fraction
+            if g in self.background:
+                busy["background"] = self.background[g]
             got = contended_bandwidth_shares(busy, set(busy), self.saturation, check_sum=False)
             share = min(share, got[inst.index])
         return share
