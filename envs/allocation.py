@@ -38,6 +38,17 @@ at the one ready first. Engines keep an LRU prefix cache in their free KV
 blocks (vLLM's automatic prefix caching, 16-token blocks): beam-search prompts share their
 beam's prefix (:mod:`traces.generators.beam_search`).
 
+## GPU fractions
+
+A share is an MPS partition (Scepsy §6 enforces fractions with NVIDIA MPS, static SM and memory
+limits): it caps the replica's compute (SMs) and memory at ``share``/F of each GPU, strictly;
+HBM bandwidth and L2, which MPS does not partition, are shared with the other replicas on the
+same GPU that are busy at the time (:func:`envs.sim.latency.contended_bandwidth_shares`,
+:class:`envs.sim.instances.SharedGPUs`): alone a partition of at least half a GPU can use the
+whole bandwidth, next to busy neighbours it gets its part of it. Whole-GPU replicas are priced
+as before. F = ``units_per_gpu`` is 4 by default (profiling stays at minutes); the paper's
+F = 10 is accepted everywhere (``units_per_gpu=10``).
+
 ## Action space and mask
 
 ``Discrete(F · |TP| · R)``: option ``(share, tp, replicas)`` = ``replicas`` identical replicas at
@@ -353,8 +364,8 @@ class AllocationEnv(ServegymEnv):
     :param period_seconds: simulated seconds per period.
     :param warmup_seconds: leave workflows arriving before this out of the episode metrics.
     :param drain_seconds: after the last period, serve the backlog for at most this long.
-    :param units_per_gpu: F, GPU-fraction units per GPU (Scepsy §5 uses 10; 4 by default to keep
-        profiling cheap).
+    :param units_per_gpu: F, GPU-fraction units per GPU; default 4 (keeps profiling cheap);
+        Scepsy §5 uses 10, which works end to end.
     :param max_replicas: R, the largest replica count on the menu.
     :param engine: serving-engine preset (``vllm``: Scepsy §7.1 runs vLLM).
     :param min_kv_tokens: KV tokens every decoder share must hold beyond its weights.

@@ -259,7 +259,9 @@ class Placement:
 
     def instances(self, start_index: int = 0, **extra: object) -> tuple[InstanceSpec, ...]:
         """Monolithic instance specs, one per replica, named
-        ``<model>-r<replica>-n<node>g<gpus>``; ``extra`` goes to every spec."""
+        ``<model>-r<replica>-n<node>g<gpus>``, with ``gpu_ids`` naming the GPUs their shares sit
+        on (so the simulator knows which instances are co-located); ``extra`` goes to every
+        spec."""
         out = []
         for k, r in enumerate(self.replicas):
             gpus = "".join(str(g) for g in r.gpus)
@@ -272,6 +274,7 @@ class Placement:
                     model=r.model,
                     tp=r.tp,
                     fraction=r.share_units / self.units_per_gpu,
+                    gpu_ids=tuple((r.node, g) for g in r.gpus),
                     **extra,  # type: ignore[arg-type]
                 )
             )

@@ -85,6 +85,10 @@ class InstanceSpec:
     :param precision: weight precision, one of ``PRECISIONS`` (``bf16`` or ``fp8``; see
         ``envs.sim.latency``).
     :param kv_precision: KV-cache precision, one of ``PRECISIONS``; None = same as ``precision``.
+    :param gpu_ids: the physical GPUs, ``(node, gpu)`` each, its ``tp`` shares sit on (a placed
+        allocation fills it); instances naming the same GPU are co-located MPS partitions that
+        contend for its HBM bandwidth (:func:`envs.sim.latency.contended_bandwidth_shares`).
+        Empty (the default): its GPUs are its own, bandwidth scales with ``fraction``.
     """
 
     index: int
@@ -97,6 +101,7 @@ class InstanceSpec:
     max_batch_size: int | None = None
     precision: str = "bf16"
     kv_precision: str | None = None
+    gpu_ids: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,18 @@ token IDs it frees its KV at once, by KV transfer only when its KV has arrived a
 Monolithic engines schedule prefill-first or chunked (see :class:`MonolithicInstance`). With a
 check interval τ they count decode iterations, cut jumps so that a boundary falls on every
 multiple of τ, and pause there while the simulation asks for a migration plan.
+
+**Co-located GPU fractions** (:class:`SharedGPUs`): monolithic instances on a share ``f < 1`` of
+GPUs named in their spec's ``gpu_ids`` are MPS partitions. Their SMs and memory are capped at
+``f`` (the latency model's ``fraction``); the HBM bandwidth is shared with the other partitions
+of the same GPU that are busy (:func:`envs.sim.latency.contended_bandwidth_shares`). Each
+segment (a prefill pass, a mixed iteration, a decode jump) is priced with the bandwidth share
+given by which neighbours are busy when it starts; when a neighbour starts or stops working, a
+decode jump in progress is cut at the end of its current iteration and re-priced (the cut of
+``_wake``), so a decode batch runs slower exactly while its neighbour is busy. A prefill pass or
+mixed iteration is one iteration and keeps the price it started with. An instance is *busy* from
+the start of a segment with work until it finds none. Whole-GPU instances and instances without
+``gpu_ids`` take no part: their model is unchanged.
 """
 
 from __future__ import annotations
@@ -40,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from envs.sim.cluster import InstanceSpec
 from envs.sim.events import callback
+from envs.sim.latency import BANDWIDTH_SATURATION_SHARE, contended_bandwidth_shares
 from envs.sim.workload import DECODE, DONE, PREFILL, WAIT_PREFILL, Call
 
 if TYPE_CHECKING:
@@ -330,6 +343,8 @@ class _BatchEngine:
         # ``ready_at`` (model load); a retired one takes no new calls and drains its queue.
         self.ready_at = 0.0
         self.retired = False
+        # Co-located MPS partitions (see the module docstring); None: the GPUs are its own.
+        self.shared: SharedGPUs | None = None
 
     # -- queue interface ---------------------------------------------------------------------
     def enqueue(self, call: Call) -> None:
@@ -372,6 +387,10 @@ class _BatchEngine:
         head = self.waiting[0]
         if not self._can_admit(head):
             return
+        self._cut_segment()
+
+    def _cut_segment(self) -> None:
+        """End the current decode jump at the end of the iteration in progress."""
         elapsed = self.sim.now - self.seg_start
         done = self.latency.decode_steps_within(self.seg_b, self.seg_c, elapsed)
         new_n = done + 1
@@ -452,7 +471,31 @@ class _BatchEngine:
                 self.paused = True
                 self.sim.raise_check(self, calls)
                 return
+        self._run_next()
+
+    def _run_next(self) -> None:
+        """Start the next segment; a co-located partition prices it with the bandwidth its busy
+        neighbours leave and tells them whether it is busy now."""
+        shared = self.shared
+        if shared is None:
+            self._next_segment()
+            return
+        self.latency = shared.latency_for(self)
         self._next_segment()
+        shared.set_active(self, self._scheduled)
+
+    def bandwidth_changed(self) -> None:
+        """A co-located neighbour started or stopped working: re-price a decode jump in progress
+        from the end of its current iteration."""
+        if (
+            not self._scheduled
+            or self.seg_prefill
+            or self.token_by_token
+            or self.seg_n <= 1
+            or not self.seg_calls
+        ):
+            return
+        self._cut_segment()
 
     def resume(self) -> None:
         """Continue after the pending migration check's plan was applied (zero-delay event, so
@@ -461,7 +504,7 @@ class _BatchEngine:
 
     def _resume(self, _event: Any) -> None:
         self.paused = False
-        self._next_segment()
+        self._run_next()
 
     def _count_decode_iterations(self, n: int) -> None:
         self.decode_iterations += n
@@ -850,9 +893,110 @@ class MonolithicInstance(PrefixCache, _BatchEngine):
             self._finish_call(c, now)
 
 
+class SharedGPUs:
+    """The MPS partitions of a simulation's GPUs: which instances share each physical GPU, which
+    of them are busy, and the latency model each gets for the bandwidth left to it.
+
+    :param variant: ``variant(instance, bandwidth_share)`` → the instance's latency model with
+        that share of HBM bandwidth (same SM and memory cap).
+    :param saturation: share of SMs that saturates HBM alone (see
+        :func:`envs.sim.latency.contended_bandwidth_shares`).
+    """
+
+    def __init__(self, variant: Any, saturation: float = BANDWIDTH_SATURATION_SHARE) -> None:
+        if not 0 < saturation <= 1:
+            raise ValueError(f"saturation={saturation!r}; expected (0, 1]")
+        self.variant = variant
+        self.saturation = saturation
+        self.on_gpu: dict[tuple[int, int], list[Any]] = {}
+        self.active: set[int] = set()  # indices of the busy instances
+        # GPU -> SM share of a neighbour outside the simulation that is always busy (profiling a
+        # share next to a busy co-located partition; empty in deployment simulations)
+        self.background: dict[tuple[int, int], float] = {}
+
+    def fill_with_busy_neighbours(self) -> None:
+        """Give every registered GPU's untaken share to an always-busy neighbour (a co-located
+        pair profile: the replica next to a partition that keeps HBM busy)."""
+        for g, insts in self.on_gpu.items():
+            rest = 1.0 - sum(o.spec.fraction for o in insts)
+            if rest > 1e-9:
+                self.background[g] = rest
+        for insts in self.on_gpu.values():
+            for o in insts:
+                o.latency = self.latency_for(o)
+
+    def add(self, inst: Any) -> None:
+        """Register ``inst`` (its spec names its GPUs) and give it the latency model of a
+        partition whose neighbours are idle.
+
+        :raises ValueError: if its share would take a GPU's live (not retired) shares above 1,
+            or it names a GPU twice or not ``tp`` GPUs.
+        """
+        spec = inst.spec
+        gpus = spec.gpu_ids
+        if len(gpus) != spec.tp or len(set(gpus)) != len(gpus):
+            raise ValueError(f"{spec.name}: gpu_ids {gpus} must name {spec.tp} distinct GPUs")
+        for g in gpus:
+            live = sum(o.spec.fraction for o in self.on_gpu.get(g, ()) if not o.retired)
+            live += self.background.get(g, 0.0)
+            if live + spec.fraction > 1 + 1e-9:
+                raise ValueError(
+                    f"{spec.name}: a {spec.fraction:g} share on GPU {g} next to {live:g} taken "
+                    "exceeds the GPU"
+                )
+        for g in gpus:
+            self.on_gpu.setdefault(g, []).append(inst)
+        inst.shared = self
+        inst.latency = self.latency_for(inst)
+
+    def bandwidth_share(self, inst: Any) -> float:
+        """Share of HBM bandwidth ``inst`` gets if it runs now: the smallest over its GPUs (the
+        slowest shard paces a tensor-parallel iteration), counting it as busy."""
+        share = 1.0
+        for g in inst.spec.gpu_ids:
+            busy: dict[Any, float] = {
+                o.index: o.spec.fraction for o in self.on_gpu[g] if o.index in self.active
+            }
+            busy[inst.index] = inst.spec.fraction
+            if g in self.background:
+                busy["background"] = self.background[g]
+            got = contended_bandwidth_shares(busy, set(busy), self.saturation, check_sum=False)
+            share = min(share, got[inst.index])
+        return share
+
+    def latency_for(self, inst: Any) -> Any:
+        """The latency model ``inst`` runs its next segment with."""
+        return self.variant(inst, self.bandwidth_share(inst))
+
+    def neighbours(self, inst: Any) -> list[Any]:
+        """The other instances on any of ``inst``'s GPUs."""
+        seen: dict[int, Any] = {}
+        for g in inst.spec.gpu_ids:
+            for o in self.on_gpu[g]:
+                if o is not inst:
+                    seen[o.index] = o
+        return list(seen.values())
+
+    def set_active(self, inst: Any, busy: bool) -> None:
+        """Record whether ``inst`` is working; busy neighbours whose bandwidth share changes
+        re-price their decode jump."""
+        if busy == (inst.index in self.active):
+            return
+        others = [o for o in self.neighbours(inst) if o.index in self.active]
+        before = [self.bandwidth_share(o) for o in others]
+        if busy:
+            self.active.add(inst.index)
+        else:
+            self.active.discard(inst.index)
+        for o, b in zip(others, before, strict=True):
+            if self.bandwidth_share(o) != b:
+                o.bandwidth_changed()
+
+
 __all__ = [
     "DecodeInstance",
     "MonolithicInstance",
     "PrefillInstance",
     "PrefixCache",
+    "SharedGPUs",
 ]

@@ -21,11 +21,19 @@ efficiency constants are fitted in ``envs/configs/latency_calibration.yaml`` by
    activation): memory-bound, ``tokens · elementwise bytes per token / (eff_elementwise ·
    bandwidth · f)`` (see :func:`elementwise_bytes_per_token`); absent (0) when the family has
    no ``elementwise_memory`` constant.
+
+(In 1, 2 and 4 the ``f`` multiplying the bandwidth is ``bandwidth_share``; see below.)
 5. **Fixed overheads**: a per-layer kernel floor (launch latency of the layer's kernels) and a
    per-iteration framework overhead (scheduler, sampling, Python; plus a term per extra TP
    worker), seconds.
 
-``f`` is the GPU fraction; it scales compute, memory bandwidth and memory capacity.
+``f`` is the GPU fraction. It is an MPS-style partition (Scepsy §6 enforces fractions with NVIDIA
+MPS "with static limits on SMs and memory"): it caps compute at ``f · peak`` and memory at
+``f · capacity``, strictly. HBM bandwidth (and L2, folded into it) is *not* partitioned by MPS, so
+the bandwidth an instance gets is ``bandwidth_share · bandwidth`` with ``bandwidth_share``
+decided by what its co-located neighbours are doing (:func:`contended_bandwidth_shares`); it
+defaults to ``f``, the fully-packed-and-busy case and the model of a whole GPU. Fixed
+per-iteration overheads are not scaled.
 
 **Numeric precision** (``precision`` for weights, ``kv_precision`` for the KV cache; one of
 ``PRECISIONS``; ``kv_precision=None`` follows ``precision``):
@@ -323,6 +331,70 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
     return _load_calibration(str(CALIBRATION_YAML if path is None else path))
 
 
+#: Share of a GPU's SMs whose memory traffic alone saturates its HBM bandwidth (see
+#: :func:`contended_bandwidth_shares`). 1.0 would make bandwidth proportional to SMs (no gain from
+#: idle neighbours, no contention: the model before MPS partitions).
+BANDWIDTH_SATURATION_SHARE = 0.5
+
+
+def contended_bandwidth_shares(
+    fractions: Mapping[Any, float],
+    active: set[Any] | frozenset[Any],
+    saturation: float = BANDWIDTH_SATURATION_SHARE,
+    *,
+    check_sum: bool = True,
+) -> dict[Any, float]:
+    """HBM bandwidth shares of the busy MPS partitions of one GPU.
+
+    NVIDIA MPS limits a client's SMs (``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``, the share of
+    threads/SMs it may use) and its device memory (``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``); nothing
+    partitions DRAM bandwidth or the L2 cache, which all clients of the GPU use concurrently
+    (NVIDIA, *Multi-Process Service*, "Appendix: Environment Variables"; NVIDIA's developer
+    forum threads "MPS interference problem" and "Interference between MPS Client Process"
+    report 50%/50% clients slowing 10–40% when both run, and a 10% client slowing ~1.5× next to a
+    busy 90% client while running ~4x, not 9x, slower than the 90% one alone). Scepsy §6 uses
+    MPS "with static limits on SMs and memory". The rule here:
+
+    * an instance's SMs can pull at most ``min(1, f / saturation)`` of the GPU's bandwidth: a
+      partition with ``f ≥ saturation`` can saturate HBM alone (memory-bound kernels reach the
+      HBM peak well before every SM is busy), a smaller one proportionally less;
+    * the busy (``active``) instances' demands are served in full when they sum to at most the
+      GPU's bandwidth, and scaled down in proportion otherwise (the memory system arbitrates
+      among the outstanding requests, which scale with the issuing SMs);
+    * an idle instance takes nothing. L2 contention is folded into this DRAM-bandwidth share.
+
+    Consequences: a whole GPU (f = 1) alone gets exactly 1; an instance next to idle neighbours
+    gets more than its f; when a GPU is fully packed (Σ f = 1) with every share ≤ saturation and
+    all are busy, each gets exactly its f (the static-partition model). ``saturation = 1``
+    reproduces that static model in every case.
+
+    :param fractions: SM share of every instance on the GPU (key → f in (0, 1]; Σ f ≤ 1).
+    :param active: keys of the instances running an iteration now.
+    :param saturation: share of SMs that saturates HBM alone, in (0, 1].
+    :param check_sum: raise when the shares sum above 1 (off for a GPU whose retired instance
+        still drains next to its successor).
+    :return: key → bandwidth share in (0, 1] for every active key.
+    :raises ValueError: on shares outside (0, 1], a sum above 1 or an unknown active key.
+    """
+    if not 0 < saturation <= 1:
+        raise ValueError(f"saturation={saturation!r}; expected (0, 1]")
+    total_f = 0.0
+    for key, f in fractions.items():
+        if not 0 < f <= 1:
+            raise ValueError(f"{key!r}: share {f!r} outside (0, 1]")
+        total_f += f
+    if check_sum and total_f > 1 + 1e-9:
+        raise ValueError(f"GPU shares sum to {total_f:g} > 1 (an MPS GPU cannot be oversubscribed)")
+    unknown = set(active) - set(fractions)
+    if unknown:
+        raise ValueError(f"active instances {sorted(map(repr, unknown))} are not on this GPU")
+    demand = {k: min(1.0, fractions[k] / saturation) for k in active}
+    total = sum(demand.values())
+    if total <= 1.0:
+        return demand
+    return {k: d / total for k, d in demand.items()}
+
+
 #: Entries of :meth:`LatencyModel.decode_steps_time`'s memo before it is cleared (~20 MB).
 _STEPS_MEMO_SIZE = 1 << 17
 
@@ -334,12 +406,14 @@ class LatencyModel:
     :param model: model architecture.
     :param tp: tensor-parallel degree (GPUs per instance); must divide ``num_heads``, and divide
         or be a multiple of ``num_kv_heads`` (KV heads are replicated when ``tp > num_kv_heads``).
-    :param fraction: share of each GPU in (0, 1]; scales compute, bandwidth and memory.
+    :param fraction: share of each GPU in (0, 1]; caps compute (SMs) and memory.
     :param calibration: fitted constants; ``None`` for the packaged fit.
     :param memory_utilization: share of the (fractional) memory the engine may use, in (0, 1]
         (vLLM's ``gpu_memory_utilization``).
     :param precision: weight precision, one of ``PRECISIONS`` (see the module docstring).
     :param kv_precision: KV-cache precision, one of ``PRECISIONS``; ``None`` = ``precision``.
+    :param bandwidth_share: share of each GPU's HBM bandwidth the instance gets, in (0, 1];
+        ``None`` = ``fraction`` (see :func:`contended_bandwidth_shares` for co-located shares).
     :raises InsufficientMemoryError: if the weights exceed the usable memory.
     :raises UnsupportedPrecisionError: if the GPU has no fp8 tensor cores and fp8 is asked for.
     :raises ValueError: on a nonsensical tp, fraction, memory_utilization or precision.
@@ -356,6 +430,7 @@ class LatencyModel:
         *,
         precision: str = "bf16",
         kv_precision: str | None = None,
+        bandwidth_share: float | None = None,
     ) -> None:
         if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
             raise ValueError(f"tp={tp!r}; expected a positive integer")
@@ -371,6 +446,12 @@ class LatencyModel:
             )
         if not 0 < fraction <= 1:
             raise ValueError(f"fraction={fraction!r}; expected a GPU share in (0, 1]")
+        if bandwidth_share is None:
+            bandwidth_share = fraction
+        if not 0 < bandwidth_share <= 1:
+            raise ValueError(
+                f"bandwidth_share={bandwidth_share!r}; expected a share of HBM in (0, 1]"
+            )
         if not 0 < memory_utilization <= 1:
             raise ValueError(f"memory_utilization={memory_utilization!r}; expected (0, 1]")
         if kv_precision is None:
@@ -391,6 +472,7 @@ class LatencyModel:
         self.model = model
         self.tp = tp
         self.fraction = float(fraction)
+        self.bandwidth_share = float(bandwidth_share)
         self.memory_utilization = float(memory_utilization)
         self.calibration = calibration if calibration is not None else load_calibration()
         cal = self.calibration
@@ -436,7 +518,7 @@ class LatencyModel:
 
         # --- per-shard rates (FLOP/s, bytes/s) ------------------------------------------
         flops = gpu.peak_flops * self.fraction
-        bandwidth = gpu.hbm_bandwidth * self.fraction
+        bandwidth = gpu.hbm_bandwidth * self.bandwidth_share  # not partitioned by MPS
         # bf16 GEMMs (the LM head; every linear layer when precision is bf16)
         gemm_flop_rate = eff.gemm_compute * flops
         gemm_byte_rate = eff.gemm_memory * bandwidth
@@ -553,6 +635,7 @@ class LatencyModel:
         *,
         precision: str = "bf16",
         kv_precision: str | None = None,
+        bandwidth_share: float | None = None,
     ) -> LatencyModel:
         """Build from catalog names (see ``envs.sim.catalog``).
 
@@ -564,6 +647,7 @@ class LatencyModel:
         :param memory_utilization: usable share of memory in (0, 1].
         :param precision: weight precision, one of ``PRECISIONS``.
         :param kv_precision: KV-cache precision; ``None`` = ``precision``.
+        :param bandwidth_share: share of HBM bandwidth; ``None`` = ``fraction``.
         """
         return cls(
             get_gpu(gpu),
@@ -574,6 +658,7 @@ class LatencyModel:
             memory_utilization,
             precision=precision,
             kv_precision=kv_precision,
+            bandwidth_share=bandwidth_share,
         )
 
     def __repr__(self) -> str:
@@ -582,6 +667,8 @@ class LatencyModel:
             extra += f", precision={self.precision!r}"
         if self.kv_precision != self.precision:
             extra += f", kv_precision={self.kv_precision!r}"
+        if self.bandwidth_share != self.fraction:
+            extra += f", bandwidth_share={self.bandwidth_share:g}"
         return (
             f"LatencyModel(gpu={self.gpu.name!r}, model={self.model.name!r}, tp={self.tp}, "
             f"fraction={self.fraction:g}{extra})"

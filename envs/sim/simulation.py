@@ -79,6 +79,7 @@ from envs.sim.instances import (
     DecodeInstance,
     MonolithicInstance,
     PrefillInstance,
+    SharedGPUs,
 )
 from envs.sim.latency import LatencyModel, load_calibration
 from envs.sim.workload import (
@@ -310,10 +311,18 @@ class LatencyCache:
     def __init__(self) -> None:
         self._models: dict[tuple, LatencyModel] = {}
 
-    def get(self, spec: InstanceSpec, engine: EnginePreset | None = None) -> LatencyModel:
+    def get(
+        self,
+        spec: InstanceSpec,
+        engine: EnginePreset | None = None,
+        bandwidth_share: float | None = None,
+    ) -> LatencyModel:
         """The latency model of ``spec``'s instances, with ``engine``'s fitted constants and
-        memory share when given (monolithic instances only)."""
-        key = (
+        memory share when given (monolithic instances only), and ``bandwidth_share`` of the HBM
+        bandwidth (``None`` or ``spec.fraction``: bandwidth scales with the fraction)."""
+        if bandwidth_share == spec.fraction:
+            bandwidth_share = None
+        key: tuple = (
             spec.gpu,
             spec.model,
             spec.tp,
@@ -322,6 +331,8 @@ class LatencyCache:
             spec.kv_precision,
             None if engine is None else engine.name,
         )
+        if bandwidth_share is not None:
+            key += (bandwidth_share,)
         m = self._models.get(key)
         if m is None:
             extra: dict[str, Any] = {}
@@ -330,6 +341,8 @@ class LatencyCache:
                     "calibration": engine.calibration(load_calibration()),
                     "memory_utilization": engine.memory_utilization,
                 }
+            if bandwidth_share is not None:
+                extra["bandwidth_share"] = bandwidth_share
             m = LatencyModel.from_names(
                 gpu=spec.gpu,
                 model=spec.model,
@@ -497,6 +510,8 @@ class Simulation:
         self.decode: list[DecodeInstance] = []
         self.monolithic: list[MonolithicInstance] = []
         self.instances: list[PrefillInstance | DecodeInstance | MonolithicInstance] = []
+        # Monolithic instances on named GPU fractions are MPS partitions sharing HBM bandwidth.
+        self.shared_gpus = SharedGPUs(self._bandwidth_variant)
         for spec in cluster.instances:
             mono = spec.role == "monolithic"
             lat = self.latency_cache.get(spec, preset if mono else None)
@@ -1232,7 +1247,7 @@ class Simulation:
     def _make_monolithic(self, spec: InstanceSpec) -> MonolithicInstance:
         preset = self.engine
         lat = self.latency_cache.get(spec, preset)
-        return MonolithicInstance(
+        inst = MonolithicInstance(
             self,
             spec,
             lat,
@@ -1245,6 +1260,13 @@ class Simulation:
             kv_policy=self.kv_policy,
             max_batch=None if preset is None else preset.max_batch_for(lat.gpu),
         )
+        if spec.gpu_ids and spec.fraction < 1:
+            self.shared_gpus.add(inst)
+        return inst
+
+    def _bandwidth_variant(self, inst: MonolithicInstance, share: float) -> LatencyModel:
+        """``inst``'s latency model with ``share`` of each GPU's HBM bandwidth."""
+        return self.latency_cache.get(inst.spec, self.engine, bandwidth_share=share)
 
     def _on_arrival(self, _event: Any) -> None:
         run = self.runs[self._next_arrival]

@@ -59,6 +59,17 @@ because throughput keeps creeping up with the backlog's batch size. The knee is 
 deployment planned on ``T_m`` still has bounded latency. Points above ``T_m`` are kept (for
 plots); :meth:`LLMProfile.latency` treats rates ``>= T_m`` as saturated.
 
+**Co-located shares** (``neighbour``). A share below one GPU is an MPS partition: its SMs and
+memory are its own, HBM bandwidth is contended with whatever shares the GPU
+(:func:`envs.sim.latency.contended_bandwidth_shares`). A share alone would be profiled with the
+whole GPU's bandwidth, which the deployed replica has only while its neighbours idle. So by
+default (``neighbour="busy"``) a sub-GPU share is profiled as one of a co-located pair: the rest
+of each of its GPUs is an MPS partition that is busy throughout (it keeps its demand on HBM);
+the profile is what the share sustains when the GPU is fully used, the regime the search plans
+for. ``"idle"`` profiles the share alone on its GPU (the optimistic bound) and ``"static"`` with
+bandwidth proportional to the share (the model before MPS partitions; its cache keys are the old
+ones). Whole-GPU profiles are the same in every mode.
+
 **Cache.** :func:`profile_set` stores each profile as JSON under
 ``$SERVEGYM_CACHE/scepsy-profiles`` (default ``~/.cache/servegym/scepsy-profiles``), keyed by a
 hash of the full configuration (model, GPU, TP, share, engine, the trace's content hash and
@@ -101,6 +112,8 @@ from traces.schema import LLMNode, Node, ToolNode, Workflow
 #: Bump when the profiling method changes: invalidates every cached profile.
 #: 2: T_m read at the knee (>= 99 % completion, p50 <= 2x unloaded; issue 29).
 #: 3: completion = offered window calls finished by the end of the replay (not in the window).
+#: (Sub-GPU shares' keys also carry their ``neighbour`` mode unless ``static``: issue 29's MPS
+#: partitions re-profile those shares only; whole-GPU profiles keep their keys.)
 PROFILE_VERSION = 3
 #: Per-cycle XOR salts of replayed prefix hashes (fixed: replays are reproducible).
 _SALTS = tuple(int(x) for x in np.random.default_rng(20261201).integers(1, 2**62, 1024))
@@ -321,10 +334,38 @@ class ReplayResult:
     finished: int = 0
 
 
-def replica_cluster(model: str, tp: int, fraction: float, gpu: str) -> ClusterSpec:
-    """A one-instance monolithic cluster: ``model`` at ``tp`` on ``fraction`` of each GPU."""
-    spec = InstanceSpec(0, f"{model}-tp{tp}-{fraction:g}", "monolithic", gpu, model, tp, fraction)
-    return ClusterSpec(f"profile-{model}", "monolithic", (spec,))
+#: How a sub-GPU share is profiled (see the module docstring): next to a busy partition, alone
+#: on its GPU, or with bandwidth proportional to the share.
+NEIGHBOURS = ("busy", "idle", "static")
+#: ``ClusterSpec.description`` of a profile cluster whose GPUs' free shares are busy neighbours.
+_BUSY_NEIGHBOUR = "profile: the rest of each GPU is a busy co-located partition"
+
+
+def replica_cluster(
+    model: str, tp: int, fraction: float, gpu: str, neighbour: str = "busy"
+) -> ClusterSpec:
+    """A one-instance monolithic cluster: ``model`` at ``tp`` on ``fraction`` of each GPU, with
+    ``neighbour`` on the rest of each GPU (one of :data:`NEIGHBOURS`; ignored for whole GPUs).
+
+    :raises ValueError: on an unknown ``neighbour``.
+    """
+    if neighbour not in NEIGHBOURS:
+        raise ValueError(f"neighbour must be one of {NEIGHBOURS}, got {neighbour!r}")
+    shared = fraction < 1 and neighbour != "static"
+    spec = InstanceSpec(
+        0,
+        f"{model}-tp{tp}-{fraction:g}",
+        "monolithic",
+        gpu,
+        model,
+        tp,
+        fraction,
+        gpu_ids=tuple((0, g) for g in range(tp)) if shared else (),
+    )
+    busy = shared and neighbour == "busy"
+    return ClusterSpec(
+        f"profile-{model}", "monolithic", (spec,), description=_BUSY_NEIGHBOUR if busy else ""
+    )
 
 
 def _draw(projections: Sequence[Projection], workflows: int, rng: np.random.Generator) -> list[int]:
@@ -391,6 +432,8 @@ def _simulate(
         prefix_cache_blocks=prefix_cache_blocks,
         prefix_block_tokens=prefix_block_tokens,
     )
+    if cluster.description == _BUSY_NEIGHBOUR:
+        sim.shared_gpus.fill_with_busy_neighbours()
     return sim.run(DefaultScheduler())
 
 
@@ -787,6 +830,7 @@ def profile_llm(
     config: ReplayConfig | None = None,
     latency_cache: LatencyCache | None = None,
     log: Callable[[ReplayResult], None] | None = None,
+    neighbour: str = "busy",
 ) -> LLMProfile:
     """Throughput–latency profile of one replica of ``model`` at ``tp`` on ``fraction`` of each
     GPU (§4 step 3; the replay, the sweep and the saturation rule are in the module docstring).
@@ -794,8 +838,10 @@ def profile_llm(
     :param workload: a :class:`Trace`, workflows (traced first on ``gpu``/``engine``) or
         projections of ``model`` (:func:`project_trace`).
     :param log: called with every replay result (diagnostics).
+    :param neighbour: what shares the rest of a sub-GPU share's GPUs (:data:`NEIGHBOURS`; see
+        the module docstring).
     :raises ValueError: for an unknown model/GPU, a TP or share the model does not fit, an empty
-        workload or a model the workload never calls.
+        workload, a model the workload never calls or an unknown ``neighbour``.
     """
     cfg = config or ReplayConfig()
     get_model(model)
@@ -803,7 +849,7 @@ def profile_llm(
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
     projections = _projections(workload, model, gpu, engine, cfg)
-    cluster = replica_cluster(model, tp, fraction, gpu)
+    cluster = replica_cluster(model, tp, fraction, gpu, neighbour)
     cache = latency_cache or LatencyCache()
     cache.get(cluster.instances[0], get_engine(engine))  # ValueError: does not fit / bad TP
     unloaded: list[float] = []
@@ -948,9 +994,11 @@ def profile_key(
     engine: str,
     traces: Sequence[Trace],
     config: ReplayConfig,
+    neighbour: str = "busy",
 ) -> str:
-    """Hash of everything a profile depends on (see the module docstring)."""
-    desc = {
+    """Hash of everything a profile depends on (see the module docstring). A sub-GPU share's
+    ``neighbour`` is part of it unless ``static`` (whose keys are those before MPS partitions)."""
+    desc: dict[str, Any] = {
         "version": PROFILE_VERSION,
         "model": model,
         "tp": tp,
@@ -962,6 +1010,8 @@ def profile_key(
         ],
         "replay": asdict(config),
     }
+    if fraction < 1 and neighbour != "static":
+        desc["neighbour"] = neighbour
     blob = json.dumps(desc, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
@@ -1047,6 +1097,7 @@ def profile_set(
     use_cache: bool = True,
     progress: bool = True,
     jobs: int = 1,
+    neighbour: str = "busy",
 ) -> ProfileSet:
     """Profiles of every feasible (model, TP, GPU share) of the workloads' LLMs.
 
@@ -1061,8 +1112,12 @@ def profile_set(
     :param use_cache: read and write the cache.
     :param progress: show a tqdm progress bar.
     :param jobs: worker processes (configs are independent; 1 = in-process).
-    :raises ValueError: for an empty workload or a requested model no workload calls.
+    :param neighbour: what shares the rest of a sub-GPU share's GPUs (:data:`NEIGHBOURS`).
+    :raises ValueError: for an empty workload, a requested model no workload calls or an
+        unknown ``neighbour``.
     """
+    if neighbour not in NEIGHBOURS:
+        raise ValueError(f"neighbour must be one of {NEIGHBOURS}, got {neighbour!r}")
     if isinstance(units_per_gpu, bool) or not isinstance(units_per_gpu, int) or units_per_gpu < 1:
         raise ValueError(f"units_per_gpu must be an integer >= 1, got {units_per_gpu!r}")
     cfg = config or ReplayConfig()
@@ -1089,7 +1144,7 @@ def profile_set(
     out = ProfileSet()
     missing: list[tuple[str, int, float, str]] = []
     for m, tp, f in todo:
-        key = profile_key(m, tp, f, gpu, engine, tr.calling(m), cfg)
+        key = profile_key(m, tp, f, gpu, engine, tr.calling(m), cfg, neighbour)
         path = cdir / f"{key}.json"
         if use_cache and path.exists():
             out.add(_profile_from_json(json.loads(path.read_text())))
@@ -1101,7 +1156,7 @@ def profile_set(
         m: [p for t in tr.calling(m) for p in project_trace(t, m, keep_gaps=cfg.keep_gaps)]
         for m in {c[0] for c in missing}
     }
-    args = [(m, tp, f, projections[m], gpu, engine, cfg) for m, tp, f, _ in missing]
+    args = [(m, tp, f, projections[m], gpu, engine, cfg, neighbour) for m, tp, f, _ in missing]
     results: Iterable[LLMProfile]
     if jobs > 1 and len(args) > 1:
         from concurrent.futures import ProcessPoolExecutor
@@ -1130,11 +1185,13 @@ def profile_set(
 
 
 def _profile_job(
-    args: tuple[str, int, float, list[Projection], str, str, ReplayConfig],
+    args: tuple[str, int, float, list[Projection], str, str, ReplayConfig, str],
     cache: LatencyCache | None = None,
 ) -> LLMProfile:
-    m, tp, f, projections, gpu, engine, cfg = args
-    return profile_llm(m, tp, f, projections, gpu, engine, config=cfg, latency_cache=cache)
+    m, tp, f, projections, gpu, engine, cfg, neighbour = args
+    return profile_llm(
+        m, tp, f, projections, gpu, engine, config=cfg, latency_cache=cache, neighbour=neighbour
+    )
 
 
 class _NoBar:
@@ -1183,6 +1240,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="workload generator seed")
     ap.add_argument("--max-calls", type=int, default=ReplayConfig.max_calls)
     ap.add_argument("--no-gaps", action="store_true", help="replay without the traced gaps")
+    ap.add_argument(
+        "--neighbour",
+        choices=NEIGHBOURS,
+        default="busy",
+        help="what shares the rest of a sub-GPU share's GPUs (default: a busy partition)",
+    )
     ap.add_argument("--cache-dir", default=None)
     ap.add_argument("--no-cache", action="store_true")
     ap.add_argument(
@@ -1212,6 +1275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cache_dir=a.cache_dir,
         use_cache=not a.no_cache,
         jobs=a.jobs,
+        neighbour=a.neighbour,
     )
     print(format_table(ps))
     print(f"{len(ps)} profiles in {time.perf_counter() - t:.1f} s", file=sys.stderr)
