@@ -1,9 +1,10 @@
 """Which envs can be trained, and how to build them for training and evaluation.
 
-A new env family (Routing, Allocation) is one :data:`TRAIN_ENVS` entry: its Gymnasium id, which
-training options it takes, its features extractor and policy head, and its training defaults.
+A new env family (Routing, Allocation) is one ``envs.registry`` entry (its Gymnasium id, which
+options it takes, its training defaults) and one :data:`TRAIN_ENVS` extractor: its features
+extractor and policy head.
 What the family is *compared on* — the expert, the baselines, the headline metrics and which
-direction is better — is declared once, in ``evaluate.ENVS``, which ``train.py`` reads, so
+direction is better — is declared once, in ``envs.registry``, which ``train.py`` reads, so
 training selects its best checkpoint by the same rule as the evaluation tables. Nothing in
 ``train.py`` names an env.
 
@@ -26,7 +27,7 @@ import numpy as np
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 from agents.extractors import PDClusterScorer, RoutingScorer, SetPoolingExtractor
-from envs import CLI_ENVS
+from envs.registry import FAMILIES
 
 #: First held-out evaluation seed; training resets draw seeds below it.
 EVAL_SEED_BASE = 1_000_000
@@ -40,14 +41,15 @@ class TrainEnvSpec:
 
     :param gym_id: the Gymnasium id.
     :param options: training-config option -> env keyword argument (e.g. ``count`` ->
-        ``workload_count``; ``envs.CLI_ENVS``). Options not listed are not passed.
+        ``workload_count``; ``envs.registry``). Options not listed are not passed.
     :param extractor: features extractor class.
     :param extractor_kwargs: its keyword arguments.
     :param action_scores: the extractor outputs per-action scores (use
         :class:`agents.policies.ActionScoresPolicy`); else SB3's default MLP head.
     :param defaults: training defaults of options (``workload``, ``count``, ...) that differ
-        from the evaluation defaults: shorter episodes, fewer slots. Unset options not listed
-        here take the env family's evaluation default (``evaluate.ENVS``) or the env's own.
+        from the evaluation defaults (``EnvFamily.train_defaults``): shorter episodes, fewer
+        slots. Unset options not listed here take the env family's evaluation default
+        (``envs.registry``) or the env's own.
     :param reward_scale: training envs (BC demonstrations and RL) see the env's reward times
         this (:class:`ScaledReward`), so that returns, and the critic's squared error that
         shares the features extractor with the policy, stay of order one. Evaluation reads the
@@ -63,42 +65,25 @@ class TrainEnvSpec:
     reward_scale: float = 1.0
 
 
+#: Per trainable env family: its features extractor and policy head. Its Gymnasium id, options,
+#: training defaults and reward scale are the family's (``envs.registry``).
+_EXTRACTORS: dict[str, tuple[type[BaseFeaturesExtractor], dict[str, Any], bool]] = {
+    "pd-cluster": (PDClusterScorer, {"hidden": 32}, True),
+    "routing": (RoutingScorer, {"hidden": 32}, True),
+    "allocation": (SetPoolingExtractor, {"hidden": 32, "valid_columns": {"llms": 0}}, False),
+}
+
 TRAIN_ENVS: dict[str, TrainEnvSpec] = {
-    "pd-cluster": TrainEnvSpec(
-        gym_id=CLI_ENVS["pd-cluster"][0],
-        options=CLI_ENVS["pd-cluster"][1],
-        extractor=PDClusterScorer,
-        extractor_kwargs={"hidden": 32},
-        # 30 workflows ≈ 2,000 decisions per episode; 16 slots keep the action space small.
-        defaults={"workload": "mixed", "count": 30, "slots": 16},
-    ),
-    "routing": TrainEnvSpec(
-        gym_id=CLI_ENVS["routing"][0],
-        options=CLI_ENVS["routing"][1],
-        extractor=RoutingScorer,
-        extractor_kwargs={"hidden": 32},
-        # One decision per request (+ migration checks): 200 requests ≈ 200–300 decisions.
-        defaults={"workload": "goodserve", "count": 200},
-    ),
-    "allocation": TrainEnvSpec(
-        gym_id=CLI_ENVS["allocation"][0],
-        options=CLI_ENVS["allocation"][1],
-        extractor=SetPoolingExtractor,
-        extractor_kwargs={"hidden": 32, "valid_columns": {"llms": 0}},
-        action_scores=False,
-        # The autoscaling variant: RAG + reranker on 8 GPUs, 12 one-minute periods following a
-        # training window of RAGPulse's hourly shape (base 3 workflows/s: peaks overload).
-        defaults={
-            "workload": "rag_reranker",
-            "gpus": 8,
-            "workflow_rate": 3.0,
-            "rate_trace": "ragpulse_hourly",
-            "periods": 12,
-            "period_seconds": 60.0,
-        },
-        # +1 per workflow within its SLO: ~2,000 per episode of the default; scaled to ~2.
-        reward_scale=1e-3,
-    ),
+    name: TrainEnvSpec(
+        gym_id=FAMILIES[name].gym_id,
+        options=FAMILIES[name].options,
+        extractor=extractor,
+        extractor_kwargs=extractor_kwargs,
+        action_scores=action_scores,
+        defaults=FAMILIES[name].train_defaults,
+        reward_scale=FAMILIES[name].train_reward_scale,
+    )
+    for name, (extractor, extractor_kwargs, action_scores) in _EXTRACTORS.items()
 }
 
 #: Generic fallback when an env has no specialised extractor (documented for new envs).
