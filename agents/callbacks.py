@@ -92,7 +92,7 @@ class PeriodicEvalCallback(BaseCallback):
         as ``eval/<metric>_<policy>``.
     :param best_path: where the model with the best ``select`` metric is saved (or None).
     :param select: the metric that picks the best model (the env family's ``select`` metric,
-        ``evaluate.ENVS``).
+        ``envs.registry``).
     :param better: ``"lower"`` or ``"higher"``: which direction of ``select`` is better.
     :param history_path: JSON file that receives the evaluation history after each evaluation.
     """

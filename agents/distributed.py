@@ -1,10 +1,10 @@
-"""Past one machine on Ray (DESIGN.md "Beyond one machine"): evaluation grids as Ray tasks and
-training envs as Ray actors.
+"""Past one machine on Ray (DESIGN.md "Beyond one machine"): the Ray connection and training
+envs as Ray actors.
 
 * :func:`init_ray` connects once per process: ``"local"`` starts Ray on this machine's cores,
   anything else is a cluster address (``auto``, ``ray://HOST:10001``).
-* :func:`evaluate_task` is one evaluation run (``evaluate.py --ray``): it rebuilds the env and
-  the policy on the worker and returns the same row the serial run does.
+* evaluation grids (``evaluate.py --ray``) run one task per run through
+  ``evaluation.ray_grid.evaluate_task``, connected by :func:`init_ray`.
 * :class:`RayVecEnv` is an SB3 ``VecEnv`` whose envs live in Ray actors (``train.py --ray``), with
   the same auto-reset and info conventions as SB3's ``SubprocVecEnv``.
 
@@ -43,20 +43,6 @@ def init_ray(address: str | None = "local") -> Any:
         target = None if address in (None, "local") else address
         ray.init(address=target, **_INIT_KWARGS)
     return ray
-
-
-def evaluate_task(
-    config: Mapping[str, Any], workload: str, overrides: Mapping[str, Any], spec: str, seed: int
-) -> dict[str, Any]:
-    """One ``evaluate.py`` run on a Ray worker: ``config`` is a resolved ``EvalConfig`` as a
-    dict (a dataclass defined in a script does not unpickle elsewhere)."""
-    import evaluate
-
-    fields = dict(config)
-    if fields.get("sweep") is not None:
-        fields["sweep"] = evaluate.Sweep(**fields["sweep"])
-    cfg = evaluate.EvalConfig(**{**fields, "ray": None, "quiet": True})
-    return evaluate.run_one(cfg, workload, dict(overrides), spec, seed)
 
 
 class _EnvHost:

@@ -77,8 +77,8 @@ def log_comparison(
     the plots, and per-policy means in the run summary.
 
     :param run: the ``wandb`` run.
-    :param rows: rows from ``evaluate.evaluate``.
-    :param table_text: the formatted table (``evaluate.format_table``).
+    :param rows: rows from ``evaluation.evaluate``.
+    :param table_text: the formatted table (``evaluation.format_table``).
     :param images: PNG paths (attainment curves, sweep plots).
     :param metrics: metric columns (the env family's headline metrics).
     :param prefix: key prefix (``final``, ``evaluate``).

@@ -22,11 +22,11 @@ import os
 import time
 from dataclasses import replace
 
-import evaluate
+import evaluation
 
 
 def _import_servegym() -> None:
-    import evaluate  # noqa: F401
+    import evaluation  # noqa: F401
     import heuristics  # noqa: F401
     from envs import pd_cluster  # noqa: F401
 
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     from agents.distributed import init_ray
 
-    config = evaluate.EvalConfig(
+    config = evaluation.EvalConfig(
         workloads=tuple(args.workloads.split(",")),
         policies=tuple(args.policies.split(",")),
         seeds=tuple(int(s) for s in args.seeds.split(",")),
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
         quiet=True,
     )
     start = time.perf_counter()
-    serial = evaluate.evaluate(config)
+    serial = evaluation.evaluate(config)
     serial_wall = time.perf_counter() - start
 
     import ray
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     ray.get([noop.remote() for _ in range(200)])
     noop_ms = (time.perf_counter() - start) / 200 * 1e3
     start = time.perf_counter()
-    on_ray = evaluate.evaluate(replace(config, ray="local"))
+    on_ray = evaluation.evaluate(replace(config, ray="local"))
     ray_wall = time.perf_counter() - start
     ray.shutdown()
 

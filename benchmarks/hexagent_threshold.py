@@ -30,7 +30,7 @@ def run(
     cluster: str, model: str, workload: str, count: int | None, threshold: int, seeds: list[int]
 ) -> dict[str, float]:
     """Mean Req95, Req99 and ms per invocation of HexAgent with ``threshold`` over ``seeds``."""
-    from evaluate import run_episode
+    from evaluation.runs import run_episode
     from heuristics import make_policy
 
     env = PDClusterEnv(cluster=cluster, model=model, workload=workload, workload_count=count)

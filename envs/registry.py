@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs import CLI_ENVS, env_short_name
+from envs import CLI_ENVS
+from envs.base import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -281,4 +282,11 @@ def family_name(name: str) -> str:
 
     :raises ValueError: for an unknown name, with the closest and all known names.
     """
-    return env_short_name(name)
+    if name in FAMILIES:
+        return name
+    bare = name.removeprefix("envs:")
+    for short, entry in FAMILIES.items():
+        if entry.gym_id == bare:
+            return short
+    known = [*FAMILIES, *(e.gym_id for e in FAMILIES.values())]
+    raise ValueError(f"unknown env {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch as th
 
-import evaluate
+import evaluation
 from agents import (
     TRAIN_ENVS,
     bc_train,
@@ -149,12 +149,12 @@ def test_eval_table_has_the_expert_row_and_the_checkpoint_row(env, tmp_path):
     model = fresh_model(env)
     path = tmp_path / "model.zip"
     model.save(path)
-    config = evaluate.EvalConfig(
+    config = evaluation.EvalConfig(
         workloads=("mixed",), policies=("hexagent", f"ckpt:{path}"), seeds=(0,), count=4,
         slots=4, quiet=True,
     )  # fmt: skip
-    rows = evaluate.evaluate(config)
-    table = evaluate.format_table(rows)
+    rows = evaluation.evaluate(config)
+    table = evaluation.format_table(rows)
     lines = [line.split()[0] for line in table.splitlines() if line.strip()]
     assert "hexagent" in lines and f"ckpt:{path}" in lines
 
@@ -164,14 +164,16 @@ def test_checkpoint_results_do_not_depend_on_other_policies(env, tmp_path):
     path = tmp_path / "model.zip"
     model.save(path)
     base = dict(workloads=("mixed",), seeds=(0,), count=4, slots=4, quiet=True)
-    alone = evaluate.evaluate(evaluate.EvalConfig(policies=(f"ckpt:{path}",), **base))
-    mixed = evaluate.evaluate(evaluate.EvalConfig(policies=("hexagent", f"ckpt:{path}"), **base))
+    alone = evaluation.evaluate(evaluation.EvalConfig(policies=(f"ckpt:{path}",), **base))
+    mixed = evaluation.evaluate(
+        evaluation.EvalConfig(policies=("hexagent", f"ckpt:{path}"), **base)
+    )
     assert alone[0]["metrics"] == [r for r in mixed if r["policy"] == f"ckpt:{path}"][0]["metrics"]
 
 
 def test_unknown_checkpoint_is_a_clear_evaluation_error(env, tmp_path):
-    with pytest.raises(evaluate.EvaluationError, match="no saved model"):
-        evaluate.resolve_policy(f"ckpt:{tmp_path / 'missing.zip'}", env)
+    with pytest.raises(evaluation.EvaluationError, match="no saved model"):
+        evaluation.resolve_policy(f"ckpt:{tmp_path / 'missing.zip'}", env)
 
 
 def test_generic_set_pooling_extractor_is_permutation_invariant(env):

@@ -166,9 +166,9 @@ def test_ayo_error_names_the_engines_without_a_gpu():
 
 
 def test_registered_under_the_allocation_family():
-    import evaluate
+    import evaluation
 
-    fam = evaluate.ENVS["allocation"]
+    fam = evaluation.FAMILIES["allocation"]
     for name in BASELINES:
         assert name in fam.baselines
         assert make_policy(name).name == name

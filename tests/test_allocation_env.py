@@ -252,6 +252,7 @@ def test_evaluate_runs_allocation_with_a_sweep_and_an_allocation_file(tmp_path, 
     import json
 
     import evaluate
+    import evaluation
 
     alloc = tmp_path / "mine.yaml"
     alloc.write_text(
@@ -289,12 +290,12 @@ def test_evaluate_runs_allocation_with_a_sweep_and_an_allocation_file(tmp_path, 
     assert printed.count("is NOT SUSTAINABLE") == len(flagged)
     for pol, seed, value in flagged:
         assert f"workflow_rate={value:g}: {pol} (seed {seed}) is NOT SUSTAINABLE" in printed
-    with pytest.raises(evaluate.EvaluationError, match="does not take --model"):
-        evaluate.resolve_config(evaluate.EvalConfig(env="allocation", model="llama3-8b"))
+    with pytest.raises(evaluation.EvaluationError, match="does not take --model"):
+        evaluation.resolve_config(evaluation.EvalConfig(env="allocation", model="llama3-8b"))
 
 
 def test_overloaded_notes_say_whether_the_backlog_or_the_window_failed():
-    from evaluate import overloaded_notes
+    from evaluation import overloaded_notes
 
     def row(policy: str, sustainable: float, done: int) -> dict:
         m = {

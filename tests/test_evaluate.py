@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import evaluate
-from evaluate import EvalConfig, EvaluationError
+import evaluation
+from evaluation import EvalConfig, EvaluationError
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNT = 8
@@ -49,7 +50,7 @@ STAND_INS = {"first-legal": FirstLegal, "last-legal": LastLegal, "hexagent": Las
 
 
 def stand_in(spec: str, env: Any) -> Any:
-    """A ``resolve`` for :func:`evaluate.evaluate` that knows only the stand-ins."""
+    """A ``resolve`` for :func:`evaluation.evaluate` that knows only the stand-ins."""
     if spec not in STAND_INS:
         raise EvaluationError(f"unknown policy {spec!r}; known: {', '.join(STAND_INS)}")
     return STAND_INS[spec]()
@@ -62,7 +63,7 @@ def tiny(**overrides: Any) -> EvalConfig:
 
 @pytest.fixture(scope="module")
 def rows() -> list[dict[str, Any]]:
-    return evaluate.evaluate(tiny(workloads=("mixed", "bfcl"), seeds=(0, 1)), resolve=stand_in)
+    return evaluation.evaluate(tiny(workloads=("mixed", "bfcl"), seeds=(0, 1)), resolve=stand_in)
 
 
 def test_one_row_per_workload_policy_seed_with_required_keys(rows: list[dict[str, Any]]) -> None:
@@ -84,7 +85,7 @@ def test_one_row_per_workload_policy_seed_with_required_keys(rows: list[dict[str
 def test_policy_alone_gives_identical_metrics_to_policy_with_others(
     rows: list[dict[str, Any]],
 ) -> None:
-    alone = evaluate.evaluate(
+    alone = evaluation.evaluate(
         tiny(workloads=("bfcl",), policies=("hexagent",), seeds=(1,)), resolve=stand_in
     )
     [with_others] = [
@@ -104,7 +105,7 @@ def test_same_seed_gives_same_workload_for_every_policy(rows: list[dict[str, Any
 
 def test_table_has_policy_rows_best_baseline_and_reduction(rows: list[dict[str, Any]]) -> None:
     # first-legal is an outside policy: in the table, never the expert's baseline.
-    table = evaluate.format_table(rows, command="python evaluate.py --seeds 0,1")
+    table = evaluation.format_table(rows, command="python evaluate.py --seeds 0,1")
     lines = table.splitlines()
     assert any(line.startswith("first-legal") for line in lines)
     best = next(line for line in lines if line.startswith("best of paper's speed-blind baselines"))
@@ -115,7 +116,7 @@ def test_table_has_policy_rows_best_baseline_and_reduction(rows: list[dict[str, 
     assert "regenerate: python evaluate.py --seeds 0,1" in table
     assert "mixed" in lines[2] and "bfcl" in lines[2]
     # As the reference, the outside policy is compared with the expert too.
-    mine = evaluate.format_table(rows, reference="first-legal")
+    mine = evaluation.format_table(rows, reference="first-legal")
     assert any(line.startswith("reduction (first-legal vs hexagent)") for line in mine.splitlines())
     assert any(line.startswith("hexagent ") for line in mine.splitlines())
 
@@ -134,8 +135,8 @@ def test_reduction_is_relative_to_best_baseline_by_req99() -> None:
         row("workflow-fcfs+hetero-placement", 1.0, 1.0),  # ablation: not a baseline
         row("hexagent", 2.0, 2.5),
     ]
-    assert evaluate.best_baseline(rows, "w") == "workflow-llf"
-    table = evaluate.format_table(rows)
+    assert evaluation.best_baseline(rows, "w") == "workflow-llf"
+    table = evaluation.format_table(rows)
     assert "4.00 / 5.00 (workflow-llf)" in table
     assert "50.0% / 50.0%" in table
 
@@ -144,38 +145,38 @@ def test_writes_strict_json_csv_and_one_png_per_workload(
     rows: list[dict[str, Any]], tmp_path: Path
 ) -> None:
     bad = dict(rows[0], metrics={**rows[0]["metrics"], "req99": math.inf, "x": math.nan})
-    evaluate.write_results([bad, *rows[1:]], tmp_path / "r.json", tmp_path / "r.csv")
+    evaluation.write_results([bad, *rows[1:]], tmp_path / "r.json", tmp_path / "r.csv")
     loaded = json.loads((tmp_path / "r.json").read_text(), parse_constant=pytest.fail)
     assert len(loaded) == len(rows)
     assert loaded[0]["metrics"]["req99"] is None and loaded[0]["metrics"]["x"] is None
     with open(tmp_path / "r.csv") as f:
         table = list(csv.DictReader(f))
     assert len(table) == len(rows) and "metrics.req95" in table[0]
-    pngs = evaluate.plot_attainment(rows, tmp_path)
+    pngs = evaluation.plot_attainment(rows, tmp_path)
     assert sorted(p.name for p in pngs) == ["attainment_bfcl.png", "attainment_mixed.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
     # A table can be rebuilt from the JSON alone.
-    assert "best of paper's speed-blind baselines" in evaluate.format_table(loaded)
+    assert "best of paper's speed-blind baselines" in evaluation.format_table(loaded)
 
 
 def test_unknown_workload_is_a_clear_error() -> None:
     with pytest.raises(EvaluationError, match="workload 'nope'"):
-        evaluate.evaluate(tiny(workloads=("mixed", "nope")), resolve=stand_in)
+        evaluation.evaluate(tiny(workloads=("mixed", "nope")), resolve=stand_in)
 
 
 def test_unknown_env_and_unsupported_prefix_are_clear_errors() -> None:
     with pytest.raises(EvaluationError, match="unknown env 'routing-x'"):
-        evaluate.evaluate(tiny(env="routing-x"), resolve=stand_in)
+        evaluation.evaluate(tiny(env="routing-x"), resolve=stand_in)
     with pytest.raises(EvaluationError, match="no saved model"):
-        evaluate.resolve_policy("ckpt:runs/model.zip", env=None)
+        evaluation.resolve_policy("ckpt:runs/model.zip", env=None)
     with pytest.raises(EvaluationError, match="unknown policy prefix 'sb3'"):
-        evaluate.resolve_policy("sb3:x", env=None)
+        evaluation.resolve_policy("sb3:x", env=None)
 
 
 def test_default_out_dir_is_derived_from_options_without_timestamp() -> None:
-    a = evaluate.default_out_dir(tiny())
-    assert a == evaluate.default_out_dir(tiny())
-    assert a != evaluate.default_out_dir(tiny(seeds=(1,)))
+    a = evaluation.default_out_dir(tiny())
+    assert a == evaluation.default_out_dir(tiny())
+    assert a != evaluation.default_out_dir(tiny(seeds=(1,)))
     assert a.parts[0] == "results" and "mixed" in a.name
 
 
@@ -206,10 +207,10 @@ def test_cli_bad_name_exits_nonzero_without_traceback(
 
 def test_real_heuristics_give_identical_metrics_alone_and_together() -> None:
     pytest.importorskip("heuristics.base", reason="heuristics package not available")
-    together = evaluate.evaluate(
+    together = evaluation.evaluate(
         tiny(workloads=("mixed",), policies=("workflow-llf", "random", "hexagent"), count=10)
     )
-    alone = evaluate.evaluate(tiny(workloads=("mixed",), policies=("hexagent",), count=10))
+    alone = evaluation.evaluate(tiny(workloads=("mixed",), policies=("hexagent",), count=10))
     [hexagent] = [r for r in together if r["policy"] == "hexagent"]
     assert alone[0]["metrics"] == hexagent["metrics"]
     assert alone[0]["completion_times"] == hexagent["completion_times"]
@@ -220,13 +221,13 @@ def test_real_heuristics_give_identical_metrics_alone_and_together() -> None:
 
 def fake_family(monkeypatch: pytest.MonkeyPatch) -> None:
     """Register an env family ``fake`` whose select metric is higher-is-better."""
-    entry = evaluate.EnvEntry(
+    entry = evaluation.EnvFamily(
         gym_id="none", options={"cluster": "cluster", "slo_scale": "slo_scale"},
-        headline=(evaluate.Metric("good", "good", "higher"), evaluate.Metric("bad", "bad")),
+        headline=(evaluation.Metric("good", "good", "higher"), evaluation.Metric("bad", "bad")),
         select="good", reference="expert", cluster="c", model="m", workloads=("w",),
         baselines=("b1", "b2"), own_references=("ours",), ablations=("expert-lite",),
     )  # fmt: skip
-    monkeypatch.setitem(evaluate.ENVS, "fake", entry)
+    monkeypatch.setitem(evaluation.FAMILIES, "fake", entry)
 
 
 def fake_row(policy: str, good: float, bad: float, sweep: float | None = None) -> dict[str, Any]:
@@ -251,9 +252,9 @@ def test_higher_is_better_metric_picks_the_max_baseline_and_reports_a_positive_g
         fake_row("expert-lite", 9.0, 0.0),  # an ablation of the expert: never a baseline
         fake_row("expert", 5.0, 0.1),
     ]
-    assert evaluate.best_baseline(rows, "w") == "ours"
-    assert evaluate.best_baseline(rows, "w", candidates=("b1", "b2")) == "b2"
-    table = evaluate.format_table(rows)
+    assert evaluation.best_baseline(rows, "w") == "ours"
+    assert evaluation.best_baseline(rows, "w", candidates=("b1", "b2")) == "b2"
+    table = evaluation.format_table(rows)
     lines = table.splitlines()
     paper = lines.index(next(x for x in lines if x.startswith("best of paper baselines")))
     assert "3.00 / 0.10 (b2)" in lines[paper]
@@ -273,7 +274,7 @@ def test_missing_higher_is_better_value_counts_as_worst(monkeypatch: pytest.Monk
     fake_family(monkeypatch)
     rows = [fake_row("b1", 1.0, 0.5), fake_row("b2", 1.0, 0.5), fake_row("expert", 2.0, 0.1)]
     rows[0]["metrics"]["good"] = None  # as read back from JSON
-    assert evaluate.best_baseline(rows, "w") == "b2"
+    assert evaluation.best_baseline(rows, "w") == "b2"
 
 
 def test_sweep_gives_one_column_per_workload_and_value_and_a_sweep_plot(
@@ -289,35 +290,37 @@ def test_sweep_gives_one_column_per_workload_and_value_and_a_sweep_plot(
         ]
     for r in rows:
         r["attainment_curve"] = {"alpha": [1.0, 2.0], "attainment": [0.5, 1.0]}
-    table = evaluate.format_table(rows)
+    table = evaluation.format_table(rows)
     header = table.splitlines()[2]
     assert "w slo_scale=1" in header and "w slo_scale=2" in header
     gain = next(line for line in table.splitlines() if line.startswith("gain (expert vs it)"))
     assert gain.count("50.0%") == 2  # 3 vs 2 and 6 vs 4
-    [png] = evaluate.plot_sweep(rows, tmp_path)
+    [png] = evaluation.plot_sweep(rows, tmp_path)
     assert png.name == "good_vs_slo_scale_w.png" and png.read_bytes()[:4] == b"\x89PNG"
-    attainment = evaluate.plot_attainment(rows, tmp_path)
+    attainment = evaluation.plot_attainment(rows, tmp_path)
     assert len(attainment) == 2
-    assert evaluate.plot_sweep([fake_row("b1", 1, 1)], tmp_path) == []  # no sweep: no plot
+    assert evaluation.plot_sweep([fake_row("b1", 1, 1)], tmp_path) == []  # no sweep: no plot
 
 
 def test_real_sweep_runs_one_env_per_value_and_rows_carry_the_value() -> None:
-    rows = evaluate.evaluate(tiny(sweep=evaluate.Sweep("load_scale", (0.5, 1.0))), resolve=stand_in)
+    rows = evaluation.evaluate(
+        tiny(sweep=evaluation.Sweep("load_scale", (0.5, 1.0))), resolve=stand_in
+    )
     assert [(r["load_scale"], r["sweep"]["value"]) for r in rows if r["policy"] == "hexagent"] == [
         (0.5, 0.5),
         (1.0, 1.0),
     ]
-    header = evaluate.format_table(rows).splitlines()[2]
+    header = evaluation.format_table(rows).splitlines()[2]
     assert "mixed load_scale=0.5" in header and "mixed load_scale=1" in header
 
 
 def test_per_env_defaults_fill_unset_options() -> None:
-    pd = evaluate.resolve_config(EvalConfig(env="pd-cluster"))
+    pd = evaluation.resolve_config(EvalConfig(env="pd-cluster"))
     assert (pd.cluster, pd.model, pd.reference) == ("hetero-1", "llama3.1-70b", "hexagent")
     assert pd.workloads == ("sharegpt", "bfcl", "lats", "mixed")
-    assert pd.policies == evaluate.PAPER_POLICIES and pd.slots == 256 and pd.load_scale == 1.0
+    assert pd.policies == evaluation.PAPER_POLICIES and pd.slots == 256 and pd.load_scale == 1.0
     assert pd.slo_scale is None
-    routing = evaluate.resolve_config(EvalConfig(env="routing"))
+    routing = evaluation.resolve_config(EvalConfig(env="routing"))
     assert (routing.cluster, routing.model, routing.reference) == (
         "goodserve-4",
         "llama3.1-8b",
@@ -325,15 +328,15 @@ def test_per_env_defaults_fill_unset_options() -> None:
     )
     assert routing.workloads == ("goodserve",) and routing.slots is None
     assert routing.policies[-2:] == ("earliest-finish", "goodserve")
-    assert evaluate.ENVS["routing"].select_metric.better == "higher"
+    assert evaluation.FAMILIES["routing"].select_metric.better == "higher"
 
 
 def test_every_cli_env_has_a_family_and_every_option_a_config_field() -> None:
     from envs import CLI_ENVS
 
-    assert set(evaluate.ENVS) == set(CLI_ENVS)
+    assert set(evaluation.FAMILIES) == set(CLI_ENVS)
     for name, (_, options) in CLI_ENVS.items():
-        assert set(options) - {"workload", "reward"} <= set(evaluate.ENV_FIELDS), name
+        assert set(options) - {"workload", "reward"} <= set(evaluation.ENV_FIELDS), name
 
 
 @pytest.mark.parametrize(
@@ -341,27 +344,27 @@ def test_every_cli_env_has_a_family_and_every_option_a_config_field() -> None:
     [
         (EvalConfig(env="routing", slots=8), "does not take --slots"),
         (EvalConfig(env="pd-cluster", slo_scale=2.0), "does not take --slo-scale"),
-        (EvalConfig(sweep=evaluate.Sweep("slo_scale", (1.0,))), "--sweep slo_scale"),
-        (EvalConfig(load_scale=1.0, sweep=evaluate.Sweep("load_scale", (1.0,))), "both given"),
+        (EvalConfig(sweep=evaluation.Sweep("slo_scale", (1.0,))), "--sweep slo_scale"),
+        (EvalConfig(load_scale=1.0, sweep=evaluation.Sweep("load_scale", (1.0,))), "both given"),
     ],
 )
 def test_an_option_the_env_does_not_take_is_an_error(config: EvalConfig, match: str) -> None:
     with pytest.raises(EvaluationError, match=match):
-        evaluate.resolve_config(config)
+        evaluation.resolve_config(config)
 
 
 def test_parse_sweep_uses_the_option_type() -> None:
-    assert evaluate.parse_sweep("slo-scale=1,1.5") == evaluate.Sweep("slo_scale", (1.0, 1.5))
-    assert evaluate.parse_sweep("migration=token,kv").values == ("token", "kv")
+    assert evaluation.parse_sweep("slo-scale=1,1.5") == evaluation.Sweep("slo_scale", (1.0, 1.5))
+    assert evaluation.parse_sweep("migration=token,kv").values == ("token", "kv")
     with pytest.raises(Exception, match="OPTION=V1"):
-        evaluate.parse_sweep("nope=1")
+        evaluation.parse_sweep("nope=1")
 
 
 def test_policies_of_another_env_are_rejected_listing_only_this_envs() -> None:
     pytest.importorskip("heuristics.base", reason="heuristics package not available")
-    env = evaluate.make_env(tiny(), "mixed")
+    env = evaluation.make_env(tiny(), "mixed")
     with pytest.raises(EvaluationError, match="for env 'pd-cluster'") as err:
-        evaluate.resolve_policy("goodserve", env)
+        evaluation.resolve_policy("goodserve", env)
     assert "hexagent" in str(err.value) and "round-robin" not in str(err.value)
 
 
@@ -403,19 +406,19 @@ def test_routing_sweep_table_rows_and_goodput_plot(tmp_path: Path) -> None:
     pytest.importorskip("heuristics.goodserve", reason="routing heuristics not available")
     config = EvalConfig(
         env="routing", policies=("round-robin", "earliest-finish", "goodserve"), seeds=(0,),
-        count=12, output_predictor="oracle", sweep=evaluate.Sweep("slo_scale", (1.0, 2.0)),
+        count=12, output_predictor="oracle", sweep=evaluation.Sweep("slo_scale", (1.0, 2.0)),
         quiet=True,
     )  # fmt: skip
-    rows = evaluate.evaluate(config)
+    rows = evaluation.evaluate(config)
     assert len(rows) == 3 * 2
     for r in rows:
         assert {"goodput", "slo_violation_ratio", "migrations"} <= set(r["metrics"])
         assert "monolithic" in r["utilisation"] and any(":" in k for k in r["utilisation"])
         assert r["slo_scale"] == r["sweep"]["value"] and len(r["latencies"]) == 12
-    table = evaluate.format_table(rows, command=evaluate.command_for(config))
+    table = evaluation.format_table(rows, command=evaluation.command_for(config))
     assert "gain (goodserve vs it)" in table and "utilisation (monolithic)" in table
     assert "--sweep slo_scale=1,2" in table
-    [png] = evaluate.plot_sweep(rows, tmp_path)
+    [png] = evaluation.plot_sweep(rows, tmp_path)
     assert png.name == "goodput_vs_slo_scale_goodserve.png"
 
 
@@ -430,13 +433,13 @@ def test_diagnose_names_bursts_idle_clusters_and_tied_percentiles() -> None:
         }  # fmt: skip
 
     burst = [row(p, 1.5, 1.5, [0.0, 4.0], 0.1) for p in ("atlas", "hexagent", "mine")]
-    notes = evaluate.diagnose(burst)
+    notes = evaluation.diagnose(burst)
     assert any("arrivals span 4 s of a 100 s episode" in n for n in notes)
     assert any("mean utilisation 10%" in n for n in notes)
     assert any("Req95 = Req99 for 3 of 3 policies with 40 workflows" in n for n in notes)
-    assert any(line.startswith("note: w:") for line in evaluate.format_table(burst).splitlines())
+    assert any(line.startswith("note: w:") for line in evaluation.format_table(burst).splitlines())
     steady = [row(p, 1.2 + i, 1.5 + i, [0.0, 90.0], 0.6) for i, p in enumerate(("a", "b"))]
-    assert evaluate.diagnose(steady) == []
+    assert evaluation.diagnose(steady) == []
 
 
 def test_checkpoint_settings_come_from_its_config_json_and_conflicts_are_named(tmp_path):
@@ -444,20 +447,24 @@ def test_checkpoint_settings_come_from_its_config_json_and_conflicts_are_named(t
     run.mkdir()
     (run / "config.json").write_text(json.dumps({"env": "pd-cluster", "slots": 16, "count": 30}))
     spec = f"ckpt:{run / 'model.zip'}"
-    cfg = evaluate.resolve_config(evaluate.EvalConfig(policies=("hexagent", spec)))
+    cfg = evaluation.resolve_config(evaluation.EvalConfig(policies=("hexagent", spec)))
     assert cfg.slots == 16  # adopted: the env's default would be 256
     assert cfg.count is None  # workload options are the command's, not the checkpoint's
-    assert "--slots 16" in evaluate.command_for(cfg)
-    with pytest.raises(evaluate.EvaluationError, match="trained with --slots 16.*pass --slots 16"):
-        evaluate.resolve_config(evaluate.EvalConfig(policies=(spec,), slots=256))
+    assert "--slots 16" in evaluation.command_for(cfg)
+    with pytest.raises(
+        evaluation.EvaluationError, match="trained with --slots 16.*pass --slots 16"
+    ):
+        evaluation.resolve_config(evaluation.EvalConfig(policies=(spec,), slots=256))
     other = tmp_path / "other"
     other.mkdir()
     (other / "config.json").write_text(json.dumps({"env": "pd-cluster", "slots": 8}))
-    with pytest.raises(evaluate.EvaluationError, match="different --slots"):
-        evaluate.resolve_config(evaluate.EvalConfig(policies=(spec, f"ckpt:{other / 'model.zip'}")))
+    with pytest.raises(evaluation.EvaluationError, match="different --slots"):
+        evaluation.resolve_config(
+            evaluation.EvalConfig(policies=(spec, f"ckpt:{other / 'model.zip'}"))
+        )
     (other / "config.json").write_text(json.dumps({"env": "routing"}))
-    with pytest.raises(evaluate.EvaluationError, match="trained on --env routing"):
-        evaluate.resolve_config(evaluate.EvalConfig(policies=(f"ckpt:{other / 'model.zip'}",)))
+    with pytest.raises(evaluation.EvaluationError, match="trained on --env routing"):
+        evaluation.resolve_config(evaluation.EvalConfig(policies=(f"ckpt:{other / 'model.zip'}",)))
 
 
 def _bfcl_trace(path: Path, count: int = 6) -> list[Any]:
@@ -515,8 +522,8 @@ def test_trace_source_applies_count_load_scale_and_model_to_a_trace(tmp_path: Pa
 def test_trace_errors_name_the_file_and_envs_without_traces_refuse_them(tmp_path: Path) -> None:
     _bfcl_trace(tmp_path / "calls.jsonl")
     with pytest.raises(EvaluationError, match="no such trace file"):
-        evaluate.evaluate(tiny(workloads=(str(tmp_path / "missing.jsonl"),)), resolve=stand_in)
+        evaluation.evaluate(tiny(workloads=(str(tmp_path / "missing.jsonl"),)), resolve=stand_in)
     with pytest.raises(EvaluationError, match="does not replay trace files"):
-        evaluate.evaluate(
+        evaluation.evaluate(
             EvalConfig(env="allocation", workloads=(str(tmp_path / "calls.jsonl"),), quiet=True)
         )

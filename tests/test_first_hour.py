@@ -11,8 +11,8 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 
 import pytest
 
-import evaluate
-import train
+import evaluation
+import training
 
 TINY = dict(seeds=(0,), count=4, quiet=True)
 
@@ -26,9 +26,9 @@ TINY = dict(seeds=(0,), count=4, quiet=True)
     ],
 )
 def test_misspelt_routing_names_get_did_you_mean_with_the_valid_names(option, value, suggestion):
-    config = evaluate.EvalConfig(env="routing", **{**TINY, option: value})
-    with pytest.raises(evaluate.EvaluationError) as err:
-        evaluate.evaluate(config)
+    config = evaluation.EvalConfig(env="routing", **{**TINY, option: value})
+    with pytest.raises(evaluation.EvaluationError) as err:
+        evaluation.evaluate(config)
     message = str(err.value)
     assert f"did you mean {suggestion}" in message  # first (closest) suggestion
     assert "known:" in message and suggestion.strip("'") in message.split("known:")[1]
@@ -45,16 +45,16 @@ def test_misspelt_routing_names_get_did_you_mean_with_the_valid_names(option, va
     ],
 )
 def test_env_is_accepted_by_gym_id_or_short_name(name, short):
-    assert evaluate.canonical_env(name) == short
-    assert evaluate.parse_args(["--env", name]).env == short
-    assert train.parse_args(["--env", name]).env == short
+    assert evaluation.canonical_env(name) == short
+    assert evaluation.parse_args(["--env", name]).env == short
+    assert training.parse_args(["--env", name]).env == short
 
 
 def test_misspelt_env_names_the_closest_and_all_envs():
-    with pytest.raises(evaluate.EvaluationError, match=r"did you mean 'routing'\?.*known: "):
-        evaluate.canonical_env("routng")
-    with pytest.raises(train.TrainError, match=r"not trainable \(did you mean 'routing'\?\)"):
-        train.check_config(train.TrainConfig(env="routng"))
+    with pytest.raises(evaluation.EvaluationError, match=r"did you mean 'routing'\?.*known: "):
+        evaluation.canonical_env("routng")
+    with pytest.raises(training.TrainError, match=r"not trainable \(did you mean 'routing'\?\)"):
+        training.check_config(training.TrainConfig(env="routng"))
 
 
 def row(policy: str, goodput: float, workload: str = "goodserve") -> dict[str, Any]:
@@ -66,7 +66,7 @@ def row(policy: str, goodput: float, workload: str = "goodserve") -> dict[str, A
 
 
 def test_routing_table_names_the_workload_column_and_defines_its_metrics():
-    table = evaluate.format_table([row("round-robin", 1.0), row("goodserve", 2.0)])
+    table = evaluation.format_table([row("round-robin", 1.0), row("goodserve", 2.0)])
     header = next(line for line in table.splitlines() if line.startswith("policy"))
     assert header.split(None, 1)[1].strip() == "goodserve (workload)"
     assert "goodput: requests finished within their E2E SLO" in table
@@ -74,7 +74,7 @@ def test_routing_table_names_the_workload_column_and_defines_its_metrics():
 
 
 def test_no_gain_line_when_the_reference_did_not_run():
-    table = evaluate.format_table([row("round-robin", 1.0), row("least-request", 2.0)])
+    table = evaluation.format_table([row("round-robin", 1.0), row("least-request", 2.0)])
     assert "gain (" not in table
     assert "no gain lines: the reference goodserve did not run" in table
     assert "best of paper baselines" in table  # the best baseline still shows
@@ -85,24 +85,24 @@ def test_pd_table_footer_defines_req95_and_req99():
         {**row("hexagent", 0.0, "mixed"), "env": "pd-cluster", "metrics": {"req95": 2, "req99": 3}},
         {**row("atlas", 0.0, "mixed"), "env": "pd-cluster", "metrics": {"req95": 3, "req99": 4}},
     ]
-    table = evaluate.format_table(rows)
+    table = evaluation.format_table(rows)
     assert "Req95 / Req99: the smallest α such that 95 % / 99 % of workflows finish" in table
     assert "mixed (workload)" not in table  # a workload not named like a policy stays as is
 
 
 def test_results_folder_names_never_contain_none():
-    name = evaluate.default_out_dir(
-        evaluate.EvalConfig(env="allocation", policies=("naive-equal",), seeds=(0,))
+    name = evaluation.default_out_dir(
+        evaluation.EvalConfig(env="allocation", policies=("naive-equal",), seeds=(0,))
     ).name
     assert "None" not in name and "__" not in name
     assert name.startswith("allocation_scepsy-16_rag_reranker")
 
 
 def test_reference_option_sets_the_gain_lines_and_keeps_the_expert_in_the_table():
-    cfg = train.parse_args(["--env", "servegym/Routing-v0", "--reference", "least-request"])
+    cfg = training.parse_args(["--env", "servegym/Routing-v0", "--reference", "least-request"])
     assert cfg.reference == "least-request" and cfg.bc_expert == "goodserve"
-    baselines = train.baselines_of(cfg)
+    baselines = training.baselines_of(cfg)
     assert "least-request" not in baselines and "goodserve" in baselines
-    ecfg = train.eval_config(cfg, (*baselines, "least-request"))
+    ecfg = training.eval_config(cfg, (*baselines, "least-request"))
     assert ecfg.reference == "least-request"
-    assert train.parse_args(["--env", "routing"]).reference == "goodserve"  # the expert
+    assert training.parse_args(["--env", "routing"]).reference == "goodserve"  # the expert

@@ -77,7 +77,9 @@ def _main(program: str) -> Callable[[list[str]], int]:
 def warm_imports() -> None:
     """Import what the commands import lazily, so the budget measures their own work."""
     import evaluate  # noqa: F401
+    import evaluation  # noqa: F401
     import train  # noqa: F401
+    import training  # noqa: F401
     from agents import TRAIN_ENVS  # noqa: F401
     from agents.algos import algo_spec
     from envs.sim.catalog import model_names
@@ -103,8 +105,8 @@ def test_every_corpus_file_is_in_the_manifest_and_every_case_exists() -> None:
 
 def _api_error(case: dict[str, Any]) -> BaseException:
     """Run the case's Python entry point; return the error it raised."""
-    import evaluate
-    import train
+    import evaluation
+    import training
     from envs.sim.cluster import ClusterConfigError, load_cluster
     from traces import TraceValidationError, read_trace
 
@@ -117,14 +119,14 @@ def _api_error(case: dict[str, Any]) -> BaseException:
         with pytest.raises(ClusterConfigError) as info:
             load_cluster(path)
     elif api == "train_config":
-        with pytest.raises(train.TrainError) as info:
-            train.load_config_file(path)
+        with pytest.raises(training.TrainError) as info:
+            training.load_config_file(path)
     elif api == "checkpoint":
         from agents.algos import load_model
 
-        with pytest.raises((evaluate.EvaluationError, ValueError, FileNotFoundError)) as info:
-            config = evaluate.EvalConfig(env="pd-cluster")
-            evaluate.checkpoint_settings(config, [f"ckpt:{path}/model.zip"])
+        with pytest.raises((evaluation.EvaluationError, ValueError, FileNotFoundError)) as info:
+            config = evaluation.EvalConfig(env="pd-cluster")
+            evaluation.checkpoint_settings(config, [f"ckpt:{path}/model.zip"])
             load_model(f"{path}/model.zip")
     else:
         raise AssertionError(f"unknown api {api!r} in MANIFEST.yaml")

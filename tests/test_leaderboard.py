@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import evaluate
+import evaluation
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -154,9 +155,9 @@ def test_bad_inputs_stop_with_the_file_named(
 
 
 def test_git_commit_is_unknown_outside_a_checkout_and_a_hash_inside(tmp_path: Path) -> None:
-    assert evaluate.git_commit(tmp_path) == "unknown"
+    assert evaluation.git_commit(tmp_path) == "unknown"
     if (ROOT / ".git").exists():
-        assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", evaluate.git_commit(ROOT))
+        assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", evaluation.git_commit(ROOT))
 
 
 def test_evaluate_writes_run_json_beside_results_and_keeps_rows_free_of_provenance(
@@ -167,8 +168,8 @@ def test_evaluate_writes_run_json_beside_results_and_keeps_rows_free_of_provenan
             "per-call-fcfs", "--quiet", "--out", str(out)]  # fmt: skip
     assert evaluate.main(argv) == 0
     sidecar = json.loads((out / "run.json").read_text())
-    config = evaluate.parse_args(argv)
-    assert sidecar["command"] == f"{evaluate.command_for(config)} --out {out}"
+    config = evaluation.parse_args(argv)
+    assert sidecar["command"] == f"{evaluation.command_for(config)} --out {out}"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", sidecar["date"])
     assert sidecar["commit"]
     rows = json.loads((out / "results.json").read_text())

@@ -17,6 +17,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.
 pytestmark = pytest.mark.slow  # a local Ray cluster per module: make test-all only
 
 import evaluate  # noqa: E402
+import evaluation  # noqa: E402
 from agents.distributed import RayVecEnv, init_ray  # noqa: E402
 
 #: How a run was computed, not what it produced: may differ between the serial and Ray runs.
@@ -39,15 +40,15 @@ def canonical(rows: list[dict[str, Any]]) -> str:
 
 
 def test_evaluate_on_ray_gives_the_serial_rows() -> None:
-    config = evaluate.EvalConfig(
+    config = evaluation.EvalConfig(
         workloads=("bfcl", "mixed"),
         policies=("per-call-fcfs", "hexagent"),
         seeds=(0, 1),
         count=5,
         quiet=True,
     )
-    serial = evaluate.evaluate(config)
-    on_ray = evaluate.evaluate(evaluate.EvalConfig(**{**config.__dict__, "ray": "local"}))
+    serial = evaluation.evaluate(config)
+    on_ray = evaluation.evaluate(evaluation.EvalConfig(**{**config.__dict__, "ray": "local"}))
     assert len(on_ray) == 8
     assert canonical(on_ray) == canonical(serial)
 

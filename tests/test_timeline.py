@@ -94,9 +94,9 @@ def test_envs_export_their_episode_and_refuse_before_reset(tmp_path: Path) -> No
 
 
 def test_evaluate_writes_one_valid_timeline_per_run(tmp_path: Path) -> None:
-    import evaluate
+    import evaluation
 
-    config = evaluate.EvalConfig(
+    config = evaluation.EvalConfig(
         workloads=("bfcl",),
         policies=("per-call-fcfs", "hexagent"),
         seeds=(0,),
@@ -104,7 +104,7 @@ def test_evaluate_writes_one_valid_timeline_per_run(tmp_path: Path) -> None:
         timeline=str(tmp_path / "tl"),
         quiet=True,
     )
-    rows = evaluate.evaluate(config)
+    rows = evaluation.evaluate(config)
     paths = sorted((tmp_path / "tl").glob("*.json"))
     assert [p.name for p in paths] == [
         "bfcl_hexagent_seed0.json",

@@ -12,6 +12,7 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 import pytest
 
 import train
+import training
 from agents import env_kwargs, load_policy, make_env, train_env_spec
 
 SMOKE = [
@@ -47,7 +48,7 @@ def test_tiny_config_trains_saves_reloads_and_acts_identically(tmp_path):
     """The issue-11 recipe at toy size, from a YAML file like examples/pd_learned_*.yaml: a
     realistic predictor, fewer validation than held-out seeds; the saved model, reloaded, gives
     the final table's numbers again and two loads act identically step by step."""
-    import evaluate
+    import evaluation
 
     out = tmp_path / "run"
     cfg_file = tmp_path / "tiny.yaml"
@@ -64,13 +65,13 @@ def test_tiny_config_trains_saves_reloads_and_acts_identically(tmp_path):
     assert report["validation_seeds"] == [2_000_000]
     assert json.loads((out / "config.json").read_text())["output_predictor"] == "task-mean"
     ckpt = f"ckpt:{out / 'model.zip'}"
-    rows = evaluate.evaluate(
-        evaluate.EvalConfig(
+    rows = evaluation.evaluate(
+        evaluation.EvalConfig(
             env="pd-cluster", workloads=("mixed",), policies=(ckpt,), seeds=(1_000_000, 1_000_001),
             count=4, slots=4, output_predictor="task-mean", out=str(tmp_path / "eval"), quiet=True,
         )
     )  # fmt: skip
-    again = train.mean_metrics(rows, ckpt, evaluate.env_entry("pd-cluster").headline)
+    again = training.mean_metrics(rows, ckpt, evaluation.env_entry("pd-cluster").headline)
     assert again == pytest.approx(report["final"][ckpt], rel=0, abs=0)
     spec = train_env_spec("pd-cluster")
     kwargs = env_kwargs(spec, {"count": 4, "slots": 4, "output_predictor": "task-mean"})
@@ -92,11 +93,14 @@ def test_final_table_adds_the_best_model_only_when_it_is_not_the_final_one(tmp_p
     ckpt = {n: f"ckpt:{tmp_path / n}.zip" for n in ("model", "bc_model", "best_model")}
     last_best = [{"step": 10}, {"step": 20, "saved_best": "x"}]
     earlier_best = [{"step": 10, "saved_best": "x"}, {"step": 20}]
-    assert train.learned_rows(tmp_path, last_best, True) == [ckpt["bc_model"], ckpt["model"]]
+    assert training.learned_rows(tmp_path, last_best, True) == [ckpt["bc_model"], ckpt["model"]]
     all_three = [ckpt["bc_model"], ckpt["best_model"], ckpt["model"]]
-    assert train.learned_rows(tmp_path, earlier_best, True) == all_three
-    assert train.learned_rows(tmp_path, earlier_best, False) == [ckpt["best_model"], ckpt["model"]]
-    assert train.learned_rows(tmp_path, [], True) == [ckpt["bc_model"], ckpt["model"]]
+    assert training.learned_rows(tmp_path, earlier_best, True) == all_three
+    assert training.learned_rows(tmp_path, earlier_best, False) == [
+        ckpt["best_model"],
+        ckpt["model"],
+    ]
+    assert training.learned_rows(tmp_path, [], True) == [ckpt["bc_model"], ckpt["model"]]
 
 
 TRAIN_CONFIGS = sorted(
@@ -110,7 +114,7 @@ TRAIN_CONFIGS = sorted(
 def test_committed_example_configs_still_parse(path):
     import yaml
 
-    cfg = train.parse_args(["--config", str(path)])
+    cfg = training.parse_args(["--config", str(path)])
     for key, value in yaml.safe_load(path.read_text()).items():
         expected = tuple(value) if isinstance(value, list) else value
         assert getattr(cfg, key.replace("-", "_")) == expected, key
@@ -119,7 +123,7 @@ def test_committed_example_configs_still_parse(path):
 def test_config_file_sets_defaults_and_flags_override_it(tmp_path):
     cfg_file = tmp_path / "c.json"
     cfg_file.write_text(json.dumps({"timesteps": 123, "bc-epochs": 3, "seed": 5}))
-    cfg = train.parse_args(["--config", str(cfg_file), "--seed", "7"])
+    cfg = training.parse_args(["--config", str(cfg_file), "--seed", "7"])
     assert (cfg.timesteps, cfg.bc_epochs, cfg.seed) == (123, 3, 7)
 
 
@@ -136,8 +140,8 @@ def test_config_file_sets_defaults_and_flags_override_it(tmp_path):
     ],
 )
 def test_bad_options_are_rejected_before_any_work(argv, match):
-    with pytest.raises(train.TrainError, match=match):
-        train.parse_args(argv)
+    with pytest.raises(training.TrainError, match=match):
+        training.parse_args(argv)
 
 
 def test_existing_run_directory_needs_resume(tmp_path, capsys):
@@ -147,12 +151,12 @@ def test_existing_run_directory_needs_resume(tmp_path, capsys):
 
 
 def test_per_env_defaults_fill_unset_options():
-    pd = train.parse_args(["--env", "pd-cluster"])
+    pd = training.parse_args(["--env", "pd-cluster"])
     assert (pd.cluster, pd.model, pd.workload, pd.count, pd.slots) == (
         "hetero-1", "llama3.1-70b", "mixed", 30, 16,
     )  # fmt: skip
     assert pd.bc_expert == "hexagent" and pd.slo_scale is None
-    routing = train.resolve(train.TrainConfig(env="routing"))
+    routing = training.resolve(training.TrainConfig(env="routing"))
     assert (routing.cluster, routing.model, routing.workload) == (
         "goodserve-4", "llama3.1-8b", "goodserve",
     )  # fmt: skip
@@ -169,13 +173,13 @@ def test_per_env_defaults_fill_unset_options():
     ],
 )
 def test_options_and_policies_of_another_env_are_rejected(argv, match):
-    with pytest.raises(train.TrainError, match=match):
-        train.parse_args(argv)
+    with pytest.raises(training.TrainError, match=match):
+        training.parse_args(argv)
 
 
 def test_help_lists_each_trainable_envs_defaults(capsys):
     with pytest.raises(SystemExit):
-        train.parse_args(["--help"])
+        training.parse_args(["--help"])
     out = capsys.readouterr().out
     for text in ("pd-cluster", "routing", "RoutingScorer", "--bc-expert goodserve", "goodput"):
         assert text in out, text
@@ -239,7 +243,7 @@ def test_allocation_smoke_run_trains_without_special_casing(tmp_path, monkeypatc
 
 def test_help_documents_every_option_with_its_allowed_values(capsys):
     with pytest.raises(SystemExit):
-        train.parse_args(["--help"])
+        training.parse_args(["--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "One of: maskable-ppo, ppo" in out and "One of: subproc, dummy" in out
     assert "py:MODULE:FACTORY" in out and "every policy: atlas" in out
@@ -249,8 +253,8 @@ def test_help_documents_every_option_with_its_allowed_values(capsys):
 
 
 def test_naming_the_expert_in_baselines_is_not_an_error(capsys):
-    cfg = train.parse_args(["--baselines", "per-call-fcfs,hexagent", "--bc-expert", "hexagent"])
-    assert train.baselines_of(cfg) == ("per-call-fcfs",)
+    cfg = training.parse_args(["--baselines", "per-call-fcfs,hexagent", "--bc-expert", "hexagent"])
+    assert training.baselines_of(cfg) == ("per-call-fcfs",)
     assert "hexagent is the expert" in capsys.readouterr().out
 
 
@@ -262,12 +266,12 @@ def test_a_plugin_that_cannot_load_fails_before_out_is_created(tmp_path, capsys)
 
 
 def test_a_run_failing_before_its_first_model_leaves_nothing_behind(tmp_path, monkeypatch, capsys):
-    import evaluate
+    import evaluation
 
     def fail(*args, **kwargs):
-        raise evaluate.EvaluationError("simulated failure in the reference evaluation")
+        raise evaluation.EvaluationError("simulated failure in the reference evaluation")
 
-    monkeypatch.setattr(evaluate, "evaluate", fail)
+    monkeypatch.setattr(evaluation, "evaluate", fail)
     out = tmp_path / "run"
     assert train.main([*SMOKE, "--out", str(out), "--wandb", "disabled"]) == 2
     err = capsys.readouterr().err

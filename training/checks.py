@@ -1,0 +1,146 @@
+"""Options checked before any work starts: values (:func:`check_config`), then what needs a
+built env (:func:`check_run`: the env resets, every policy loads, ``--hyperparams`` fit the
+algorithm); and the policies a run is compared against (:func:`baselines_of`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import asdict
+
+from envs.registry import family
+from training.config import ENV_OPTIONS, VECS, TrainConfig, TrainError, short_repr
+
+
+def check_config(cfg: TrainConfig) -> None:
+    """Reject bad options before any work starts.
+
+    :raises TrainError: naming the option and the expected values.
+    """
+    from agents import ALGOS, TRAIN_ENVS
+    from agents.wandb_utils import MODES
+
+    if cfg.env not in TRAIN_ENVS:
+        from envs.base import did_you_mean
+
+        raise TrainError(
+            f"--env {cfg.env!r} is not trainable{did_you_mean(cfg.env, TRAIN_ENVS)}; known: "
+            f"{sorted(TRAIN_ENVS)}"
+        )
+    spec = TRAIN_ENVS[cfg.env]
+    for name in ENV_OPTIONS:
+        if name not in spec.options and getattr(cfg, name) is not None:
+            raise TrainError(
+                f"env {cfg.env!r} does not take --{name.replace('_', '-')} (got "
+                f"{getattr(cfg, name)!r}); its options: "
+                f"{', '.join('--' + o.replace('_', '-') for o in ENV_OPTIONS if o in spec.options)}"
+            )
+    if cfg.algo not in ALGOS:
+        raise TrainError(f"--algo {cfg.algo!r} unknown; known: {sorted(ALGOS)}")
+    if cfg.vec not in VECS:
+        raise TrainError(f"--vec must be one of {', '.join(VECS)}, got {cfg.vec!r}")
+    if cfg.ray is not None and cfg.vec != "subproc":
+        raise TrainError(f"--ray and --vec {cfg.vec} both say where the envs run; give one")
+    if cfg.wandb not in MODES:
+        raise TrainError(f"--wandb must be one of {MODES}, got {cfg.wandb!r}")
+    for name in (
+        "n_envs", "eval_episodes", "eval_every", "ckpt_every", "bc_batch_size", "torch_threads",
+    ):  # fmt: skip
+        if getattr(cfg, name) < 1:
+            raise TrainError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
+    for name in ("bc_lr", "hidden"):
+        if not getattr(cfg, name) > 0:
+            raise TrainError(f"--{name.replace('_', '-')} must be > 0, got {getattr(cfg, name)}")
+    if not 0.0 <= cfg.dagger_beta <= 1.0:
+        raise TrainError(f"--dagger-beta must be in [0, 1], got {cfg.dagger_beta}")
+    for name in ("timesteps", "bc_episodes", "bc_epochs", "dagger_rounds"):
+        if getattr(cfg, name) < 0:
+            raise TrainError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(cfg, name)}")
+    if cfg.val_episodes is not None and cfg.val_episodes < 1:
+        raise TrainError(f"--val-episodes must be >= 1, got {cfg.val_episodes}")
+    if cfg.count is not None and cfg.count < 1:
+        raise TrainError(f"--count must be >= 1, got {cfg.count}")
+    if not isinstance(cfg.hyperparams, dict):
+        raise TrainError(
+            f"--hyperparams must be a JSON object of algorithm keyword -> value, got "
+            f"{short_repr(cfg.hyperparams)}"
+        )
+    import evaluation
+
+    known = evaluation.heuristic_names("", cfg.env)
+    dupes = sorted({b for b in cfg.baselines if cfg.baselines.count(b) > 1})
+    if dupes:
+        raise TrainError(f"--baselines lists {', '.join(dupes)} more than once")
+    for option, spec in policy_options(cfg):
+        prefix, sep, _ = spec.partition(":")
+        if sep and prefix not in evaluation.POLICY_LOADERS:
+            raise TrainError(
+                f"{option} {spec!r}: unknown policy prefix {prefix!r}; known: "
+                f"{', '.join(p + ':' for p in sorted(evaluation.POLICY_LOADERS))}"
+            )
+        if not sep and spec not in known:
+            raise TrainError(
+                f"{option} {spec!r}: unknown policy for env {cfg.env!r}; known: "
+                f"{', '.join(known)}, or py:MODULE:FACTORY / py:FILE.py:FACTORY for your own"
+            )
+
+
+def policy_options(cfg: TrainConfig) -> list[tuple[str, str]]:
+    """(option, policy spec) of every policy the run uses besides the one it trains."""
+    expert = [] if cfg.bc_expert in (None, "none") else [("--bc-expert", cfg.bc_expert)]
+    return [*expert, *(("--baselines", b) for b in cfg.baselines)]
+
+
+def check_run(cfg: TrainConfig) -> None:
+    """What :func:`check_config` cannot see without building things, checked before anything
+    is written: the env builds and resets with the run's options, every policy the run uses
+    (expert, baselines) loads on it — a ``py:`` file that does not import, a ``ckpt:`` for
+    another env — and ``--hyperparams`` names only arguments the algorithm takes.
+
+    :raises TrainError: naming the option.
+    """
+    import evaluation
+    from agents import algo_spec, env_kwargs, make_env, train_env_spec
+
+    algo_class = algo_spec(cfg.algo).load_class()
+    takes = set(inspect.signature(algo_class.__init__).parameters) - {"self", "policy", "env"}
+    unknown = sorted(set(cfg.hyperparams) - takes)
+    if unknown:
+        raise TrainError(
+            f"--hyperparams: {algo_class.__name__} takes no {', '.join(map(repr, unknown))}; "
+            f"it takes: {', '.join(sorted(takes))}"
+        )
+    spec = train_env_spec(cfg.env)
+    try:
+        env = make_env(spec, env_kwargs(spec, asdict(cfg)))
+        env.reset(seed=cfg.seed)
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        raise TrainError(f"cannot build env {cfg.env!r} with these options: {exc}") from exc
+    try:
+        for option, policy in policy_options(cfg):
+            try:
+                evaluation.resolve_policy(policy, env, cfg.env)
+            except evaluation.EvaluationError as exc:
+                raise TrainError(f"{option}: {exc}") from exc
+    finally:
+        env.close()
+
+
+def baselines_of(cfg: TrainConfig) -> tuple[str, ...]:
+    """The policies the run is compared against besides the expert: ``--baselines`` (default:
+    the env family's paper baselines and own references), and ``--bc-expert`` when it is
+    another policy (your own ``py:`` scheduler). The expert is always evaluated, so naming it in
+    ``--baselines`` adds nothing (said so on stdout)."""
+
+    entry = family(cfg.env)
+    reference = cfg.reference or entry.reference
+    chosen = cfg.baselines or (*entry.baselines, *entry.own_references)
+    if reference in chosen:
+        role = "expert" if reference == entry.reference else "reference"
+        print(f"      --baselines: {reference} is the {role}, always evaluated once")
+    chosen = tuple(b for b in chosen if b != reference)
+    if reference != entry.reference and entry.reference not in chosen:
+        chosen += (entry.reference,)  # the env's expert stays in the table
+    if cfg.bc_expert not in (None, "none", reference, *chosen):
+        chosen += (cfg.bc_expert,)  # the policy being cloned belongs in the table
+    return chosen

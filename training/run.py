@@ -1,0 +1,348 @@
+"""One training run, top to bottom (CleanRL style): reference numbers, behaviour cloning (+
+DAgger) from the expert, RL fine-tuning with periodic validation and checkpoints, and the final
+comparison on the held-out seeds.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envs.registry import family
+from training.checks import baselines_of
+from training.compare import (
+    eval_config,
+    evaluate_model,
+    latest_checkpoint,
+    learned_rows,
+    mean_metrics,
+    unique,
+)
+from training.config import TrainConfig
+
+
+def abandon(out: Path, created: bool) -> None:
+    """After a failed run: finish the W&B run and remove ``out`` if this call created it and
+    no model was saved in it yet."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        wandb.finish(exit_code=1)
+    saved = any((out / name).exists() for name in ("bc_model.zip", "model.zip", "checkpoints"))
+    if created and out.is_dir() and not saved:
+        shutil.rmtree(out, ignore_errors=True)
+        print(f"train.py: removed the unfinished run directory {out}", file=sys.stderr)
+
+
+def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads top to bottom)
+    """The run itself, on a checked and resolved ``cfg`` (see :func:`main`)."""
+    import torch
+    from stable_baselines3.common.callbacks import CheckpointCallback
+    from stable_baselines3.common.utils import set_random_seed
+
+    import evaluation
+    from agents import (
+        algo_spec,
+        bc_train,
+        build_model,
+        collect,
+        env_kwargs,
+        eval_seeds,
+        load_model,
+        make_env,
+        make_vec_env,
+        train_env_spec,
+        validation_seeds,
+    )
+    from agents.callbacks import (
+        EpisodeMetricsCallback,
+        PeriodicEvalCallback,
+        TimedVecEnv,
+        TimingCallback,
+        TqdmCallback,
+        WandbWriter,
+    )
+    from agents.envs import EVAL_SEED_BASE
+    from agents.wandb_utils import init_run, log_comparison, log_model_artifact
+
+    start = time.perf_counter()
+    torch.set_num_threads(cfg.torch_threads)
+    set_random_seed(cfg.seed)
+    spec = train_env_spec(cfg.env)
+    algo = algo_spec(cfg.algo)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    command = "python train.py " + " ".join(argv)
+    (out / "config.json").write_text(json.dumps({**asdict(cfg), "command": command}, indent=1))
+    entry = family(cfg.env)
+    reference = cfg.reference or entry.reference
+    baselines = baselines_of(cfg)
+    metrics = entry.headline
+    keys = tuple(m.key for m in metrics)
+    kwargs = env_kwargs(spec, asdict(cfg))
+    if not algo.masked:
+        kwargs["invalid_action"] = "penalize"
+    seeds = eval_seeds(cfg.eval_episodes)
+    run = init_run(
+        cfg.wandb,
+        out,
+        {**asdict(cfg), "command": command},
+        name=out.name,
+        project=cfg.wandb_project,
+    )
+    report: dict[str, Any] = {"config": asdict(cfg), "eval_seeds": list(seeds), "command": command}
+    # the MDP trained and evaluated, by its name and keyword arguments: gym.make(id, **kwargs)
+    report["env"] = {"id": spec.gym_id, "kwargs": dict(kwargs)}
+    print(f"      env: gym.make({spec.gym_id!r}, **{kwargs!r})")
+
+    # 2. Reference numbers: expert and baselines on the held-out seeds.
+    print(f"[1/4] reference: {reference} and {', '.join(baselines)} on seeds {list(seeds)}")
+    ref_rows = evaluation.evaluate(eval_config(cfg, (*baselines, reference)))
+    references = {p: mean_metrics(ref_rows, p, metrics) for p in (*baselines, reference)}
+    best = evaluation.best_baseline(ref_rows, cfg.workload, reference)
+    report["references"] = references
+    report["best_baseline"] = best
+    for name, vals in references.items():
+        print(f"      {name:>16}: " + "  ".join(f"{k} {v:.3f}" for k, v in vals.items()))
+        for k, v in vals.items():
+            run.summary[f"reference/{name}/{k}"] = v
+    # Reference lines for the learning curves: the expert and the best baseline on the
+    # validation seeds, the same seeds the model is evaluated on during training.
+    val_seeds = validation_seeds(cfg.val_episodes or cfg.eval_episodes)
+    report["validation_seeds"] = list(val_seeds)
+    val_policies = (reference,) if best is None else (reference, best)
+    val_rows = evaluation.evaluate(eval_config(cfg, val_policies, val_seeds))
+    ref_lines = {reference: mean_metrics(val_rows, reference, metrics)}
+    if best is not None:
+        ref_lines["best_baseline"] = mean_metrics(val_rows, best, metrics)
+    report["validation_references"] = ref_lines
+
+    eval_env = make_env(spec, kwargs)
+    vec = "ray" if cfg.ray is not None else cfg.vec
+    vec_env = TimedVecEnv(
+        make_vec_env(cfg.env, kwargs, cfg.n_envs, cfg.seed, vec, ray_address=cfg.ray)
+    )
+    ckpt = latest_checkpoint(out) if cfg.resume else None
+    hp = {**cfg.hyperparams}
+    if cfg.resume and ckpt is None and (out / "bc_model.zip").exists():
+        ckpt = out / "bc_model.zip"
+    if ckpt is not None:
+        print(f"      resuming from {ckpt}")
+        model = load_model(str(ckpt))
+        model.set_env(vec_env)
+    else:
+        model = build_model(
+            cfg.algo,
+            vec_env,
+            spec,
+            seed=cfg.seed,
+            hyperparams=hp,
+            extractor_kwargs={"hidden": cfg.hidden},
+        )
+
+    # 3. Behaviour cloning (+ DAgger) from the expert.
+    if cfg.bc_expert != "none" and ckpt is None and cfg.bc_episodes > 0:
+        from envs.sim.progress import progress
+
+        print(f"[2/4] behaviour cloning from {cfg.bc_expert}: {cfg.bc_episodes} episodes")
+        if not cfg.quiet:
+            print(
+                "      (CE: cross-entropy of the expert's actions under the clone; value MSE: "
+                "squared error of the critic, fitted alongside to the expert's discounted "
+                "returns so that RL starts with a trained critic; acc: share of the expert's "
+                "actions the clone ranks first)"
+            )
+        bc_env = make_env(spec, kwargs)
+        seed_rng = np.random.default_rng(cfg.seed + 12345)
+        train_seeds = [int(s) for s in seed_rng.integers(0, EVAL_SEED_BASE, cfg.bc_episodes)]
+        expert = functools.partial(evaluation.resolve_policy, cfg.bc_expert, bc_env, cfg.env)
+        gamma = float(getattr(model, "gamma", 0.99))
+        t0 = time.perf_counter()
+        with progress(desc="collect", unit="step", disable=cfg.quiet, file=sys.stderr) as bar:
+            demos = collect(bc_env, expert, train_seeds, gamma, progress=bar.update)
+        collect_s = time.perf_counter() - t0
+        epoch_offset = 0
+
+        def log_epoch(rec: Any) -> None:
+            run.log(
+                {
+                    "bc/epoch": epoch_offset + rec.epoch,
+                    "bc/loss": rec.loss,
+                    "bc/policy_loss": rec.policy_loss,
+                    "bc/value_loss": rec.value_loss,
+                    "bc/accuracy": rec.accuracy,
+                    "bc/samples": len(demos),
+                }
+            )
+            if not cfg.quiet:
+                print(
+                    f"      epoch {epoch_offset + rec.epoch:3d}  loss {rec.loss:.4f}  "
+                    f"CE {rec.policy_loss:.4f}  value MSE {rec.value_loss:.4f}  "
+                    f"acc {rec.accuracy:.3f}"
+                )
+
+        t0 = time.perf_counter()
+        history = [
+            asdict(r)
+            for r in bc_train(
+                model.policy,
+                demos,
+                cfg.bc_epochs,
+                cfg.bc_batch_size,
+                cfg.bc_lr,
+                seed=cfg.seed,
+                on_epoch=log_epoch,
+            )
+        ]
+        dagger_rng = np.random.default_rng(cfg.seed + 777)
+        for rnd in range(cfg.dagger_rounds):
+            epoch_offset += cfg.bc_epochs
+            rseeds = [int(s) for s in seed_rng.integers(0, EVAL_SEED_BASE, cfg.dagger_episodes)]
+            print(
+                f"      DAgger round {rnd + 1}: {cfg.dagger_episodes} episodes, "
+                f"beta {cfg.dagger_beta}"
+            )
+            demos = demos + collect(
+                bc_env,
+                expert,
+                rseeds,
+                gamma,
+                learner=model.policy,
+                beta=cfg.dagger_beta,
+                rng=dagger_rng,
+            )
+            history += [
+                asdict(r)
+                for r in bc_train(
+                    model.policy,
+                    demos,
+                    cfg.bc_epochs,
+                    cfg.bc_batch_size,
+                    cfg.bc_lr,
+                    seed=cfg.seed + rnd + 1,
+                    on_epoch=log_epoch,
+                )
+            ]
+        bc_s = time.perf_counter() - t0
+        model.save(out / "bc_model.zip")
+        bc_metrics = evaluate_model(model, eval_env, val_seeds, metrics)
+        if cfg.bc_expert in ref_lines:
+            teacher = ref_lines[cfg.bc_expert]
+        else:
+            teacher_rows = evaluation.evaluate(eval_config(cfg, (cfg.bc_expert,), val_seeds))
+            teacher = mean_metrics(teacher_rows, cfg.bc_expert, metrics)
+        for label, vals in (("BC clone", bc_metrics), (f"teacher {cfg.bc_expert}", teacher)):
+            print(
+                f"      {label + ' (validation seeds)':>36}: "
+                + "  ".join(f"{k} {v:.3f}" for k, v in vals.items())
+            )
+        report["bc"] = {
+            "samples": len(demos),
+            "train_seeds": train_seeds,
+            "collect_seconds": collect_s,
+            "train_seconds": bc_s,
+            "history": history,
+            "eval": bc_metrics,
+            "teacher_eval": teacher,
+            "expert_episodes": demos.episodes[: cfg.bc_episodes],
+        }
+        for k, v in bc_metrics.items():
+            run.summary[f"bc/eval_{k}"] = v
+        bc_env.close()
+
+    # 4. RL fine-tuning.
+    from stable_baselines3.common.logger import HumanOutputFormat, Logger
+
+    writers: list[Any] = [WandbWriter(run)]
+    if not cfg.quiet:
+        writers.append(HumanOutputFormat(str(out / "progress.txt")))
+    model.set_logger(Logger(folder=str(out), output_formats=writers))
+    remaining = max(0, cfg.timesteps - (model.num_timesteps if ckpt is not None else 0))
+    timing = TimingCallback(vec_env)
+    evaluator = PeriodicEvalCallback(
+        lambda m: evaluate_model(m, eval_env, val_seeds, metrics),
+        every=cfg.eval_every,
+        select=entry.select,
+        better=entry.select_metric.better,
+        references=ref_lines,
+        best_path=out / "best_model.zip",
+        history_path=out / "eval_history.json",
+    )
+    if remaining > 0:
+        where = f"Ray ({cfg.ray})" if cfg.ray is not None else cfg.vec
+        print(f"[3/4] {cfg.algo}: {remaining} env steps on {cfg.n_envs} {where} envs")
+        callbacks = [
+            TqdmCallback(remaining, disable=cfg.quiet),
+            EpisodeMetricsCallback(keys),
+            timing,
+            evaluator,
+            CheckpointCallback(max(1, cfg.ckpt_every // cfg.n_envs), str(out / "checkpoints")),
+        ]
+        model.learn(
+            remaining, callback=callbacks, reset_num_timesteps=ckpt is None, progress_bar=False
+        )
+        t = timing.summary()
+        # Interval evaluations run inside rollouts; split them out of the rollout time.
+        t["eval_s"] = sum(h["eval_seconds"] for h in evaluator.history)
+        in_rollout = sum(h["eval_seconds"] for h in evaluator.history if h["trigger"] == "interval")
+        # A difference of separately timed spans: clamp the timer jitter that can make it < 0.
+        t["inference_s"] = max(0.0, t["rollout_s"] - in_rollout - t["env_s"])
+        t["train_wall_s"] = t["wall_s"] - t["eval_s"]
+        t["env_share"] = t["env_s"] / t["train_wall_s"]
+        t["learner_share"] = (t["inference_s"] + t["update_s"]) / t["train_wall_s"]
+        t["env_steps_per_s"] = t["env_steps"] / t["train_wall_s"]
+        report["timing"] = t
+        report["history"] = evaluator.history
+    model.save(out / "model.zip")
+    vec_env.close()
+    eval_env.close()
+
+    # 5. Final comparison, through evaluate.py (identical numbers to `evaluate.py --policies`).
+    print(f"[4/4] final comparison on held-out seeds {list(seeds)}")
+    learned = learned_rows(out, evaluator.history, with_bc=remaining > 0)
+    policies = (*learned,)
+    rows = ref_rows + evaluation.evaluate(eval_config(cfg, policies))
+    ecfg = eval_config(cfg, (*baselines, reference, *policies))
+    regen = evaluation.command_for(ecfg)
+    table = evaluation.format_table(rows, reference=reference, command=regen)
+    pngs = evaluation.plot_attainment(rows, out, reference)
+    (out / "table.txt").write_text(table + "\n")
+    report["final"] = {p: mean_metrics(rows, p, metrics) for p in unique(r["policy"] for r in rows)}
+    report["table"] = table
+    report["rows"] = [{k: v for k, v in r.items() if not isinstance(v, list)} for r in rows]
+    report["wall_seconds"] = time.perf_counter() - start
+    (out / "eval.json").write_text(json.dumps(evaluation.json_safe(report), indent=1))
+    log_comparison(run, rows, table, pngs, metrics=keys)
+    final = report["final"][learned[-1]]
+    log_model_artifact(run, out / "model.zip", f"{out.name}-model", final)
+    run.finish()
+    print(table)
+    if "bc" in report:
+        clone = report["final"].get(f"ckpt:{out / 'bc_model.zip'}", report["final"][learned[0]])
+        teacher = report["final"].get(cfg.bc_expert)
+        if teacher is not None:
+            print(
+                f"clone vs teacher {cfg.bc_expert} (held-out seeds): "
+                + "  ".join(f"{k} {clone[k]:.3f} vs {teacher[k]:.3f}" for k in keys)
+            )
+    if "timing" in report:
+        t = report["timing"]
+        print(
+            f"RL: {t['env_steps']} steps in {t['train_wall_s']:.0f} s without evaluation "
+            f"({t['env_steps_per_s']:.0f} steps/s): env {t['env_share']:.0%}, learner "
+            f"{t['learner_share']:.0%} (inference {t['inference_s']:.0f} s, updates "
+            f"{t['update_s']:.0f} s); evaluation {t['eval_s']:.0f} s"
+        )
+    print(
+        f"wrote {out}/{{model.zip, config.json, eval.json, table.txt}} in "
+        f"{report['wall_seconds']:.0f} s"
+    )
+    return 0
