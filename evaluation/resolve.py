@@ -143,6 +143,10 @@ def is_trace(workload: str) -> bool:
 
 
 def trace_records(path: str) -> list[Any]:
+    """The records of the trace file ``path``, validated (model names: the simulator catalog's).
+
+    :raises EvaluationError: for a missing or invalid file, naming file, line and field.
+    """
     from traces.io import read_trace
 
     if not Path(path).is_file():

@@ -7,6 +7,7 @@ the heuristics package; they act only through ``env.step`` like every policy.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import subprocess
@@ -527,3 +528,23 @@ def test_trace_errors_name_the_file_and_envs_without_traces_refuse_them(tmp_path
         evaluation.evaluate(
             EvalConfig(env="allocation", workloads=(str(tmp_path / "calls.jsonl"),), quiet=True)
         )
+
+
+def test_a_trace_naming_a_model_outside_the_simulator_catalog_is_refused(tmp_path: Path) -> None:
+    # the simulator catalog's model names, checked as the file is read (traces.models)
+    from traces.io import write_trace
+
+    path = tmp_path / "calls.jsonl"
+    records = _bfcl_trace(path)
+    renamed = [
+        dataclasses.replace(r, nodes=[_rename(n, "gpt-9") for n in r.nodes]) for r in records
+    ]
+    write_trace(renamed, path, validate=False)
+    with pytest.raises(EvaluationError, match=r"unknown model.*the catalog models.*gpt-9"):
+        evaluation.evaluate(tiny(workloads=(str(path),)), resolve=stand_in)
+
+
+def _rename(node: Any, model: str) -> Any:
+    from traces.schema import LLMNode
+
+    return dataclasses.replace(node, model=model) if isinstance(node, LLMNode) else node

@@ -21,10 +21,18 @@ from pathlib import Path
 import pytest
 
 from traces import LLMNode, Request, ToolNode, Workflow, write_trace
-from traces.data import DataDirNotFoundError, MissingDataFileError, data_dir, require_file
+from traces.data import DataDirNotFoundError, data_dir
 from traces.describe import describe, format_description
 from traces.download import NetworkUnreachableError, fetch
-from traces.sources import RAW_GITHUB, SOURCES, SourceFile, get_source, verify
+from traces.sources import (
+    RAW_GITHUB,
+    SOURCES,
+    MissingDataFileError,
+    SourceFile,
+    get_source,
+    require_file,
+    verify,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("small-model", "large-model")

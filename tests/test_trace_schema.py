@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-import types
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -303,14 +301,15 @@ def test_write_trace_refuses_an_invalid_trace_and_writes_nothing(tmp_path: Path)
     assert list(tmp_path.iterdir()) == []
 
 
-def test_default_known_models_come_from_the_simulator_catalog(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    fake = types.ModuleType("envs.sim.catalog")
-    fake.model_names = lambda: ["catalog-model"]  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "envs.sim.catalog", fake)
-    validate_records([Request("r0", 0.0, "catalog-model", 3, 1)])
-    with pytest.raises(TraceValidationError, match="catalog-model"):
+def test_default_known_models_are_the_simulator_catalogs() -> None:
+    # traces sit below the simulator, so they keep the catalog's names themselves
+    # (traces.models); the two lists must agree.
+    from envs.sim.catalog import model_names
+    from traces.models import CATALOG_MODELS
+
+    assert sorted(CATALOG_MODELS) == model_names()
+    validate_records([Request("r0", 0.0, model_names()[0], 3, 1)])
+    with pytest.raises(TraceValidationError, match="the catalog models.*'small-model'"):
         validate_records([Request("r0", 0.0, "small-model", 3, 1)])
 
 

@@ -21,8 +21,8 @@ from traces.schema import (
 )
 
 if TYPE_CHECKING:
+    from traces.checks import TraceValidationError, validate_records
     from traces.io import iter_trace, read_trace, record_from_dict, record_to_dict, write_trace
-    from traces.validate import TraceValidationError, validate_records
 
 _LAZY = {
     "iter_trace": "traces.io",
@@ -30,8 +30,8 @@ _LAZY = {
     "record_from_dict": "traces.io",
     "record_to_dict": "traces.io",
     "write_trace": "traces.io",
-    "TraceValidationError": "traces.validate",
-    "validate_records": "traces.validate",
+    "TraceValidationError": "traces.checks",
+    "validate_records": "traces.checks",
 }
 
 __all__ = [

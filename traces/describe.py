@@ -229,8 +229,8 @@ def load_named(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m traces.describe``; returns the exit code."""
+    from traces.checks import TraceValidationError
     from traces.data import DataDirNotFoundError
-    from traces.validate import TraceValidationError
 
     parser = argparse.ArgumentParser(
         prog="python -m traces.describe",

@@ -35,7 +35,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -43,59 +43,17 @@ from typing import Any
 import numpy as np
 import yaml
 
+from traces.summaries import (
+    chars4,
+    csv_column,
+    histogram,
+    pdf_samples,
+    quantiles,
+    read_jsonl,
+    round_sig,
+)
+
 STATS_DIR = Path(__file__).resolve().parent / "stats"
-PERCENTILES = np.arange(101)
-
-
-def quantiles(values: Iterable[float]) -> list[int]:
-    """The 0th..100th percentiles of ``values`` as integers.
-
-    :param values: a non-empty sample (tokens, milliseconds, ...).
-    :return: 101 integers, non-decreasing.
-    """
-    arr = np.asarray(list(values), dtype=float)
-    if arr.size == 0:
-        raise ValueError("quantiles() needs a non-empty sample, got 0 values")
-    q = np.percentile(arr, PERCENTILES)
-    # Heavy tails: a straight line from p99 to the sample maximum would inflate the mean, so
-    # the last entry ends a linear top segment whose mean is the mean of the top 1 % instead.
-    top = arr[arr >= q[99]]
-    q[100] = max(q[99], 2 * top.mean() - q[99])
-    return [int(round(v)) for v in q]
-
-
-def histogram(values: Iterable[int]) -> dict[int, float]:
-    """Empirical probability of each integer value.
-
-    :param values: a non-empty sample of integers.
-    :return: ``{value: probability}`` sorted by value, probabilities rounded to 6 decimals.
-    """
-    counts = Counter(int(v) for v in values)
-    total = sum(counts.values())
-    if total == 0:
-        raise ValueError("histogram() needs a non-empty sample, got 0 values")
-    return {k: round(counts[k] / total, 6) for k in sorted(counts)}
-
-
-def _r(x: float, digits: int = 4) -> float:
-    """Round to ``digits`` significant digits so the YAML is stable across platforms."""
-    return float(f"{float(x):.{digits}g}")
-
-
-def _chars4(text: str) -> int:
-    return max(1, round(len(text) / 4))
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def _csv_column(path: Path, column: str) -> np.ndarray:
-    with open(path, encoding="utf-8", newline="") as f:
-        return np.array([float(row[column]) for row in csv.DictReader(f)])
-
-
 # --------------------------------------------------------------------------------------------
 # HexAgent §7.1 workloads
 # --------------------------------------------------------------------------------------------
@@ -105,10 +63,10 @@ def fit_sharegpt(d: Path) -> tuple[dict[str, Any], list[str], str]:
     """ShareGPT conversational chains: user-turn, reply and turn-count distributions."""
     etalon = d / "etalon_length_stats" / "sharegpt_8k_filtered_stats_llama2_tokenizer.csv"
     prompts = d / "sharegpt_mlenergy" / "ShareGPT_V3_filtered_1000.json"
-    prefill = _csv_column(etalon, "num_prefill_tokens")
-    decode = _csv_column(etalon, "num_decode_tokens")
+    prefill = csv_column(etalon, "num_prefill_tokens")
+    decode = csv_column(etalon, "num_decode_tokens")
     with open(prompts, encoding="utf-8") as f:
-        user = np.array([_chars4(e["conversations"][0]["value"]) for e in json.load(f)])
+        user = np.array([chars4(e["conversations"][0]["value"]) for e in json.load(f)])
     u_mean, o_mean = float(user.mean()), float(decode.mean())
     # The etalon prefill of a conversation holds its whole history before the last reply:
     # P = T*u + (T-1)*o for T turns, so T = 1 + (P - u)/(u + o) with the mean turn lengths.
@@ -119,11 +77,11 @@ def fit_sharegpt(d: Path) -> tuple[dict[str, Any], list[str], str]:
         "turns": {"histogram": histogram(turns)},
         "defaults": {"count": 100, "rate_per_s": 10.0, "model": "llama3.1-70b"},
         "targets": {
-            "mean_turns": _r(turns.mean()),
-            "mean_output_tokens": _r(o_mean),
-            "median_output_tokens": _r(np.median(decode)),
-            "mean_user_tokens": _r(u_mean),
-            "mean_last_turn_input_tokens": _r(prefill.mean()),
+            "mean_turns": round_sig(turns.mean()),
+            "mean_output_tokens": round_sig(o_mean),
+            "median_output_tokens": round_sig(np.median(decode)),
+            "mean_user_tokens": round_sig(u_mean),
+            "mean_last_turn_input_tokens": round_sig(prefill.mean()),
             "arrival_rate_per_s": 10.0,
         },
     }
@@ -166,39 +124,39 @@ def fit_bfcl(d: Path) -> tuple[dict[str, Any], list[str], str]:
     user_tok, call_tok = [], []
     llm_calls, tool_calls = [], []
     for f in _BFCL_MULTI:
-        answers = {a["id"]: a for a in _read_jsonl(b / "possible_answer" / f"BFCL_v4_{f}.json")}
-        for q in _read_jsonl(b / f"BFCL_v4_{f}.json"):
+        answers = {a["id"]: a for a in read_jsonl(b / "possible_answer" / f"BFCL_v4_{f}.json")}
+        for q in read_jsonl(b / f"BFCL_v4_{f}.json"):
             kinds["multi_turn"] += 1
             gt = answers[q["id"]]["ground_truth"]
             turns.append(len(gt))
             calls_per_turn.extend(len(t) for t in gt)
-            call_tok.extend(_chars4(c) for t in gt for c in t)
-            user_tok.extend(_chars4(_user_text(t)) for t in q["question"] if _user_text(t))
+            call_tok.extend(chars4(c) for t in gt for c in t)
+            user_tok.extend(chars4(_user_text(t)) for t in q["question"] if _user_text(t))
             classes = {_BFCL_CLASS_FILE[c] for c in q["involved_classes"]}
             doc["multi_turn"].append(round(sum(doc_chars[c] for c in classes) / 4))
             llm_calls.append(sum(len(t) + 1 for t in gt))
             tool_calls.append(sum(len(t) for t in gt))
     for f in _BFCL_SINGLE:
-        answers = {a["id"]: a for a in _read_jsonl(b / "possible_answer" / f"BFCL_v4_{f}.json")}
-        for q in _read_jsonl(b / f"BFCL_v4_{f}.json"):
+        answers = {a["id"]: a for a in read_jsonl(b / "possible_answer" / f"BFCL_v4_{f}.json")}
+        for q in read_jsonl(b / f"BFCL_v4_{f}.json"):
             kinds["single"] += 1
             gt = answers[q["id"]]["ground_truth"]
             width.append(len(gt))
-            call_tok.extend(_chars4(json.dumps(c)) for c in gt)
-            user_tok.extend(_chars4(_user_text(t)) for t in q["question"] if _user_text(t))
-            doc["single"].append(_chars4(json.dumps(q["function"])))
+            call_tok.extend(chars4(json.dumps(c)) for c in gt)
+            user_tok.extend(chars4(_user_text(t)) for t in q["question"] if _user_text(t))
+            doc["single"].append(chars4(json.dumps(q["function"])))
             llm_calls.append(2)
             tool_calls.append(len(gt))
-    answers = {a["id"]: a for a in _read_jsonl(b / "possible_answer" / "BFCL_v4_web_search.json")}
-    for q in _read_jsonl(b / "BFCL_v4_web_search.json"):
+    answers = {a["id"]: a for a in read_jsonl(b / "possible_answer" / "BFCL_v4_web_search.json")}
+    for q in read_jsonl(b / "BFCL_v4_web_search.json"):
         kinds["web_search"] += 1
         h = int(answers[q["id"]]["num_hops"])
         hops.append(h)
-        user_tok.extend(_chars4(_user_text(t)) for t in q["question"] if _user_text(t))
+        user_tok.extend(chars4(_user_text(t)) for t in q["question"] if _user_text(t))
         doc["web_search"].append(round(doc_chars["web_search"] / 4))
         llm_calls.append(h + 1)
         tool_calls.append(h)
-    tl = _read_jsonl(d / "tracelab_example" / "round_trace.sanitized.jsonl")
+    tl = read_jsonl(d / "tracelab_example" / "round_trace.sanitized.jsonl")
     tool_ms = [t["tool_wall_latency_ms"] for r in tl for t in r["tools"]]
     result_tok = [round(t["result_chars"] / 4) for r in tl for t in r["tools"]]
     n = sum(kinds.values())
@@ -223,11 +181,11 @@ def fit_bfcl(d: Path) -> tuple[dict[str, Any], list[str], str]:
         "tool_latency_ms": {"quantiles": quantiles(tool_ms)},
         "defaults": {"count": 400, "rate_per_s": 40.0, "model": "llama3.1-70b"},
         "targets": {
-            "mean_llm_calls_per_workflow": _r(np.mean(llm_calls)),
-            "mean_tool_calls_per_workflow": _r(np.mean(tool_calls)),
-            "mean_parallel_fanout": _r(np.mean([w for w in width if w >= 2])),
-            "mean_call_output_tokens": _r(np.mean(call_tok)),
-            "mean_user_turns_multi_turn": _r(np.mean(turns)),
+            "mean_llm_calls_per_workflow": round_sig(np.mean(llm_calls)),
+            "mean_tool_calls_per_workflow": round_sig(np.mean(tool_calls)),
+            "mean_parallel_fanout": round_sig(np.mean([w for w in width if w >= 2])),
+            "mean_call_output_tokens": round_sig(np.mean(call_tok)),
+            "mean_user_turns_multi_turn": round_sig(np.mean(turns)),
             "arrival_rate_per_s": 40.0,
         },
     }
@@ -267,19 +225,19 @@ def fit_lats(d: Path) -> tuple[dict[str, Any], list[str], str]:
         n_exp, n_children, n_values, max_depth = 0, 0, 0, 0
         for m in msgs:
             if m.startswith("PROMPT:"):
-                gen_prompt.append(_chars4(m[len("PROMPT:") :]))
+                gen_prompt.append(chars4(m[len("PROMPT:") :]))
             elif m.startswith("SAMPLED ACTION:"):
                 samples = ast.literal_eval(m[len("SAMPLED ACTION:") :].strip())
                 fanout.append(len(samples))
-                sample_tok.extend(_chars4(s) for s in samples)
+                sample_tok.extend(chars4(s) for s in samples)
                 n_exp += 1
                 n_children += len(samples)
             elif m.startswith("VALUE PROMPT:"):
-                value_prompt.append(_chars4(m[len("VALUE PROMPT:") :]))
+                value_prompt.append(chars4(m[len("VALUE PROMPT:") :]))
                 n_values += 1
             elif m.startswith("VALUE OUTPUTS:"):
                 outs = ast.literal_eval(m[len("VALUE OUTPUTS:") :].strip())
-                value_out.extend(_chars4(o) for o in outs)
+                value_out.extend(chars4(o) for o in outs)
             elif m.startswith("NEW NODE:"):
                 hit = re.search(r"depth=(\d+)", m)
                 if hit:
@@ -291,19 +249,19 @@ def fit_lats(d: Path) -> tuple[dict[str, Any], list[str], str]:
     stats = {
         "fanout": {"histogram": histogram(fanout)},
         "expansions": {"min": int(min(expansions)), "max": int(max(expansions))},
-        "value_call_probability": _r(np.mean(value_per_child)),
+        "value_call_probability": round_sig(np.mean(value_per_child)),
         "generator_prompt_tokens": {"quantiles": quantiles(gen_prompt)},
         "sample_tokens": {"quantiles": quantiles(sample_tok)},
         "value_prompt_tokens": {"quantiles": quantiles(value_prompt)},
         "value_output_tokens": {"quantiles": quantiles(value_out)},
         "defaults": {"count": 100, "rate_per_s": 40.0, "model": "llama3.1-70b"},
         "targets": {
-            "mean_fanout": _r(np.mean(fanout)),
-            "mean_expansions_per_workflow": _r(np.mean(expansions)),
+            "mean_fanout": round_sig(np.mean(fanout)),
+            "mean_expansions_per_workflow": round_sig(np.mean(expansions)),
             "max_tree_depth": int(max(depth)),
-            "mean_generator_calls_per_workflow": _r(np.mean(fanout) * np.mean(expansions)),
-            "mean_sample_output_tokens": _r(np.mean(sample_tok)),
-            "mean_value_input_tokens": _r(np.mean(value_prompt)),
+            "mean_generator_calls_per_workflow": round_sig(np.mean(fanout) * np.mean(expansions)),
+            "mean_sample_output_tokens": round_sig(np.mean(sample_tok)),
+            "mean_value_input_tokens": round_sig(np.mean(value_prompt)),
             "arrival_rate_per_s": 40.0,
         },
     }
@@ -323,16 +281,6 @@ def fit_lats(d: Path) -> tuple[dict[str, Any], list[str], str]:
 # --------------------------------------------------------------------------------------------
 
 
-def _pdf_samples(pdf_literal: str, n: int = 20000) -> np.ndarray:
-    """Deterministic sample (by quantile grid) of a ServeGen ``{value: probability}`` PDF."""
-    pdf = ast.literal_eval(pdf_literal)
-    values = np.array(sorted(pdf), dtype=float)
-    cdf = np.cumsum([pdf[v] for v in sorted(pdf)])
-    cdf /= cdf[-1]
-    grid = (np.arange(n) + 0.5) / n
-    return values[np.searchsorted(cdf, grid)]
-
-
 def fit_goodserve(d: Path) -> tuple[dict[str, Any], list[str], str]:
     """Stand-in length statistics for BIRD (sql), LiveCodeBench (code) and SWE-bench (swe)."""
     azure = d / "azure_llm_2023" / "AzureLLMInferenceTrace_code.csv"
@@ -340,17 +288,17 @@ def fit_goodserve(d: Path) -> tuple[dict[str, Any], list[str], str]:
     servegen = d / "servegen_deepseek_r1" / "dataset" / "chunk-35-dataset.json"
     moon = d / "mooncake" / "conversation_trace.jsonl"
     tl = d / "tracelab_example" / "round_trace.sanitized.jsonl"
-    sql_in = _csv_column(azure, "ContextTokens")
-    sql_out = np.maximum(_csv_column(azure, "GeneratedTokens"), 1)
-    code_in = _csv_column(etalon, "num_prefill_tokens")
+    sql_in = csv_column(azure, "ContextTokens")
+    sql_out = np.maximum(csv_column(azure, "GeneratedTokens"), 1)
+    code_in = csv_column(etalon, "num_prefill_tokens")
     with open(servegen, encoding="utf-8") as f:
         windows = json.load(f)
-    code_out = np.concatenate([_pdf_samples(windows[k]["output_tokens"]) for k in sorted(windows)])
-    mc = _read_jsonl(moon)
+    code_out = np.concatenate([pdf_samples(windows[k]["output_tokens"]) for k in sorted(windows)])
+    mc = read_jsonl(moon)
     swe_in = np.array([r["input_length"] for r in mc], dtype=float)
     swe_out = np.maximum(np.array([r["output_length"] for r in mc], dtype=float), 1)
     ts = np.sort(np.array([r["timestamp"] for r in mc], dtype=float)) / 1000.0
-    rounds = _read_jsonl(tl)
+    rounds = read_jsonl(tl)
     append = [r["newly_append_tokens"] for r in rounds if r["round_index"] > 0]
     sessions: dict[str, list[dict[str, Any]]] = {}
     for r in rounds:
@@ -390,21 +338,21 @@ def fit_goodserve(d: Path) -> tuple[dict[str, Any], list[str], str]:
                 "output_tokens": {"quantiles": quantiles(swe_out)},
                 "append_tokens": {"quantiles": quantiles(append)},
                 "step_gap_ms": {"quantiles": quantiles(gaps)},
-                "mean_steps_per_session": _r(np.mean(steps)),
+                "mean_steps_per_session": round_sig(np.mean(steps)),
             },
         },  # fmt: skip
-        "mooncake_rate_per_s": _r(mooncake_rate),
-        "bursty_cv": _r(cv_rate_sum / rate_sum),
-        "defaults": {"count": 1000, "rate_per_s": _r(mooncake_rate), "model": "llama3.1-8b"},
+        "mooncake_rate_per_s": round_sig(mooncake_rate),
+        "bursty_cv": round_sig(cv_rate_sum / rate_sum),
+        "defaults": {"count": 1000, "rate_per_s": round_sig(mooncake_rate), "model": "llama3.1-8b"},
         "targets": {
-            "sql_mean_output_tokens": _r(sql_out.mean()),
-            "sql_mean_input_tokens": _r(sql_in.mean()),
-            "code_mean_output_tokens": _r(code_out.mean()),
-            "code_mean_input_tokens": _r(code_in.mean()),
-            "swe_first_step_mean_input_tokens": _r(swe_in.mean()),
-            "swe_mean_output_tokens": _r(swe_out.mean()),
-            "swe_mean_steps_per_session": _r(np.mean(steps)),
-            "arrival_rate_per_s": _r(mooncake_rate),
+            "sql_mean_output_tokens": round_sig(sql_out.mean()),
+            "sql_mean_input_tokens": round_sig(sql_in.mean()),
+            "code_mean_output_tokens": round_sig(code_out.mean()),
+            "code_mean_input_tokens": round_sig(code_in.mean()),
+            "swe_first_step_mean_input_tokens": round_sig(swe_in.mean()),
+            "swe_mean_output_tokens": round_sig(swe_out.mean()),
+            "swe_mean_steps_per_session": round_sig(np.mean(steps)),
+            "arrival_rate_per_s": round_sig(mooncake_rate),
         },
     }
     sources = [str(p.relative_to(d)) for p in (azure, etalon, servegen, moon, tl)]
@@ -431,11 +379,9 @@ def fit_goodserve(d: Path) -> tuple[dict[str, Any], list[str], str]:
 def fit_rag_reranker(d: Path) -> tuple[dict[str, Any], list[str], str]:
     """RAG + reranker from RAGPulse requests that carry retrieved passages."""
     r = d / "ragpulse"
-    reqs = [q for q in _read_jsonl(r / "0_trace.jsonl") if q["hash_ids"]["passages_ids"]]
-    user_len = {
-        q["user_input_id"]: q["token_length"] for q in _read_jsonl(r / "4_user_input.jsonl")
-    }
-    passage_len = {q["passage_id"]: q["token_length"] for q in _read_jsonl(r / "2_passages.jsonl")}
+    reqs = [q for q in read_jsonl(r / "0_trace.jsonl") if q["hash_ids"]["passages_ids"]]
+    user_len = {q["user_input_id"]: q["token_length"] for q in read_jsonl(r / "4_user_input.jsonl")}
+    passage_len = {q["passage_id"]: q["token_length"] for q in read_jsonl(r / "2_passages.jsonl")}
     k = [len(q["hash_ids"]["passages_ids"]) for q in reqs]
     query = [sum(user_len[i] for i in q["hash_ids"]["user_input"]) for q in reqs]
     passage = [passage_len[i] for q in reqs for i in q["hash_ids"]["passages_ids"]]
@@ -451,10 +397,10 @@ def fit_rag_reranker(d: Path) -> tuple[dict[str, Any], list[str], str]:
         "models": {"embed": "e5-base-v2", "rerank": "bge-reranker-base", "generate": "llama3-8b"},
         "defaults": {"count": 100, "rate_per_s": 4.0, "model": "llama3-8b"},
         "targets": {
-            "mean_k": _r(np.mean(k)),
-            "mean_generate_input_tokens": _r(np.mean(gen_in)),
-            "mean_generate_output_tokens": _r(np.mean(gen_out)),
-            "mean_rerank_input_tokens": _r(np.mean(query) + np.mean(passage)),
+            "mean_k": round_sig(np.mean(k)),
+            "mean_generate_input_tokens": round_sig(np.mean(gen_in)),
+            "mean_generate_output_tokens": round_sig(np.mean(gen_out)),
+            "mean_rerank_input_tokens": round_sig(np.mean(query) + np.mean(passage)),
             "arrival_rate_per_s": 4.0,
         },
     }
@@ -481,8 +427,8 @@ def fit_beam_search(d: Path) -> tuple[dict[str, Any], list[str], str]:
     width = 8
     stats = {
         "generator_invocations": {
-            "lognormal_mu": _r(mu),
-            "lognormal_sigma": _r(sigma),
+            "lognormal_mu": round_sig(mu),
+            "lognormal_sigma": round_sig(sigma),
             "min": lo,
             "max": hi,
         },
@@ -494,9 +440,9 @@ def fit_beam_search(d: Path) -> tuple[dict[str, Any], list[str], str]:
         "models": {"generator": "llama3.2-1b", "verifier": "llama3.1-8b-prm"},
         "defaults": {"count": 100, "rate_per_s": 1.0, "model": "llama3.2-1b"},
         "targets": {
-            "mean_generator_invocations": _r(np.exp(mu + sigma**2 / 2)),
-            "median_generator_invocations": _r(np.exp(mu)),
-            "mean_depth": _r(np.exp(mu + sigma**2 / 2) / width),
+            "mean_generator_invocations": round_sig(np.exp(mu + sigma**2 / 2)),
+            "median_generator_invocations": round_sig(np.exp(mu)),
+            "mean_depth": round_sig(np.exp(mu + sigma**2 / 2) / width),
             "arrival_rate_per_s": 1.0,
         },
     }
@@ -526,7 +472,7 @@ def fit_rate_traces(d: Path) -> tuple[dict[str, Any], list[str], str]:
     problem): requests per bin over a real service's trace, divided by the trace's mean, so a
     schedule is ``base rate x shape``."""
     rag = d / "ragpulse" / "0_trace.jsonl"
-    ts = np.sort([float(r["timestamp"]) for r in _read_jsonl(rag)])
+    ts = np.sort([float(r["timestamp"]) for r in read_jsonl(rag)])
     hourly = np.bincount((ts // 3600).astype(int))
     azure = d / "azure_llm_2023" / "AzureLLMInferenceTrace_code.csv"
     with open(azure, newline="", encoding="utf-8") as f:
@@ -539,12 +485,12 @@ def fit_rate_traces(d: Path) -> tuple[dict[str, Any], list[str], str]:
     stats = {
         "ragpulse_hourly": {
             "bin_seconds": 3600,
-            "shape": [_r(x, 3) for x in hourly / hourly.mean()],
+            "shape": [round_sig(x, 3) for x in hourly / hourly.mean()],
             "requests": int(hourly.sum()),
         },
         "azure_code_minutely": {
             "bin_seconds": 60,
-            "shape": [_r(x, 3) for x in minutely / minutely.mean()],
+            "shape": [round_sig(x, 3) for x in minutely / minutely.mean()],
             "requests": int(minutely.sum()),
         },
     }

@@ -7,7 +7,7 @@ fields that are unset (``prompt``, ``prefix_hashes``, ``slo``, tool ``name``, em
 are left out; keys inside ``meta`` are written sorted.
 
 Parsing is strict: an unknown ``schema`` version, a missing required field or an unknown field
-is a :class:`~traces.validate.TraceValidationError` naming the file, line, record, node and field.
+is a :class:`~traces.checks.TraceValidationError` naming the file, line, record, node and field.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from traces.checks import TraceChecker, TraceValidationError, check_record, validate_records
 from traces.schema import (
     REQUEST_SCHEMA,
     WORKFLOW_SCHEMA,
@@ -28,7 +29,6 @@ from traces.schema import (
     ToolNode,
     Workflow,
 )
-from traces.validate import TraceChecker, TraceValidationError, check_record, validate_records
 
 _REQUEST_KEYS = (
     "schema",
@@ -202,14 +202,14 @@ def _node_from_dict(d: Any, err: Any, position: int) -> Node:
 def record_from_dict(d: Any, *, source: str = "<memory>", line: int | None = None) -> Record:
     """Parse and check one record from its JSON form.
 
-    The record is checked on its own (:func:`traces.validate.check_record`); the trace-level
-    rules (sorted arrivals, unique ids, known models) need :func:`traces.validate.validate_records`.
+    The record is checked on its own (:func:`traces.checks.check_record`); the trace-level
+    rules (sorted arrivals, unique ids, known models) need :func:`traces.checks.validate_records`.
 
     :param d: the decoded JSON object.
     :param source: file name used in error messages.
     :param line: 1-based line of the record in ``source``, if known.
     :raises TraceValidationError: on an unknown schema version, a missing, unknown or
-        ill-typed field, or any other rule of :func:`~traces.validate.check_record`.
+        ill-typed field, or any other rule of :func:`~traces.checks.check_record`.
     """
     record_id = d.get("id") if isinstance(d, dict) else None
 
@@ -394,7 +394,7 @@ def write_trace(
 
     :param records: the records in trace order.
     :param path: the output file.
-    :param validate: check the trace first (:func:`~traces.validate.validate_records`).
+    :param validate: check the trace first (:func:`~traces.checks.validate_records`).
     :param known_models: allowed model names; the simulator catalog when ``None``.
     :returns: the path written.
     :raises TraceValidationError: if ``validate`` and a record is bad; nothing is written.

@@ -7,6 +7,8 @@ and SHA-256 digest, and a download URL pinned to the upstream commit the files w
 byte-identical copies. The full schemas and statistics are in ``traces-raw/SOURCES.md``.
 
 Run ``python -m traces.sources [--data-dir D]`` to list the sources and the state of each file.
+:func:`require_file` is how a loader finds one: its path, or an error naming the source it
+belongs to and how to fetch it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from traces.data import DataDirNotFoundError
+from traces.data import data_dir as resolve_data_dir
 
 #: Base URL of raw files on GitHub; download URLs are ``RAW_GITHUB/<owner>/<repo>/<commit>/<path>``.
 RAW_GITHUB = "https://raw.githubusercontent.com"
@@ -472,10 +477,55 @@ def verify(data_dir: str | Path, names: Sequence[str] | None = None) -> list[str
     return problems
 
 
+class MissingDataFileError(FileNotFoundError):
+    """A trace file that a loader needs is not in the data directory.
+
+    :param root: the data directory that was searched.
+    :param relpath: the path of the file relative to ``root``.
+    :param source: name of the public source the file belongs to, or ``None`` if unknown.
+    """
+
+    def __init__(self, root: Path, relpath: str, source: str | None) -> None:
+        self.root = root
+        self.relpath = relpath
+        self.source = source
+        path = root / relpath
+        if source is None:
+            where = (
+                "It is not a file of any known public source (`python -m traces.sources` lists "
+                "them)."
+            )
+        else:
+            src = get_source(source)
+            where = (
+                f"It belongs to the public trace {source!r} ({src.url}; licence {src.licence}). "
+                f"Fetch it with `python -m traces.download --data-dir {root} {source}`, or copy "
+                f"the file there by hand."
+            )
+        super().__init__(f"missing trace file {str(path)!r}. {where}")
+
+
+def require_file(relpath: str | Path, data_dir: str | Path | None = None) -> Path:
+    """Path of a public trace file, checked to exist.
+
+    :param relpath: path relative to the data directory, e.g. ``"mooncake/synthetic_trace.jsonl"``.
+    :param data_dir: the data directory; ``SERVEGYM_DATA`` when ``None``.
+    :returns: the absolute path of the file.
+    :raises DataDirNotFoundError: when there is no data directory.
+    :raises MissingDataFileError: when the file is not there; the message names the file, the
+        public source it belongs to and how to fetch it.
+    """
+    root = resolve_data_dir(data_dir)
+    rel = Path(relpath).as_posix()
+    path = root / rel
+    if not path.is_file():
+        source = source_of(rel)
+        raise MissingDataFileError(root, rel, source.name if source else None)
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m traces.sources``: list the public traces and their state in the data dir."""
-    from traces.data import DataDirNotFoundError, data_dir
-
     parser = argparse.ArgumentParser(prog="python -m traces.sources", description=__doc__)
     parser.add_argument("--data-dir", help="data directory (default: $SERVEGYM_DATA)")
     parser.add_argument(
@@ -483,7 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        root: Path | None = data_dir(args.data_dir)
+        root: Path | None = resolve_data_dir(args.data_dir)
     except DataDirNotFoundError as err:
         root = None
         print(f"(no data directory: {err.reason})\n")

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from traces.generators import bfcl, lats, sharegpt
 from traces.generators._common import arrivals, check_count, load_stats
+from traces.generators.bfcl import build_workflow as build_bfcl
+from traces.generators.lats import build_workflow as build_lats
+from traces.generators.sharegpt import build_workflow as build_sharegpt
 from traces.schema import Workflow
 
 FAMILIES = ("sharegpt", "bfcl", "lats")
@@ -45,9 +47,9 @@ def generate_mixed(
     times = arrivals(rng, count, DEFAULT_RATE_PER_S if rate is None else rate, arrival_process)
     model = model or DEFAULT_MODEL
     builders = {
-        "sharegpt": sharegpt.build_workflow,
-        "bfcl": bfcl.build_workflow,
-        "lats": lats.build_workflow,
+        "sharegpt": build_sharegpt,
+        "bfcl": build_bfcl,
+        "lats": build_lats,
     }
     picks = rng.integers(0, len(FAMILIES), count)
     out = []

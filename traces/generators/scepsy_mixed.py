@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from traces.generators import beam_search, rag
 from traces.generators._common import arrivals, check_count, load_stats
+from traces.generators.beam_search import build_workflow as build_beam_search
+from traces.generators.rag import build_workflow as build_rag
 from traces.schema import Workflow
 
 DEFAULT_COUNT = 100
@@ -48,10 +49,8 @@ def generate_rag_beam_combined(
     for i in range(count):
         if rng.random() < rag_share:
             m = model or rs["defaults"]["model"]
-            out.append(rag.build_workflow(rng, f"combined-{i}-rag", float(times[i]), m, rs))
+            out.append(build_rag(rng, f"combined-{i}-rag", float(times[i]), m, rs))
         else:
             m = model or bs["defaults"]["model"]
-            out.append(
-                beam_search.build_workflow(rng, f"combined-{i}-beam", float(times[i]), m, bs)
-            )
+            out.append(build_beam_search(rng, f"combined-{i}-beam", float(times[i]), m, bs))
     return out

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from traces.data import require_file
+from traces.sources import require_file
 
 
 class FilteredRecordsWarning(UserWarning):
@@ -26,7 +26,7 @@ def source_file(data_dir: Path | str | None, relpath: str) -> Path:
     :param data_dir: data directory (``None``: ``$SERVEGYM_DATA``; see :mod:`traces.data`).
     :param relpath: path of the file relative to the data directory, e.g. ``"mooncake/x.jsonl"``.
     :raises traces.data.DataDirNotFoundError: when there is no data directory.
-    :raises traces.data.MissingDataFileError: naming the missing file and how to fetch it.
+    :raises traces.sources.MissingDataFileError: naming the missing file and how to fetch it.
     """
     return require_file(relpath, data_dir)
 
