@@ -93,7 +93,8 @@ class EvalConfig:
     :param cluster: cluster preset or YAML path.
     :param model: model name.
     :param workloads: workload generator names (table columns).
-    :param policies: policy specs (see :func:`resolve_policy`; one table row each).
+    :param policies: policy specs (see ``evaluation.policies.resolve_policy``; one table row
+        each).
     :param seeds: reset seeds; the workload is a deterministic function of the seed.
     :param count: workflows / requests per workload (None: the paper's count).
     :param load_scale: multiplies the arrival rate (1.0 = the paper's).

@@ -84,7 +84,3 @@ def learned_rows(out: Path, history: list[dict[str, Any]], with_bc: bool) -> lis
     if with_bc and (out / "bc_model.zip").exists():
         rows.insert(0, f"ckpt:{out / 'bc_model.zip'}")
     return rows
-
-
-def unique(values: Any) -> list[Any]:
-    return list(dict.fromkeys(values))

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from envs.registry import family
+from evaluation.config import unique
 from training.checks import baselines_of
 from training.compare import (
     eval_config,
@@ -25,7 +26,6 @@ from training.compare import (
     latest_checkpoint,
     learned_rows,
     mean_metrics,
-    unique,
 )
 from training.config import TrainConfig
 
@@ -43,7 +43,7 @@ def abandon(out: Path, created: bool) -> None:
 
 
 def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads top to bottom)
-    """The run itself, on a checked and resolved ``cfg`` (see :func:`main`)."""
+    """The run itself, on a checked and resolved ``cfg`` (see ``train.main``)."""
     import torch
     from stable_baselines3.common.callbacks import CheckpointCallback
     from stable_baselines3.common.utils import set_random_seed
