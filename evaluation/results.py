@@ -102,7 +102,7 @@ def write_provenance(json_path: Path, command: str, wall_seconds: float) -> Path
     path = provenance_path(json_path)
     record = {
         "command": command,
-        "commit": git_commit(Path(__file__).resolve().parent),
+        "commit": git_commit(Path(__file__).resolve().parents[1]),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "wall_seconds": round(wall_seconds, 1),
     }
