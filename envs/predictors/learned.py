@@ -154,7 +154,7 @@ class LearnedPredictor(BasePredictor):
     @classmethod
     def trained(cls, cfg: TrainConfig, use_cache: bool = True) -> Any:
         """The predictor for ``cfg``: trained (on one torch thread) or loaded from the cache."""
-        from envs.predictors import nets
+        import envs.predictors.nets as nets
         from envs.predictors.cache import cached
 
         def train() -> dict[str, np.ndarray]:

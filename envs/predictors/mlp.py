@@ -12,7 +12,7 @@ import json
 
 import numpy as np
 
-from envs.predictors import nets
+import envs.predictors.nets as nets
 from envs.predictors.learned import (
     LearnedPredictor,
     TrainConfig,

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from envs.predictors import nets
+import envs.predictors.nets as nets
 from envs.predictors.base import task_of
 from envs.predictors.features import prompt_of
 from envs.predictors.learned import (

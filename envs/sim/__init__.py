@@ -14,18 +14,22 @@ from envs.sim.cluster import (
     scaled_cluster,
 )
 from envs.sim.engines import EnginePreset, engine_names, get_engine
-from envs.sim.instances import KV_POLICIES, SCHEDULING_MODES
-from envs.sim.scheduler import DefaultScheduler, EarliestFinishScheduler, Scheduler
+from envs.sim.protocol import (
+    KV_POLICIES,
+    SCHEDULING_MODES,
+    Assignment,
+    Invocation,
+    Scheduler,
+    SchedulingError,
+)
+from envs.sim.scheduler import DefaultScheduler, EarliestFinishScheduler
 from envs.sim.simulation import (
     LISTENER_METHODS,
     MIGRATION_MODES,
     PREFILL_MODES,
     STAGES,
-    Assignment,
     CallRecord,
-    Invocation,
     LatencyCache,
-    SchedulingError,
     Simulation,
     SimulationResult,
 )

@@ -48,21 +48,15 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from envs.sim.cluster import InstanceSpec
 from envs.sim.events import callback
 from envs.sim.latency import BANDWIDTH_SATURATION_SHARE, contended_bandwidth_shares
+from envs.sim.protocol import DEFAULT_TOKEN_BUDGET, KV_POLICIES, SCHEDULING_MODES, InstanceHost
 from envs.sim.workload import DECODE, DONE, PREFILL, WAIT_PREFILL, Call
 
-if TYPE_CHECKING:
-    from envs.sim.simulation import Simulation
-
 _NO_BATCH_CAP = 1 << 30
-KV_POLICIES = ("reserve", "paged")
-DEFAULT_TOKEN_BUDGET = 2048  # tokens per iteration when no engine preset sets one
-# Monolithic scheduling modes (see MonolithicInstance).
-SCHEDULING_MODES = ("prefill-first", "chunked", "chunked-prefill-first", "mixed-whole")
 
 
 def _decode_key(call: Call) -> tuple[float, int]:
@@ -82,7 +76,7 @@ class PrefixCache:
     caching it) is kept up to date so schedulers find hits without scanning every cache.
     """
 
-    sim: Simulation
+    sim: InstanceHost
     index: int
 
     def _init_prefix_cache(self, prefix_cache_blocks: int, block_tokens: int) -> None:
@@ -150,7 +144,7 @@ class PrefillInstance(PrefixCache):
 
     def __init__(
         self,
-        sim: Simulation,
+        sim: InstanceHost,
         spec: InstanceSpec,
         latency: Any,
         prefix_cache_blocks: int = 0,
@@ -288,7 +282,7 @@ class _BatchEngine:
 
     def __init__(
         self,
-        sim: Simulation,
+        sim: InstanceHost,
         spec: InstanceSpec,
         latency: Any,
         token_by_token: bool,
@@ -696,7 +690,7 @@ class MonolithicInstance(PrefixCache, _BatchEngine):
 
     def __init__(
         self,
-        sim: Simulation,
+        sim: InstanceHost,
         spec: InstanceSpec,
         latency: Any,
         token_by_token: bool,

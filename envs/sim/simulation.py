@@ -68,7 +68,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from envs.sim import metrics as _metrics
+import envs.sim.metrics as _metrics
 from envs.sim.catalog import get_model
 from envs.sim.cluster import ClusterSpec, InstanceSpec
 from envs.sim.engines import EnginePreset, get_engine, resolve_token_budget
@@ -82,6 +82,7 @@ from envs.sim.instances import (
     SharedGPUs,
 )
 from envs.sim.latency import LatencyModel, load_calibration
+from envs.sim.protocol import Assignment, Invocation, SchedulingError
 from envs.sim.workload import (
     DECODE,
     DONE,
@@ -123,58 +124,6 @@ LISTENER_METHODS = (
     "on_migrated",
     "on_preempted",
 )
-
-
-class SchedulingError(ValueError):
-    """A plan is illegal: unknown call or instance, wrong stage, infeasible placement."""
-
-
-@dataclass
-class Invocation:
-    """A pending scheduling decision.
-
-    :param stage: ``prefill``, ``decode``, ``route`` or ``migrate``.
-    :param time: simulated time in seconds.
-    :param trigger: ``arrival``, ``reveal``, ``transfer``, ``check`` (migrate) or ``replan``
-        (a delayed plan landed on a stage that absorbed new work meanwhile; see ``apply``).
-    :param calls: every call waiting at this stage when the decision is handed out (a call an
-        engine started in the same event that raised the invocation is not listed), in reveal
-        order (the plan may cover all); for ``migrate``, the instance's running calls past
-        prefill, in admission order.
-    :param new_calls: the calls whose arrival at the stage raised the invocation (``migrate``:
-        the same calls as ``calls``).
-    :param seq: invocation counter, from 0.
-    :param instance: the instance whose check raised a ``migrate`` invocation (else None).
-    """
-
-    stage: str
-    time: float
-    trigger: str
-    calls: list[Call]
-    new_calls: list[Call]
-    seq: int
-    instance: int | None = None
-
-
-@dataclass(frozen=True)
-class Assignment:
-    """One call's part of a plan.
-
-    :param call: the call (from ``Invocation.calls``).
-    :param priority: queue priority at the stage's instance (lower is served first).
-    :param prefill_instance: prefill (``prefill`` stage) or monolithic (``route`` stage) instance
-        index; the migration target (``migrate`` stage; the current instance = stay); ignored at
-        the ``decode`` stage.
-    :param decode_instance: planned decode instance index (``prefill`` stage only).
-    :param decode_priority: priority the call will carry into the decode queue (default: the
-        prefill priority).
-    """
-
-    call: Call
-    priority: float
-    prefill_instance: int | None = None
-    decode_instance: int | None = None
-    decode_priority: float | None = None
 
 
 @dataclass
