@@ -59,7 +59,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from envs import CLI_ENVS
-from envs.base import did_you_mean
+from envs.common.base import did_you_mean
 
 # --------------------------------------------------------------------------------------------
 # Env families: what each env is compared on, declared once.
@@ -690,7 +690,7 @@ def trace_model(workloads: Sequence[str]) -> str | None:
     :raises EvaluationError: if they name several: ``--model`` must pick the one that serves
         them all.
     """
-    from envs.workloads import trace_models
+    from envs.common.workloads import trace_models
 
     models: set[str] = set()
     for w in workloads:

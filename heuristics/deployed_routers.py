@@ -3,7 +3,7 @@
 
 None of these is in the GoodServe paper. The deployed ones are re-implemented from their
 published rule and default parameters (source files named below; read, not copied) on the
-information a Routing-v0 proxy has (:class:`envs.routing_context.RoutingContext`); where a
+information a Routing-v0 proxy has (:class:`envs.routing.context.RoutingContext`); where a
 router's input does not exist here the factory's docstring says what stands in for it. All stay
 at migrate decisions (none of them migrates running requests). Ties: capability (faster first),
 then index (:func:`heuristics.routing_base.argmin_lex`).
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.routing_context import RoutingContext
+from envs.routing.context import RoutingContext
 from heuristics.base import register
 from heuristics.routing_base import KeyRouter, Router, argmin_lex, feasible_indices
 

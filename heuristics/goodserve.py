@@ -29,7 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from envs.routing_context import RoutingContext
+from envs.routing.context import RoutingContext
 from heuristics.base import register
 from heuristics.routing_base import Router, argmin_lex, feasible_indices
 

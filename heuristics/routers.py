@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.routing_context import RoutingContext
+from envs.routing.context import RoutingContext
 from heuristics.base import register
 from heuristics.routing_base import KeyRouter, Router, argmin_lex, feasible_indices
 

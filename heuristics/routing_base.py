@@ -1,7 +1,7 @@
 """The router shape for ``servegym/Routing-v0``: read the context, route or migrate, check the pick.
 
 Every router acts only through ``info["decision_context"]``, a
-:class:`envs.routing_context.RoutingContext`. A decision is one of two kinds:
+:class:`envs.routing.context.RoutingContext`. A decision is one of two kinds:
 
 * ``route`` — a request arrived; the action is the instance it is sent to
   (:meth:`Router.choose`);
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.routing_context import RoutingContext
+from envs.routing.context import RoutingContext
 
 #: Decision kinds of ``RoutingContext.kind``.
 KINDS = ("route", "migrate")

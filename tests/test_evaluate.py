@@ -494,7 +494,7 @@ def test_trace_file_runs_end_to_end_and_its_regenerate_line_reproduces_the_table
 
 
 def test_trace_source_applies_count_load_scale_and_model_to_a_trace(tmp_path: Path) -> None:
-    from envs.workloads import TraceSource
+    from envs.common.workloads import TraceSource
     from traces.schema import LLMNode
 
     records = _bfcl_trace(tmp_path / "calls.jsonl")

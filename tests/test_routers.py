@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs.routing_context import RoutingContext
+from envs.routing.context import RoutingContext
 from heuristics import Policy, make_policy, policies_for
 from heuristics.routing_base import Router, argmin_lex, routing_context
 

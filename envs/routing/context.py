@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.base import DecisionContextBase
+from envs.common.base import DecisionContextBase
 
 #: Seconds of history for tokens-per-minute (LiteLLM's lowest-TPM window).
 TPM_WINDOW_S = 60.0

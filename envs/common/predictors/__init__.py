@@ -30,8 +30,9 @@ A call without prompt text still gets a prediction: its TF-IDF part is zero and 
 by its log input length and task one-hot alone (a task label unseen in training, e.g. the
 HexAgent workloads' ``chat``, is all zeros too, leaving the input length only).
 
-The training / test split is fixed (:mod:`envs.predictors.data`); training is seeded and cached
-(:mod:`envs.predictors.cache`). ``python -m envs.predictors --report`` measures all of them.
+The training / test split is fixed (:mod:`envs.common.predictors.data`); training is seeded and
+cached (:mod:`envs.common.predictors.cache`). ``python -m envs.common.predictors --report``
+measures all of them.
 """
 
 from __future__ import annotations
@@ -42,13 +43,13 @@ from typing import Any
 
 import numpy as np
 
-from envs.predictors.base import BasePredictor, OutputPredictor
-from envs.predictors.history import HistoryPredictor
-from envs.predictors.learned import TrainConfig
-from envs.predictors.mlp import MLPPredictor
-from envs.predictors.moe import MoEPredictor
-from envs.predictors.oracle import OracleErrorPredictor, OraclePredictor
-from envs.predictors.task_mean import TaskMeanPredictor
+from envs.common.predictors.base import BasePredictor, OutputPredictor
+from envs.common.predictors.history import HistoryPredictor
+from envs.common.predictors.learned import TrainConfig
+from envs.common.predictors.mlp import MLPPredictor
+from envs.common.predictors.moe import MoEPredictor
+from envs.common.predictors.oracle import OracleErrorPredictor, OraclePredictor
+from envs.common.predictors.task_mean import TaskMeanPredictor
 
 
 def _learned(cls: type[MLPPredictor] | type[MoEPredictor]) -> Callable[..., OutputPredictor]:

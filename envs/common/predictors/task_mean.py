@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.predictors.base import BasePredictor, task_of
+from envs.common.predictors.base import BasePredictor, task_of
 
 
 class TaskMeanPredictor(BasePredictor):

@@ -69,7 +69,7 @@ that the minimum allocation of every LLM fits); on the step that ends the episod
 0 alone. A masked action is replaced by the fallback's choice
 (:meth:`AllocationEnv.fallback_action`: an even split of what is left) with a penalty, and
 flagged in ``info["invalid_action"]``; ``invalid_action="raise"`` raises instead (the shared rule
-of :mod:`envs.base`).
+of :mod:`envs.common.base`).
 
 ## Observation (``Dict`` of ``float32`` boxes, values in [0, 10])
 
@@ -99,7 +99,7 @@ act on (``env.decision_context()`` returns it either way).
 
 SLO of a workflow = ``slo_scale`` × its run-alone latency: the critical path of its DAG with each
 call served alone on a whole GPU at TP 1 on the engine (chunked prefill, then decode at batch 1)
-and each tool taking its latency. Rewards (:mod:`envs.rewards`, ratio = latency / SLO, per
+and each tool taking its latency. Rewards (:mod:`envs.common.rewards`, ratio = latency / SLO, per
 workflow completion): ``goodput`` (default: +1 per workflow within its SLO; the return is
 goodput × episode length), ``slowdown`` (−ratio^p / N; with ``reward_kwargs={"p": 1}`` it is −mean
 latency / SLO), ``lateness``, ``req99``. Unfinished workflows count as misses.
@@ -136,9 +136,9 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import DecisionContextBase, ServegymEnv
-from envs.rewards import make_reward
-from envs.routing import RunAloneLatency
+from envs.common.base import DecisionContextBase, ServegymEnv
+from envs.common.rewards import make_reward
+from envs.common.run_alone import RunAloneLatency
 from envs.sim import metrics as sim_metrics
 from envs.sim.allocation import (
     DEFAULT_MIN_KV_TOKENS,
@@ -382,7 +382,7 @@ class AllocationEnv(ServegymEnv):
     :param workload_seed: fix the workload for every reset (None: from the reset seed).
     :param render_mode: ``ansi`` or ``rgb_array``.
     :param decision_context: put the :class:`AllocationContext` in every step's ``info`` (True
-        here; the registered id passes False, see :mod:`envs.base`).
+        here; the registered id passes False, see :mod:`envs.common.base`).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -653,7 +653,7 @@ class AllocationEnv(ServegymEnv):
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         import gymnasium as gym
 
-        from envs.workloads import episode_seed
+        from envs.common.workloads import episode_seed
 
         gym.Env.reset(self, seed=seed)
         self._workload_seed = episode_seed(self, seed, self.workload_seed)
@@ -1188,7 +1188,7 @@ class AllocationEnv(ServegymEnv):
         return {"llms": llms, "global": g}
 
     def _render_figure(self) -> Any:
-        from envs.render import allocation_figure
+        from envs.common.render import allocation_figure
 
         return allocation_figure(self)
 

@@ -30,7 +30,7 @@ ends the episode it marks action 0 alone.
 A masked action is replaced by the fallback's choice (:meth:`PDClusterEnv.fallback_action`: the
 oldest unpicked slot on the simulator's least-loaded pair) with a penalty, and flagged in
 ``info["invalid_action"]``; ``invalid_action="raise"`` raises instead (the shared rule of
-:mod:`envs.base`).
+:mod:`envs.common.base`).
 
 ## Observation (``Dict`` of ``float32`` boxes; all padded entries are 0)
 
@@ -98,9 +98,10 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import DecisionContextBase, ServegymEnv
-from envs.predictors.feed import PredictorFeed
-from envs.rewards import make_reward
+from envs.common.base import DecisionContextBase, ServegymEnv
+from envs.common.predictors.feed import PredictorFeed
+from envs.common.rewards import make_reward
+from envs.common.workloads import TraceSource
 from envs.sim import metrics as sim_metrics
 from envs.sim.cluster import ClusterSpec, load_cluster
 from envs.sim.metrics import slowdown_ratio
@@ -113,7 +114,6 @@ from envs.sim.simulation import (
     Simulation,
 )
 from envs.sim.workload import PREFILL, TRANSFER, WAIT_DECODE, Call, WorkflowRun
-from envs.workloads import TraceSource
 from traces.schema import ToolNode
 
 SLOT_FEATURES = 12
@@ -411,7 +411,7 @@ class PDClusterEnv(ServegymEnv):
     :param reward: ``slowdown``, ``lateness`` or ``req99``; ``reward_kwargs`` for its options.
     :param estimate_error: multiplicative error e on scheduler-visible estimates (HexAgent §7.6).
     :param output_predictor: ``oracle`` (truth × ``estimate_error``, the default) or any name in
-        :data:`envs.predictors.PREDICTORS` (``task-mean``, ``history``, ``mlp``, ``moe``,
+        :data:`envs.common.predictors.PREDICTORS` (``task-mean``, ``history``, ``mlp``, ``moe``,
         ``oracle-error``). The learned ones are trained on the GoodServe request mix's synthetic
         prompts; HexAgent's workloads carry no prompt text, so they predict from length and task.
     :param tool_estimate: what H_w(t) charges a revealed tool that has not returned yet:
@@ -424,7 +424,7 @@ class PDClusterEnv(ServegymEnv):
     :param workload_seed: fix the workload for every reset (None: derived from the reset seed).
     :param render_mode: ``ansi`` or ``rgb_array``.
     :param decision_context: put the :class:`DecisionContext` in every step's ``info`` (True
-        here; the registered id passes False, see :mod:`envs.base`).
+        here; the registered id passes False, see :mod:`envs.common.base`).
     :param prefix_cache: an LRU prefix cache on every prefill instance (SGLang's RadixAttention
         at block granularity; :class:`envs.sim.instances.PrefillInstance`): ``False`` (default:
         none, every prompt is computed in full), ``True`` or ``"kv"`` (as many 512-token blocks
@@ -563,7 +563,7 @@ class PDClusterEnv(ServegymEnv):
         # "oracle" keeps the simulator's own estimate: the truth with HexAgent §7.6's error.
         predictor = None
         if self.output_predictor_name != "oracle":
-            from envs.predictors import make_predictor
+            from envs.common.predictors import make_predictor
 
             predictor = make_predictor(self.output_predictor_name, error=self.estimate_error)
             predictor.reset(seed=wseed)
@@ -1477,14 +1477,14 @@ class PDClusterEnv(ServegymEnv):
             "env.action_masks() or make the env with invalid_action='penalize'."
         )
 
-    # -- rendering (:mod:`envs.render`) ------------------------------------------------------
+    # -- rendering (:mod:`envs.common.render`) ----------------------------------------------------
     def _render_ansi(self) -> str:
-        from envs.render import render_ansi
+        from envs.common.render import render_ansi
 
         return render_ansi(self)
 
     def _render_figure(self) -> Any:
-        from envs.render import render_figure
+        from envs.common.render import render_figure
 
         return render_figure(self)
 

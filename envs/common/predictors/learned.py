@@ -22,9 +22,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from envs.predictors.base import BasePredictor, ResidualLife, task_of
-from envs.predictors.data import Probe, goodserve_requests, probes
-from envs.predictors.features import Featurizer, prompt_of
+from envs.common.predictors.base import BasePredictor, ResidualLife, task_of
+from envs.common.predictors.data import Probe, goodserve_requests, probes
+from envs.common.predictors.features import Featurizer, prompt_of
 
 #: Memoised predictions kept per learned predictor before the memo is cleared.
 MEMO_SIZE = 200_000
@@ -36,7 +36,7 @@ class TrainConfig:
 
     :param model: catalog model name passed to the goodserve generator.
     :param seed: seed of the half split and of every network's initialisation.
-    :param train_count: training requests (see :mod:`envs.predictors.data`).
+    :param train_count: training requests (see :mod:`envs.common.predictors.data`).
     :param hidden: hidden width of each MLP.
     :param steps: full-batch Adam steps per network.
     :param lr: Adam learning rate.
@@ -139,7 +139,7 @@ def pack(
 class LearnedPredictor(BasePredictor):
     """A trained model behind the predictor protocol (stateless: observe / reset do nothing).
 
-    Build one per env cheaply with :func:`envs.predictors.make_predictor`: the weights are
+    Build one per env cheaply with :func:`envs.common.predictors.make_predictor`: the weights are
     loaded once per process and shared read-only.
 
     :param net: standardised-log predictions from features.
@@ -154,8 +154,8 @@ class LearnedPredictor(BasePredictor):
     @classmethod
     def trained(cls, cfg: TrainConfig, use_cache: bool = True) -> Any:
         """The predictor for ``cfg``: trained (on one torch thread) or loaded from the cache."""
-        import envs.predictors.nets as nets
-        from envs.predictors.cache import cached
+        import envs.common.predictors.nets as nets
+        from envs.common.predictors.cache import cached
 
         def train() -> dict[str, np.ndarray]:
             return nets.single_threaded(cls.train_state, cfg)

@@ -53,8 +53,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envs.rewards import make_reward
-from envs.workloads import episode_seed
+from envs.common.rewards import make_reward
+from envs.common.workloads import episode_seed
 
 INVALID_ACTIONS = ("penalize", "raise")
 #: What a terminal step's mask marks: action 0 alone (see the module docstring).
@@ -124,8 +124,8 @@ class ServegymEnv(gym.Env):
 
     def _begin_episode(self, seed: int | None, source: Any) -> list[Any]:
         """Seed the env (``gym.Env.reset``), pick the episode's workload seed
-        (:func:`envs.workloads.episode_seed`) and return its records from ``source`` (a
-        :class:`envs.workloads.TraceSource`); resets the step counter."""
+        (:func:`envs.common.workloads.episode_seed`) and return its records from ``source`` (a
+        :class:`envs.common.workloads.TraceSource`); resets the step counter."""
         gym.Env.reset(self, seed=seed)
         self._workload_seed = episode_seed(self, seed, self.workload_seed)
         self._steps = 0
@@ -135,8 +135,8 @@ class ServegymEnv(gym.Env):
 
     @staticmethod
     def _check_predictor(name: str) -> None:
-        """:raises ValueError: if ``name`` is not in :data:`envs.predictors.PREDICTORS`."""
-        from envs.predictors import PREDICTORS
+        """:raises ValueError: if ``name`` is not in :data:`envs.common.predictors.PREDICTORS`."""
+        from envs.common.predictors import PREDICTORS
 
         if name not in PREDICTORS:
             raise ValueError(f"unknown output_predictor {name!r}; known: {sorted(PREDICTORS)}")
@@ -268,12 +268,12 @@ class ServegymEnv(gym.Env):
 
     def render(self) -> str | np.ndarray | None:
         """``ansi``: a text table of the state; ``rgb_array``: a picture of it (H×W×3 uint8,
-        :mod:`envs.render`); None without a ``render_mode``."""
+        :mod:`envs.common.render`); None without a ``render_mode``."""
         if self.render_mode is None:
             return None
         if self.render_mode == "ansi":
             return self._render_ansi()
-        from envs.render import figure_to_rgb
+        from envs.common.render import figure_to_rgb
 
         return figure_to_rgb(self._render_figure())
 

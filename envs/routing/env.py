@@ -29,7 +29,7 @@ length. At a migrate decision the current instance (stay) is always legal. On th
 the episode the mask marks action 0 alone. A masked action is replaced by the fallback's choice
 (:meth:`RoutingEnv.fallback_action`: the least-loaded legal instance, or "stay" at a migrate
 decision) with a penalty, and flagged in ``info["invalid_action"]``; ``invalid_action="raise"``
-raises instead (the shared rule of :mod:`envs.base`).
+raises instead (the shared rule of :mod:`envs.common.base`).
 
 ## Observation (``Dict`` of ``float32`` boxes)
 
@@ -46,7 +46,7 @@ key             shape    meaning
 ==============  =======  ===================================================================
 
 All values are in [0, 10]. With ``decision_context=True``, ``info["decision_context"]`` is the
-structured state (:class:`envs.routing_context.RoutingContext`) that experts act on
+structured state (:class:`envs.routing.context.RoutingContext`) that experts act on
 (``env.decision_context()`` returns it either way); neither carries a request's true output
 length.
 
@@ -67,7 +67,7 @@ by running each request alone"; ``slo_basis`` picks the reading:
 * ``"task"``: the median run-alone latency of the episode's requests of the same task type. The
   deadline carries only a per-task statistic, so nothing about a request's true length leaks.
 
-## Rewards (``reward=``, :mod:`envs.rewards`; the ratio is latency / SLO)
+## Rewards (``reward=``, :mod:`envs.common.rewards`; the ratio is latency / SLO)
 
 * ``"goodput"`` (default): +1 when a request finishes within its SLO. The return is the number of
   SLO-met requests = goodput × trace duration.
@@ -101,15 +101,16 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from envs.base import ServegymEnv
-from envs.predictors.feed import PredictorFeed
-from envs.rewards import make_reward
-from envs.routing_context import InstanceMonitor, RoutingContext
-from envs.routing_diagnosis import RoutingDiagnosis
+from envs.common.base import ServegymEnv
+from envs.common.predictors.feed import PredictorFeed
+from envs.common.rewards import make_reward
+from envs.common.run_alone import RunAloneLatency
+from envs.common.workloads import TraceSource
+from envs.routing.context import InstanceMonitor, RoutingContext
+from envs.routing.diagnosis import RoutingDiagnosis
 from envs.sim import metrics as sim_metrics
 from envs.sim.cluster import ClusterSpec, InstanceSpec, load_cluster, scaled_cluster
 from envs.sim.engines import get_engine, resolve_token_budget
-from envs.sim.latency import LatencyModel
 from envs.sim.simulation import (
     TOKEN_ID_BYTES,
     Assignment,
@@ -118,7 +119,6 @@ from envs.sim.simulation import (
     Simulation,
 )
 from envs.sim.workload import WAIT_PREFILL, Call
-from envs.workloads import TraceSource
 from traces.generators.goodserve import paper_rate
 from traces.generators.goodserve_sessions import default_rate as sessions_rate
 
@@ -135,39 +135,6 @@ DEFAULT_LOAD_SCALE = 0.35
 #: Arrival rate (requests/s) at ``load_scale`` 1 of each generator: the Mooncake conversation
 #: trace's rate, read from the generators' statistics files (their single source of truth).
 PAPER_RATES = {"goodserve": paper_rate(), "goodserve-sessions": sessions_rate()}
-
-
-class RunAloneLatency:
-    """Seconds a request takes alone on one instance of ``latency``'s kind (the SLO base).
-
-    Chunked prefill: ``ceil(L_in / budget)`` iterations over growing context; whole-prompt modes:
-    one pass. The prefill emits the first token, then ``L_out − 1`` decode steps at batch 1.
-    Cached by (L_in, L_out).
-    """
-
-    def __init__(self, latency: LatencyModel, prefill_mode: str, token_budget: int):
-        self.latency = latency
-        self.chunked = prefill_mode in ("chunked", "chunked-prefill-first")
-        self.budget = token_budget
-        self._cache: dict[tuple[int, int], float] = {}
-
-    def __call__(self, input_tokens: int, output_tokens: int) -> float:
-        key = (input_tokens, output_tokens)
-        t = self._cache.get(key)
-        if t is None:
-            lat = self.latency
-            if self.chunked:
-                t, done = 0.0, 0
-                while done < input_tokens:
-                    n = min(self.budget, input_tokens - done)
-                    t += lat.prefill_time(n, 1, done)
-                    done += n
-            else:
-                t = lat.prefill_time(input_tokens)
-            if output_tokens > 1:
-                t += lat.decode_steps_time(1, input_tokens + 1, output_tokens - 1)
-            self._cache[key] = t
-        return t
 
 
 class RoutingEnv(ServegymEnv):
@@ -193,7 +160,7 @@ class RoutingEnv(ServegymEnv):
     :param slo_reference_gpu: the mid-tier GPU of the SLO (A800).
     :param slo_basis: ``request`` (each request's run-alone latency; leaks its length through the
         deadline) or ``task`` (the task's median run-alone latency; no leak).
-    :param output_predictor: a name from :data:`envs.predictors.PREDICTORS` (``moe`` default;
+    :param output_predictor: a name from :data:`envs.common.predictors.PREDICTORS` (``moe`` default;
         ``oracle``, ``oracle-error``, ``mlp``, ``history``, ``task-mean``).
     :param predictor_error: e for ``oracle-error`` (truth × U[1 − e, 1 + e]).
     :param engine: serving-engine preset of the instances (``vllm``, default: GoodServe §4 runs
@@ -218,7 +185,7 @@ class RoutingEnv(ServegymEnv):
     :param workload_seed: fix the workload for every reset (None: the reset seed picks it).
     :param render_mode: ``ansi`` or ``rgb_array``.
     :param decision_context: put the :class:`RoutingContext` in every step's ``info`` (True
-        here; the registered id passes False, see :mod:`envs.base`).
+        here; the registered id passes False, see :mod:`envs.common.base`).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -352,7 +319,7 @@ class RoutingEnv(ServegymEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        from envs.predictors import make_predictor
+        from envs.common.predictors import make_predictor
 
         records = self._begin_episode(seed, self._source)
         wseed = self._workload_seed
@@ -739,7 +706,7 @@ class RoutingEnv(ServegymEnv):
         )
 
     def _render_figure(self) -> Any:
-        from envs.render import routing_figure
+        from envs.common.render import routing_figure
 
         return routing_figure(self)
 

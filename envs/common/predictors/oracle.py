@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.predictors.base import BasePredictor
+from envs.common.predictors.base import BasePredictor
 
 
 class OraclePredictor(BasePredictor):

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from envs.predictors import PREDICTORS, make_predictor
-from envs.predictors.data import CHUNK, goodserve_requests, probes
+from envs.common.predictors import PREDICTORS, make_predictor
+from envs.common.predictors.data import CHUNK, goodserve_requests, probes
 
 LEARNED = ("mlp", "moe")
 
@@ -89,7 +89,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m envs.predictors", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m envs.common.predictors", description=__doc__)
     ap.add_argument("--report", action="store_true", help="measure every predictor")
     ap.add_argument("--model", default="llama3.1-8b")
     ap.add_argument("--train-count", type=int, default=4000, help="training requests")

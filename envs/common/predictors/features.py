@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from envs.predictors.base import prompt_of, task_of
+from envs.common.predictors.base import prompt_of, task_of
 
 _TFIDF_PARAMS: dict[str, Any] = {"ngram_range": (1, 2), "min_df": 2, "sublinear_tf": True}
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.predictors.base import BasePredictor, ResidualLife, task_of
+from envs.common.predictors.base import BasePredictor, ResidualLife, task_of
 
 
 class HistoryPredictor(BasePredictor):

@@ -2,8 +2,8 @@
 
 One four-layer MLP (features → 2·hidden → 2·hidden → 2·hidden → 1, ReLU; twice the MoE expert
 width so its parameter count is comparable to a few experts) on the TF-IDF features of
-:mod:`envs.predictors.features`, trained on the whole training set with the log-L1 target of
-:mod:`envs.predictors.learned`.
+:mod:`envs.common.predictors.features`, trained on the whole training set with the log-L1 target of
+:mod:`envs.common.predictors.learned`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import json
 
 import numpy as np
 
-import envs.predictors.nets as nets
-from envs.predictors.learned import (
+import envs.common.predictors.nets as nets
+from envs.common.predictors.learned import (
     LearnedPredictor,
     TrainConfig,
     TrainingSet,
