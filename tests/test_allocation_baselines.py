@@ -12,7 +12,7 @@ from envs.allocation import AllocationEnv
 from envs.sim.allocation import AllocationError
 from envs.sim.catalog import get_model
 from heuristics import make_policy
-from heuristics.allocation import (
+from heuristics.allocation.aegaeon import (
     AegaeonPolicy,
     AyoPolicy,
     _apportion,

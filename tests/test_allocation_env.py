@@ -384,7 +384,7 @@ def test_scepsy_plans_for_the_scheduled_rate_and_the_reactive_variant_for_the_me
     monkeypatch,
 ):
     import envs.sim.scepsy as scepsy_pkg
-    import heuristics.scepsy.search as search_mod
+    import heuristics.allocation.scepsy.search as search_mod
     from heuristics.allocation import ScepsyPolicy
 
     asked = []
@@ -420,7 +420,7 @@ def test_scepsy_plans_for_the_scheduled_rate_and_the_reactive_variant_for_the_me
 
 def test_sticky_scepsy_keeps_its_allocation_while_the_apl_says_it_sustains(monkeypatch):
     import envs.sim.scepsy as scepsy_pkg
-    import heuristics.scepsy.search as search_mod
+    import heuristics.allocation.scepsy.search as search_mod
     from heuristics.allocation import ScepsyPolicy
 
     kept = Allocation((LLMAllocation("m", 4, 1, 1),), 4)

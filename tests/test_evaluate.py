@@ -400,7 +400,7 @@ needs_routing = pytest.mark.skipif(not routing_available(), reason="Routing-v0 n
 
 @needs_routing
 def test_routing_sweep_table_rows_and_goodput_plot(tmp_path: Path) -> None:
-    pytest.importorskip("heuristics.goodserve", reason="routing heuristics not available")
+    pytest.importorskip("heuristics.routing.goodserve", reason="routing heuristics not available")
     config = EvalConfig(
         env="routing", policies=("round-robin", "earliest-finish", "goodserve"), seeds=(0,),
         count=12, output_predictor="oracle", sweep=evaluate.Sweep("slo_scale", (1.0, 2.0)),

@@ -75,7 +75,7 @@ def test_scheduler_guide_registers_tests_evaluates_and_trains_its_policies(tmp_p
     written = apply_files(text, repo)
     assert written == [
         "heuristics/sjf.py",
-        "heuristics/routers.py",
+        "heuristics/routing/routers.py",
         "heuristics/allocation.py",
         "tests/test_sjf.py",
     ]

@@ -30,7 +30,7 @@ import numpy as np
 
 from envs.pd_cluster import DecisionContext
 from heuristics.base import ComposedPolicy, KeyOrdering, Policy, register
-from heuristics.placement import earliest_finish, load_balanced
+from heuristics.pd_cluster.placement import earliest_finish, load_balanced
 
 SERVICE_FIELDS = ("attained_service", "attained_critical")
 
@@ -93,7 +93,7 @@ def plas(thresholds: Sequence[float] | None = None) -> Policy:
 @register("atlas+earliest-finish")
 def atlas_earliest_finish(thresholds: Sequence[float] | None = None) -> Policy:
     """ATLAS order with earliest-finish placement: the speed-aware variant of ``atlas``
-    (:func:`heuristics.placement.earliest_finish`).
+    (:func:`heuristics.pd_cluster.placement.earliest_finish`).
 
     :param thresholds: optional multi-level-queue boundaries in seconds (default: none).
     """
@@ -107,7 +107,7 @@ def atlas_earliest_finish(thresholds: Sequence[float] | None = None) -> Policy:
 @register("plas+earliest-finish")
 def plas_earliest_finish(thresholds: Sequence[float] | None = None) -> Policy:
     """PLAS order with earliest-finish placement: the speed-aware variant of ``plas``
-    (:func:`heuristics.placement.earliest_finish`).
+    (:func:`heuristics.pd_cluster.placement.earliest_finish`).
 
     :param thresholds: optional multi-level-queue boundaries in seconds (default: none).
     """

@@ -334,18 +334,18 @@ class KubernetesHPA(PlanPolicy):
 
 class ScepsyPolicy(PlanPolicy):
     """Scepsy (papers/004): at each period, the GPU scheduler (§5,
-    :func:`heuristics.scepsy.search.search`) over the workload's Aggregate LLM Pipeline (§4,
-    built by tracing and replay profiling on the simulator, cached on disk) picks the allocation
-    with the lowest predicted latency that sustains the period's target rate; the env places it
-    (§6). Re-solved when the target rate changes.
+    :func:`heuristics.allocation.scepsy.search.search`) over the workload's Aggregate LLM Pipeline
+    (§4, built by tracing and replay profiling on the simulator, cached on disk) picks the
+    allocation with the lowest predicted latency that sustains the period's target rate; the env
+    places it (§6). Re-solved when the target rate changes.
 
     :param fractional: allow fractional GPU shares (False: the "parallelism-only" ablation).
     :param tensor_parallel: allow TP > 1 (False: the "fractional-only" ablation).
     :param stat: latency statistic the APL predicts (``mean``; or a percentile).
     :param headroom: plan on this share of the APL's predicted throughput (an allocation
         sustains the target iff ``headroom × T_w ≥ target``; default
-        :data:`~heuristics.scepsy.search.DEFAULT_HEADROOM` = 0.9, Scepsy's prototype; 1.0 plans
-        on the full profiled capacity).
+        :data:`~heuristics.allocation.scepsy.search.DEFAULT_HEADROOM` = 0.9, Scepsy's prototype;
+        1.0 plans on the full profiled capacity).
     :param reactive: plan for the rate *measured* in the last period instead of the upcoming
         period's scheduled rate (the first period uses the scheduled rate, as a deployment's
         initial plan would). Scepsy takes its target throughput as an input; the scheduled rate
@@ -372,7 +372,7 @@ class ScepsyPolicy(PlanPolicy):
         self.fractional = fractional
         self.tensor_parallel = tensor_parallel
         self.stat = stat
-        from heuristics.scepsy.search import DEFAULT_HEADROOM
+        from heuristics.allocation.scepsy.search import DEFAULT_HEADROOM
 
         self.headroom = DEFAULT_HEADROOM if headroom is None else float(headroom)
         if not 0.0 < self.headroom <= 1.0:
@@ -382,7 +382,7 @@ class ScepsyPolicy(PlanPolicy):
 
     def plan(self, ctx: AllocationContext) -> Allocation:
         from envs.sim.scepsy import pipelines_for
-        from heuristics.scepsy.search import search, search_multi
+        from heuristics.allocation.scepsy.search import search, search_multi
 
         known = ctx.last_rate if self.reactive and ctx.previous is not None else ctx.target_rate
         rate = known

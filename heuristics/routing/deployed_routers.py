@@ -6,7 +6,7 @@ published rule and default parameters (source files named below; read, not copie
 information a Routing-v0 proxy has (:class:`envs.routing.context.RoutingContext`); where a
 router's input does not exist here the factory's docstring says what stands in for it. All stay
 at migrate decisions (none of them migrates running requests). Ties: capability (faster first),
-then index (:func:`heuristics.routing_base.argmin_lex`).
+then index (:func:`heuristics.routing.base.argmin_lex`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 
 from envs.routing.context import RoutingContext
 from heuristics.base import register
-from heuristics.routing_base import KeyRouter, Router, argmin_lex, feasible_indices
+from heuristics.routing.base import KeyRouter, Router, argmin_lex, feasible_indices
 
 
 # -- prefix-aware least outstanding work (ours) -----------------------------------------------

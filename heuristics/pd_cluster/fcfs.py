@@ -9,7 +9,7 @@ import numpy as np
 
 from envs.pd_cluster import DecisionContext
 from heuristics.base import ComposedPolicy, KeyOrdering, Policy, register
-from heuristics.placement import earliest_finish, heterogeneity_aware, load_balanced
+from heuristics.pd_cluster.placement import earliest_finish, heterogeneity_aware, load_balanced
 
 
 def per_call_fcfs_key(ctx: DecisionContext) -> list[np.ndarray]:
@@ -41,7 +41,7 @@ def workflow_fcfs() -> Policy:
 @register("per-call-fcfs+earliest-finish")
 def per_call_fcfs_earliest_finish() -> Policy:
     """Per-call FCFS order with earliest-finish placement: the speed-aware variant of
-    ``per-call-fcfs`` (:func:`heuristics.placement.earliest_finish`)."""
+    ``per-call-fcfs`` (:func:`heuristics.pd_cluster.placement.earliest_finish`)."""
     return ComposedPolicy(
         "per-call-fcfs+earliest-finish", KeyOrdering(per_call_fcfs_key), earliest_finish
     )
@@ -50,7 +50,7 @@ def per_call_fcfs_earliest_finish() -> Policy:
 @register("workflow-fcfs+earliest-finish")
 def workflow_fcfs_earliest_finish() -> Policy:
     """Workflow-FCFS order with earliest-finish placement: the speed-aware variant of
-    ``workflow-fcfs`` (:func:`heuristics.placement.earliest_finish`)."""
+    ``workflow-fcfs`` (:func:`heuristics.pd_cluster.placement.earliest_finish`)."""
     return ComposedPolicy(
         "workflow-fcfs+earliest-finish", KeyOrdering(workflow_fcfs_key), earliest_finish
     )

@@ -7,7 +7,7 @@ import numpy as np
 
 from envs.pd_cluster import DecisionContext
 from heuristics.base import ComposedPolicy, KeyOrdering, Policy, register
-from heuristics.placement import earliest_finish, load_balanced
+from heuristics.pd_cluster.placement import earliest_finish, load_balanced
 
 
 class LaxityOrdering(KeyOrdering):
@@ -47,7 +47,7 @@ def workflow_llf(alpha: float = 1.0) -> Policy:
 @register("workflow-llf+earliest-finish")
 def workflow_llf_earliest_finish(alpha: float = 1.0) -> Policy:
     """Workflow-LLF order with earliest-finish placement: the speed-aware variant of
-    ``workflow-llf`` (:func:`heuristics.placement.earliest_finish`).
+    ``workflow-llf`` (:func:`heuristics.pd_cluster.placement.earliest_finish`).
 
     :param alpha: deadline scale α (default 1: deadline a_w + H_w(t)).
     """

@@ -31,7 +31,7 @@ import numpy as np
 
 from envs.routing.context import RoutingContext
 from heuristics.base import register
-from heuristics.routing_base import Router, argmin_lex, feasible_indices
+from heuristics.routing.base import Router, argmin_lex, feasible_indices
 
 
 def just_enough(ctx: RoutingContext, candidates: np.ndarray) -> int | None:

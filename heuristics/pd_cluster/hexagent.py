@@ -21,7 +21,7 @@ import numpy as np
 
 from envs.pd_cluster import DecisionContext
 from heuristics.base import ComposedPolicy, Policy, register
-from heuristics.placement import heterogeneity_aware, load_balanced
+from heuristics.pd_cluster.placement import heterogeneity_aware, load_balanced
 
 #: Default queue-length threshold between the greedy and the one-pass mode. HexAgent §5.3 says
 #: "for small queues ... greedy", "for larger queues ... one-pass ordering" but gives no value.

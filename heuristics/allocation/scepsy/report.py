@@ -2,7 +2,7 @@
 result files: peak sustainable throughput per policy (Fig. 6, Fig. 10) and the APL's prediction
 error (rows run with ``--apl-info true``).
 
-    python -m heuristics.scepsy.report results/alloc-*/results.json [--plot fig6.png]
+    python -m heuristics.allocation.scepsy.report results/alloc-*/results.json [--plot fig6.png]
 
 A policy's **peak sustainable throughput** is the largest swept rate at which every seed's run
 was ``sustainable`` (``info["metrics"]["sustainable"]``; ``SUSTAINABLE_COMPLETED`` and
@@ -291,7 +291,8 @@ def plot(rows: list[dict[str, Any]], path: str | Path) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
-        epilog="example: python -m heuristics.scepsy.report results/alloc-*/results.json "
+        epilog="example: python -m heuristics.allocation.scepsy.report "
+        "results/alloc-*/results.json "
         "--plot docs/allocation_throughput_latency.png",
     )
     ap.add_argument("results", nargs="+", help="evaluate.py results.json files")
