@@ -314,7 +314,7 @@ def test_overloaded_notes_say_whether_the_backlog_or_the_window_failed():
 
 
 def test_cache_aware_choice_follows_the_prefix_unless_load_is_imbalanced():
-    from envs.allocation.env import BALANCE_ABS, cache_aware_choice
+    from envs.allocation.serving import BALANCE_ABS, cache_aware_choice
 
     # a match covering >= 30 % of the prompt wins over a lighter replica
     assert cache_aware_choice([5, 1], [400, 0], 1000) == 0

@@ -25,7 +25,7 @@ def _phase_work(workload: str, gpu: str, engine: str) -> dict[str, tuple[float, 
     key = (workload, gpu, engine)
     if key in _PHASE_WORK:
         return _PHASE_WORK[key]
-    from envs.allocation.env import _spec_for
+    from envs.allocation.workloads import _spec_for
     from envs.common.run_alone import RunAloneLatency
     from envs.sim.engines import get_engine, resolve_token_budget
     from envs.sim.simulation import LatencyCache
