@@ -108,7 +108,18 @@ from envs.common.run_alone import RunAloneLatency
 from envs.common.workloads import TraceSource
 from envs.routing.context import InstanceMonitor, RoutingContext
 from envs.routing.diagnosis import RoutingDiagnosis
-from envs.sim import metrics as sim_metrics
+from envs.routing.observation import INSTANCE_FEATURES, REQUEST_FEATURES, ObservationMixin
+from envs.routing.render import RenderMixin
+from envs.routing.results import ResultsMixin
+from envs.routing.workloads import (
+    DEFAULT_COUNT,
+    DEFAULT_LOAD_SCALE,
+    PAPER_RATES,
+    SLO_BASES,
+    SLO_REFERENCE_GPU,
+    _check_requests,
+    _reference_tp,
+)
 from envs.sim.cluster import ClusterSpec, InstanceSpec, load_cluster, scaled_cluster
 from envs.sim.engines import get_engine, resolve_token_budget
 from envs.sim.simulation import (
@@ -119,25 +130,9 @@ from envs.sim.simulation import (
     Simulation,
 )
 from envs.sim.workload import WAIT_PREFILL, Call
-from traces.generators.goodserve import paper_rate
-from traces.generators.goodserve_sessions import default_rate as sessions_rate
-
-REQUEST_FEATURES = 10
-INSTANCE_FEATURES = 14
-TASKS = ("sql", "code", "swe")
-#: GoodServe §4: the mid-tier GPU whose run-alone latency defines the SLO.
-SLO_REFERENCE_GPU = "a800"
-SLO_BASES = ("request", "task")
-#: Requests per episode when neither ``workload_count`` nor a trace is given.
-DEFAULT_COUNT = 500
-#: ``load_scale`` of the generated workload when none is given (see RoutingEnv).
-DEFAULT_LOAD_SCALE = 0.35
-#: Arrival rate (requests/s) at ``load_scale`` 1 of each generator: the Mooncake conversation
-#: trace's rate, read from the generators' statistics files (their single source of truth).
-PAPER_RATES = {"goodserve": paper_rate(), "goodserve-sessions": sessions_rate()}
 
 
-class RoutingEnv(ServegymEnv):
+class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
     """GoodServe's request routing problem (see the module docstring for the full table).
 
     :param cluster: preset name or YAML path (``goodserve-4``) or a :class:`ClusterSpec`.
@@ -554,48 +549,6 @@ class RoutingEnv(ServegymEnv):
         if migrate:
             self._migration_decisions += 1
 
-    # -- rewards and results -----------------------------------------------------------------
-    def _latency(self, run: Any) -> float:
-        return run.finish_time - run.arrival if run.finish_time >= 0 else math.inf
-
-    def _collect_rewards(self) -> float:
-        sim = self.sim
-        assert sim is not None
-        r = 0.0
-        while self._completed_seen < len(sim.completed):
-            run = sim.completed[self._completed_seen]
-            self._completed_seen += 1
-            self._latencies[run.index] = self._latency(run)
-            r += self._reward.on_complete(self._latency(run) / self._slo[run.index])
-        return r
-
-    def _unfinished_ratios(self) -> np.ndarray:
-        """Elapsed / SLO of the requests that arrived and have not finished (truncation)."""
-        sim = self.sim
-        assert sim is not None
-        now = sim.now
-        return np.array(
-            [
-                (now - run.arrival) / self._slo[run.index]
-                for run in sim.runs
-                if run.finish_time < 0 and run.arrival <= now
-            ]
-        )
-
-    def _terminal_reward(self) -> float:
-        sim = self.sim
-        assert sim is not None
-        ratios = np.array([self._latency(run) for run in sim.runs]) / self._slo
-        return self._reward.terminal(ratios)
-
-    def _info(self, final: bool = False) -> dict[str, Any]:
-        info = self._common_info()
-        if final:
-            info.update(self._final_info())
-        elif self.sim is not None:
-            info["metrics"] = self._metrics_so_far()
-        return info
-
     def fallback_action(self) -> int:
         """The fallback policy's choice (what a masked action becomes): at a route decision the
         simulator's least-loaded rule (:class:`envs.sim.scheduler.DefaultScheduler`): the legal
@@ -608,86 +561,6 @@ class RoutingEnv(ServegymEnv):
         legal = np.flatnonzero(self._mask)
         load = ctx.running + ctx.waiting
         return int(min(legal.tolist(), key=lambda g: (load[g], ctx.capability[g], g)))
-
-    def _metrics_now(self) -> dict[str, float]:
-        """Goodput, SLO violations, latency percentiles, ...
-        (:func:`envs.sim.metrics.summarize_requests`) over every request, an unfinished one
-        counted as a violation, as the episode-end metrics count them."""
-        sim = self.sim
-        assert sim is not None
-        return sim_metrics.summarize_requests(self._latencies, self._slo, self._duration)
-
-    def _live_metrics(self) -> dict[str, float]:
-        """The base's counts, ``migrations`` started and ``migration_decisions`` so far."""
-        sim = self.sim
-        assert sim is not None
-        return {
-            **super()._live_metrics(),
-            "migrations": float(sum(c.migrations for c in sim.calls)),
-            "migration_decisions": float(self._migration_decisions),
-        }
-
-    def _final_info(self) -> dict[str, Any]:
-        sim = self.sim
-        assert sim is not None
-        runs = sim.runs
-        lat = np.array([self._latency(run) for run in runs])
-        metrics = self._metrics_so_far()
-        metrics["risk_checks"] = float(self._checked)
-        alphas, curve = sim_metrics.attainment_curve(lat / self._alone)
-        end = sim.now
-        busy = np.array([inst.busy_time for inst in sim.monolithic])
-        per_instance = (busy / end).tolist() if end > 0 else [0.0] * self.M
-        util = {"monolithic": float(np.mean(per_instance))}
-        util.update(
-            {
-                f"{j}:{g}": u
-                for j, (g, u) in enumerate(zip(self._gpu_names, per_instance, strict=True))
-            }
-        )
-        return {
-            "metrics": metrics,
-            "attainment_curve": {"alpha": alphas.tolist(), "attainment": curve.tolist()},
-            "latencies": lat.tolist(),
-            "slos": self._slo.tolist(),
-            "utilisation": util,
-            "simulated_seconds": end,
-            "workload_seed": self._workload_seed,
-            "diagnosis": self._diag.summary(sim.calls, lat, self._slo),
-            "steps": self._steps,
-            "invocations": sim.invocation_count,
-        }
-
-    # -- observation -------------------------------------------------------------------------
-    def _observation(self) -> dict[str, np.ndarray]:
-        ctx = self._ctx
-        assert ctx is not None
-        req = np.zeros(REQUEST_FEATURES, dtype=np.float32)
-        req[0] = np.log1p(ctx.input_tokens) / 12
-        req[1] = np.log1p(ctx.predicted_output_tokens) / 10
-        req[2] = np.log1p(ctx.generated) / 10
-        req[3] = min(max(ctx.slack / ctx.slo, -1.0), 4.0) + 1.0
-        req[4] = np.log1p(ctx.slo) / 5
-        req[5] = ctx.kind == "migrate"
-        req[6 + (TASKS.index(ctx.task) if ctx.task in TASKS else 3)] = 1.0
-        inst = np.zeros((self.M, INSTANCE_FEATURES), dtype=np.float32)
-        inst[:, 0] = np.log1p(ctx.capability)
-        inst[:, 1] = np.log1p(ctx.q)
-        inst[:, 2] = np.log1p(ctx.p * 1e3)
-        inst[:, 3] = np.log1p(ctx.d * 1e3)
-        inst[:, 4] = ctx.running / 64
-        inst[:, 5] = ctx.waiting / 16
-        inst[:, 6] = ctx.outstanding / 16
-        inst[:, 7] = ctx.free_kv_tokens / ctx.kv_capacity
-        inst[:, 8] = ctx.prefix_hit_tokens / max(1, ctx.input_tokens)
-        inst[:, 9] = np.minimum(ctx.estimate / ctx.slo, 10.0)
-        inst[:, 10] = ctx.meets_deadline
-        inst[:, 11] = ctx.feasible
-        if ctx.current >= 0:
-            inst[ctx.current, 12] = 1.0
-        inst[:, 13] = np.log1p(ctx.tokens_per_minute) / 15
-        np.clip(inst, 0.0, 10.0, out=inst)
-        return {"request": req, "instances": inst}
 
     def _explain_invalid(self, action: int) -> str:
         if not 0 <= action < self.M:
@@ -704,50 +577,3 @@ class RoutingEnv(ServegymEnv):
             f"masked action {action} at a {ctx.kind} decision: {why}. Use env.action_masks() or "
             "make the env with invalid_action='penalize'."
         )
-
-    def _render_figure(self) -> Any:
-        from envs.common.render import routing_figure
-
-        return routing_figure(self)
-
-    def _render_ansi(self) -> str:
-        ctx = self._ctx
-        if ctx is None:
-            return "episode over"
-        lines = [
-            f"t={ctx.time:.3f}s {ctx.kind} {ctx.call_id} task={ctx.task} in={ctx.input_tokens} "
-            f"out^={ctx.predicted_output_tokens} slack={ctx.slack:.2f}s slo={ctx.slo:.2f}s",
-            "  g  gpu        q(s)    p(ms/tok) d(ms)  run wait  freeKV  hit    T(s)   ok mask",
-        ]
-        for j in range(self.M):
-            lines.append(
-                f"  {j:<2} {ctx.gpus[j]:<10} {ctx.q[j]:7.3f} {ctx.p[j] * 1e3:9.4f} "
-                f"{ctx.d[j] * 1e3:6.2f} {ctx.running[j]:4.0f} {ctx.waiting[j]:4.0f} "
-                f"{ctx.free_kv_tokens[j]:7.0f} {ctx.prefix_hit_tokens[j]:6.0f} "
-                f"{ctx.estimate[j]:7.2f} {int(ctx.meets_deadline[j]):3d} {int(ctx.feasible[j]):4d}"
-                + ("  <- current" if j == ctx.current else "")
-            )
-        return "\n".join(lines)
-
-
-def _check_requests(records: Sequence[Any]) -> None:
-    """Routing serves requests: a workflow record must be a single LLM call.
-
-    :raises ValueError: naming the first record that is a multi-node workflow or a tool.
-    """
-    for i, rec in enumerate(records):
-        nodes = getattr(rec, "nodes", None)
-        if nodes is not None and (len(nodes) != 1 or getattr(nodes[0], "kind", "") != "llm"):
-            raise ValueError(
-                f"record {i} ({rec.id!r}) is a workflow of {len(nodes)} node(s); Routing-v0 routes "
-                "single requests (servegym.request/1 records or one-LLM-call workflows). Use "
-                "servegym/PDCluster-v0 for workflow DAGs"
-            )
-
-
-def _reference_tp(cluster: ClusterSpec, gpu: str) -> int:
-    """TP of ``gpu`` instances in the cluster, else 1."""
-    for s in cluster.instances:
-        if s.gpu == gpu:
-            return s.tp
-    return 1
