@@ -16,23 +16,19 @@ from envs.sim.cluster import (
 from envs.sim.engines import EnginePreset, engine_names, get_engine
 from envs.sim.protocol import (
     KV_POLICIES,
+    LISTENER_METHODS,
+    MIGRATION_MODES,
+    PREFILL_MODES,
     SCHEDULING_MODES,
+    STAGES,
     Assignment,
     Invocation,
     Scheduler,
     SchedulingError,
 )
+from envs.sim.records import CallRecord, LatencyCache, SimulationResult
 from envs.sim.scheduler import DefaultScheduler, EarliestFinishScheduler
-from envs.sim.simulation import (
-    LISTENER_METHODS,
-    MIGRATION_MODES,
-    PREFILL_MODES,
-    STAGES,
-    CallRecord,
-    LatencyCache,
-    Simulation,
-    SimulationResult,
-)
+from envs.sim.simulation import Simulation
 from envs.sim.workload import Call, WorkflowRun, WorkloadError
 
 __all__ = [

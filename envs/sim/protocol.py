@@ -28,6 +28,35 @@ KV_POLICIES = ("reserve", "paged")
 DEFAULT_TOKEN_BUDGET = 2048
 #: Monolithic scheduling modes (see :class:`envs.sim.instances.MonolithicInstance`).
 SCHEDULING_MODES = ("prefill-first", "chunked", "chunked-prefill-first", "mixed-whole")
+#: Invocation stages; plans of ``ASYNC_STAGES`` may land late (``Simulation.apply``'s delay).
+STAGES = ("prefill", "decode", "route", "migrate")
+ASYNC_STAGES = ("prefill", "decode")  # stages whose plans may land late (``apply``'s delay)
+#: Monolithic scheduling modes a simulation accepts (``Simulation(prefill_mode=...)``).
+PREFILL_MODES = SCHEDULING_MODES
+MIGRATION_MODES = ("token", "kv")
+TOOL_ESTIMATES = ("history", "oracle")
+TOKEN_ID_BYTES = 4  # bytes per token ID shipped by token-ID migration (int32)
+# Methods a listener may define (all optional), with their arguments:
+#   on_admit(call, inst, now)                      a batch engine admitted ``call``
+#   on_prefill_done(call, inst, now, tokens, seconds)
+#       a monolithic prefill finished: ``tokens`` prompt tokens computed (uncached, including a
+#       re-prefill after migration) in ``seconds`` since its first chunk started
+#   on_decode_progress(inst, iterations, seconds, batch)
+#       a batch engine ran ``iterations`` decode iterations of ``batch`` sequences in ``seconds``
+#       (a chunked mixed iteration with decodes counts as one)
+#   on_call_done(call, inst, now)                  ``call`` finished on ``inst``
+#   on_migrated(call, src, dst, now, seconds)      a migration landed in ``dst``'s queue after
+#       ``seconds`` in transit
+#   on_preempted(call, inst, now)                  a paging engine evicted running ``call``
+#       back to its waiting queue (it is admitted again later: ``on_admit`` fires again)
+LISTENER_METHODS = (
+    "on_admit",
+    "on_prefill_done",
+    "on_decode_progress",
+    "on_call_done",
+    "on_migrated",
+    "on_preempted",
+)
 
 
 class SchedulingError(ValueError):
