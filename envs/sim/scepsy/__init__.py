@@ -62,7 +62,7 @@ def _build_pipelines(
     seed: int,
     progress: bool,
 ) -> dict[str, AggregatePipeline]:
-    from envs.sim.scepsy.profiling import profile_set
+    from envs.sim.scepsy.profiles import profile_set
     from envs.sim.scepsy.tracing import split_trace, trace_workload, workflow_stats
 
     trace = trace_workload(workload, count, seed, gpu=gpu, engine=engine)
