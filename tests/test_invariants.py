@@ -62,8 +62,8 @@ from envs.sim import metrics as sim_metrics
 from envs.sim.catalog import PRECISIONS, gpu_names
 from envs.sim.cluster import ClusterSpec, cluster_from_dict
 from envs.sim.engines import engine_names
-from envs.sim.instances import KV_POLICIES, SCHEDULING_MODES
 from envs.sim.latency import LatencyModel
+from envs.sim.protocol import KV_POLICIES, SCHEDULING_MODES
 from envs.sim.scheduler import DefaultScheduler
 from envs.sim.simulation import Assignment, Invocation, Simulation
 from envs.sim.workload import DECODE, DONE, WorkloadError

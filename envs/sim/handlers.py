@@ -9,9 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from envs.sim.events import callback
-from envs.sim.instances import (
-    PrefillInstance,
-)
+from envs.sim.prefill import PrefillInstance
 from envs.sim.protocol import (
     ASYNC_STAGES,
     Invocation,

@@ -7,9 +7,7 @@ invocations; a planned migration ships token IDs and re-prefills (``token``) or 
 from __future__ import annotations
 
 from envs.sim.events import callback
-from envs.sim.instances import (
-    MonolithicInstance,
-)
+from envs.sim.instances import MonolithicInstance
 from envs.sim.protocol import (
     TOKEN_ID_BYTES,
     Invocation,

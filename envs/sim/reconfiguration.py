@@ -14,11 +14,9 @@ import numpy as np
 from envs.sim.cluster import InstanceSpec
 from envs.sim.engines import resolve_token_budget
 from envs.sim.events import callback
-from envs.sim.instances import (
-    MonolithicInstance,
-    PrefillInstance,
-)
+from envs.sim.instances import MonolithicInstance
 from envs.sim.latency import LatencyModel
+from envs.sim.prefill import PrefillInstance
 from envs.sim.protocol import (
     SchedulingError,
 )

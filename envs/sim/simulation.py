@@ -66,24 +66,21 @@ from typing import Any
 import numpy as np
 import simpy
 
+from envs.sim.batching import DecodeInstance
 from envs.sim.catalog import get_model
 from envs.sim.cluster import ClusterSpec
 from envs.sim.engines import EnginePreset, get_engine
 from envs.sim.estimates import EstimatesMixin
 from envs.sim.events import PicklableEnvironment
 from envs.sim.handlers import EventHandlersMixin
-from envs.sim.instances import (
-    KV_POLICIES,
-    DecodeInstance,
-    MonolithicInstance,
-    PrefillInstance,
-    SharedGPUs,
-)
+from envs.sim.instances import MonolithicInstance
 from envs.sim.migration import MigrationMixin
 from envs.sim.outcome import OutcomeMixin
 from envs.sim.planning import AsyncPlanningMixin
+from envs.sim.prefill import PrefillInstance
 from envs.sim.protocol import (
     ASYNC_STAGES,
+    KV_POLICIES,
     LISTENER_METHODS,
     MIGRATION_MODES,
     PREFILL_MODES,
@@ -102,6 +99,7 @@ from envs.sim.records import (
     SimulationResult,
     WorkflowRecord,
 )
+from envs.sim.shared_gpus import SharedGPUs
 from envs.sim.validation import PlanValidationMixin
 from envs.sim.workload import (
     Call,
