@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 from envs.sim.catalog import CONFIG_DIR, GPUSpec, UnknownNameError
-from envs.sim.latency import Calibration
+from envs.sim.efficiency import Calibration
 from envs.sim.protocol import DEFAULT_TOKEN_BUDGET, KV_POLICIES, SCHEDULING_MODES
 
 ENGINES_YAML = CONFIG_DIR / "engines.yaml"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.sim.latency import BANDWIDTH_SATURATION_SHARE, contended_bandwidth_shares
+from envs.sim.contention import BANDWIDTH_SATURATION_SHARE, contended_bandwidth_shares
 
 
 class SharedGPUs:
