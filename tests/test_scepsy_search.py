@@ -23,15 +23,8 @@ from envs.sim.scepsy.apl import (
     ProfileSet,
     WorkflowStats,
 )
-from heuristics.allocation.scepsy.search import (
-    ABLATIONS,
-    DEFAULT_HEADROOM,
-    SearchError,
-    gpu_order,
-    search,
-    search_multi,
-    utility,
-)
+from heuristics.allocation.scepsy.multi import gpu_order, search_multi, utility
+from heuristics.allocation.scepsy.search import ABLATIONS, DEFAULT_HEADROOM, SearchError, search
 
 # model -> (n, p, isolated call seconds on one whole GPU at TP1); max throughput of one whole
 # GPU = 1 / call seconds, so a higher latency contribution n·s/p also means more demand (p = 1)

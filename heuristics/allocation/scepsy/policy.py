@@ -65,7 +65,8 @@ class ScepsyPolicy(PlanPolicy):
 
     def plan(self, ctx: AllocationContext) -> Allocation:
         from envs.sim.scepsy import pipelines_for
-        from heuristics.allocation.scepsy.search import search, search_multi
+        from heuristics.allocation.scepsy.multi import search_multi
+        from heuristics.allocation.scepsy.search import search
 
         known = ctx.last_rate if self.reactive and ctx.previous is not None else ctx.target_rate
         rate = known
