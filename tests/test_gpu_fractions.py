@@ -263,7 +263,7 @@ def test_allocation_env_runs_at_ten_units_per_gpu():
     assert info["metrics"]["goodput"] > 0
 
 
-# -- co-located pair profiles (envs/sim/scepsy/profiling.py) -------------------------------------
+# -- co-located pair profiles (envs/sim/scepsy/sweep.py) ------------------------------------------
 def _decode_heavy(n: int = 30) -> list[Workflow]:
     rng = np.random.default_rng(0)
     return [

@@ -26,7 +26,7 @@ C_w ≥ H_w (standalone horizon)                         yes[5] yes[5] n/a     n
 [1] workflows still running when the drain limit ends the episode: at most once.
 [2] requests are single calls. [3] allocations see only aggregate period measurements.
 [4] with ``slo_basis="task"``: under ``"request"`` the deadline encodes the true length by
-design (documented in ``envs/routing.py``).
+design (documented in ``envs/routing/env.py``).
 [5] chain workflows; for DAGs with parallel branches H_w is a heuristic (earliest-finish)
 standalone placement, not a lower bound (see ``test_horizon_is_a_lower_bound_for_dags``).
 
