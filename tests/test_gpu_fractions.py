@@ -305,14 +305,9 @@ def test_a_share_is_profiled_next_to_a_busy_partition(monkeypatch):
         c = replica_cluster("llama3.2-1b", 2, 1.0, GPU, mode)
         assert c.instances[0].gpu_ids == () and c.description == ""
     tr = trace_workflows(_decode_heavy(5), name="t")
-    key = {
-        m: profile_key("llama3.2-1b", 1, 0.25, GPU, "vllm", [tr], fast, m)
-        for m in NEIGHBOURS
-    }
+    key = {m: profile_key("llama3.2-1b", 1, 0.25, GPU, "vllm", [tr], fast, m) for m in NEIGHBOURS}
     assert len(set(key.values())) == 3
-    whole = {
-        profile_key("llama3.2-1b", 1, 1.0, GPU, "vllm", [tr], fast, m) for m in NEIGHBOURS
-    }
+    whole = {profile_key("llama3.2-1b", 1, 1.0, GPU, "vllm", [tr], fast, m) for m in NEIGHBOURS}
     assert len(whole) == 1
     with pytest.raises(ValueError, match="neighbour"):
         replica_cluster("llama3.2-1b", 1, 0.5, GPU, "loud")
