@@ -17,18 +17,8 @@ Each factory's docstring states its rule and source.
 """
 
 from heuristics import allocation, pd_cluster, routing  # noqa: F401  (register)
-from heuristics.base import (
-    POLICIES,
-    POLICY_ENVS,
-    ComposedPolicy,
-    KeyOrdering,
-    OrderingRule,
-    PlacementRule,
-    Policy,
-    make_policy,
-    policies_for,
-    register,
-)
+from heuristics.base import POLICIES, POLICY_ENVS, Policy, make_policy, policies_for, register
+from heuristics.pd_cluster.base import ComposedPolicy, KeyOrdering, OrderingRule, PlacementRule
 from heuristics.pd_cluster.placement import PLACEMENTS, heterogeneity_aware, load_balanced
 
 __all__ = [

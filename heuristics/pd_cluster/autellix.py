@@ -29,7 +29,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from envs.pd_cluster import DecisionContext
-from heuristics.base import ComposedPolicy, KeyOrdering, Policy, register
+from heuristics.base import Policy, register
+from heuristics.pd_cluster.base import ComposedPolicy, KeyOrdering
 from heuristics.pd_cluster.placement import earliest_finish, load_balanced
 
 SERVICE_FIELDS = ("attained_service", "attained_critical")

@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from envs.pd_cluster import DecisionContext
-from heuristics.base import ComposedPolicy, Policy, register
+from heuristics.base import Policy, register
+from heuristics.pd_cluster.base import ComposedPolicy
 from heuristics.pd_cluster.placement import heterogeneity_aware, load_balanced
 
 #: Default queue-length threshold between the greedy and the one-pass mode. HexAgent §5.3 says

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from envs.pd_cluster import DecisionContext
-from heuristics.base import ComposedPolicy, KeyOrdering, Policy, register
+from heuristics.base import Policy, register
+from heuristics.pd_cluster.base import ComposedPolicy, KeyOrdering
 from heuristics.pd_cluster.placement import earliest_finish, load_balanced
 
 

@@ -2,7 +2,7 @@
 
 Each rule is ``(ctx, slot) -> (p, d)`` with pool-local indices and only ever returns a legal pair
 (``ctx.feasible[slot, p, d]``). The decode stage needs no rule: the call is locked to its plan
-(:func:`heuristics.base.locked_pair`).
+(:func:`heuristics.pd_cluster.base.locked_pair`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from heuristics.base import decision_context, register
+from heuristics.base import register
+from heuristics.pd_cluster.base import decision_context
 
 
 @register("random")
