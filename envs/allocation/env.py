@@ -525,7 +525,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
         return int(min(legal, key=lambda k: (abs(units(k) - target), units(k), k)))
 
     def _render_figure(self) -> Any:
-        from envs.common.render import allocation_figure
+        from envs.allocation.render import allocation_figure
 
         return allocation_figure(self)
 

@@ -509,14 +509,14 @@ class PDClusterEnv(
             "env.action_masks() or make the env with invalid_action='penalize'."
         )
 
-    # -- rendering (:mod:`envs.common.render`) ----------------------------------------------------
+    # -- rendering (:mod:`envs.pd_cluster.render`) ------------------------------------------------
     def _render_ansi(self) -> str:
-        from envs.common.render import render_ansi
+        from envs.pd_cluster.render import render_ansi
 
         return render_ansi(self)
 
     def _render_figure(self) -> Any:
-        from envs.common.render import render_figure
+        from envs.pd_cluster.render import render_figure
 
         return render_figure(self)
 
