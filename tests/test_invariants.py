@@ -884,7 +884,7 @@ def test_routing_hides_true_lengths_with_task_slos(
     """Routing-v0 with ``slo_basis="task"`` and an online predictor: episodes that differ only
     in which request of a (task, prompt length) pair is the long one look the same to the policy
     until a swapped request finishes. (Under ``slo_basis="request"`` each deadline is a function
-    of the true length — documented in ``envs/routing.py`` as a shared oracle channel.)"""
+    of the true length — documented in ``envs/routing/env.py`` as a shared oracle channel.)"""
     trace, variant, changed = variants
     runs, t_star = [], math.inf
     for records in (trace, variant):

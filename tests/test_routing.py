@@ -1,4 +1,4 @@
-"""Specifications of servegym/Routing-v0 (envs/routing.py)."""
+"""Specifications of servegym/Routing-v0 (envs/routing/)."""
 
 from __future__ import annotations
 
