@@ -3,7 +3,7 @@ earliest-finish reference.
 
 Each factory's docstring states its rule and source. All stay at migrate decisions except
 ``llumnix`` (its own load-balancing migration) and ``earliest-finish``. Ties: capability (faster
-first), then index (:func:`heuristics.routing.base.argmin_lex`). The ``random`` registry name
+first), then index (:func:`heuristics.routing_base.argmin_lex`). The ``random`` registry name
 belongs to PDCluster's random policy, hence ``random-route``.
 """
 

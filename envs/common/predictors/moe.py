@@ -1,7 +1,7 @@
 """GoodServe's Mixture-of-Experts output-length predictor (GoodServe §3.2, Fig. 4).
 
 * Features h_r: TF-IDF of the prompt (+ log input length and task one-hot, see
-  :mod:`envs.common.predictors.features`).
+  :mod:`envs.predictors.features`).
 * K = tiers² = 9 experts E_k, each a four-layer MLP (d → hidden → hidden → hidden → 1, ReLU).
   Phase 1: one random half of the training set is cut into a 3 × 3 grid of (input-length tier ×
   output-length tier), tiers being the training set's tertiles; expert k trains only on cell k
@@ -9,7 +9,7 @@
 * Gating router R: a two-layer MLP (d → hidden → K). Phase 2: with the experts frozen, R trains
   on the other half; the prediction is ŷ_r = Σ_k softmax(R(h_r))_k · E_k(h_r).
 * Everything is in standardised log(1 + tokens) space with an L1 loss
-  (:mod:`envs.common.predictors.learned`).
+  (:mod:`envs.predictors.learned`).
 
 **Re-prediction** (§3.4: every τ iterations GoodServe re-estimates "the future generation
 length" with the §3.2 method; §3.2 featurises "the token window so far", i.e. the prompt plus
