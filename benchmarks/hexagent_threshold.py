@@ -3,13 +3,13 @@
     python -m benchmarks.hexagent_threshold [--workloads bfcl,mixed] [--seeds 0,1,2]
         [--thresholds 0,32,none] [--cluster hetero-1] [--model llama3.1-70b] [--count N]
 
-HexAgent §5.3 says "for small queues ... greedy" (re-rank the remaining calls after every pick)
-and "for larger queues ... one-pass ordering" (rank once per invocation) without giving the
-queue length where it switches. ``heuristics.hexagent.DEFAULT_THRESHOLD`` is servegym's choice;
-this benchmark measures it against always-one-pass (0) and always-greedy (``none``): Req95 /
-Req99 (mean over seeds) and the wall time per scheduler invocation of the whole decision loop
-(the env's projection and the policy, i.e. the planner's work; the simulator's events between
-invocations are included, so read the times as ratios between rows of one run).
+HexAgent §5.3 says "for small queues ... greedy" (re-rank the remaining calls after every pick) and
+"for larger queues ... one-pass ordering" (rank once per invocation) without giving the queue length
+where it switches. ``heuristics.pd_cluster.hexagent.DEFAULT_THRESHOLD`` is servegym's choice; this
+benchmark measures it against always-one-pass (0) and always-greedy (``none``): Req95 / Req99 (mean
+over seeds) and the wall time per scheduler invocation of the whole decision loop (the env's
+projection and the policy, i.e. the planner's work; the simulator's events between invocations are
+included, so read the times as ratios between rows of one run).
 """
 
 from __future__ import annotations

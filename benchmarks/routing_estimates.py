@@ -7,7 +7,7 @@
     python -m benchmarks.routing_estimates --capacity --policy least-request --loads 0.1,0.5,1
 
 ``--diagnose``: per policy, the episode-end ``info["diagnosis"]`` of Routing-v0
-(:mod:`envs.routing_diagnosis`) averaged over the seeds: migrations attempted (of them on queued
+(:mod:`envs.routing.diagnosis`) averaged over the seeds: migrations attempted (of them on queued
 requests), requests moved and how many of those met their SLO, misses by cause (under-prediction,
 queueing, prefill, decode) and the routing-time prediction error per task class.
 ``--capacity``: per load scale, the policy's median and p90 latency, utilisation and SLO

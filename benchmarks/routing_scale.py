@@ -56,7 +56,7 @@ def measure(
 
     env._build_context = timed_build  # type: ignore[method-assign]
     predict_times: list[float] = []
-    from envs.predictors import make_predictor
+    from envs.common.predictors import make_predictor
 
     # Learned predictors memoise by prompt; clear it so every point times first predictions.
     getattr(make_predictor(predictor, model=env.model), "_memo", {}).clear()

@@ -3,9 +3,9 @@ with 10 fractions per GPU; up to 70 s at 128 GPUs with 3 LLMs; up to 1 s at 20 f
 
     python -m benchmarks.scepsy_search [--plot fig11.png] [--max-gpus 128] [--repeats 3]
 
-Four measurements of :func:`heuristics.scepsy.search.search` (wall time of one call: APL stage
-evaluations, the enumeration of fraction vectors, the placement of the result and, when the best
-does not place, the ranked fallback):
+Four measurements of :func:`heuristics.allocation.scepsy.search.search` (wall time of one call:
+APL stage evaluations, the enumeration of fraction vectors, the placement of the result and, when
+the best does not place, the ranked fallback):
 
 1. the headline point: 5 LLMs, 16 GPUs, 10 fractions per GPU;
 2. number of LLMs 2..5 at 16 GPUs, 10 fractions;
@@ -44,7 +44,7 @@ from envs.sim.scepsy.apl import (
     ProfileSet,
     WorkflowStats,
 )
-from heuristics.scepsy.search import ABLATIONS, SearchResult, search
+from heuristics.allocation.scepsy.search import ABLATIONS, SearchResult, search
 
 GPU = "rtx-a6000"
 

@@ -8,7 +8,7 @@ env = gymnasium.make("servegym/Allocation-v0", cluster="scepsy-16", gpus=4, work
 
 The registered ids are made for learners: ``info`` leaves out the decision context the experts
 act on (``decision_context=True`` puts it back); every other default is the env class's own.
-The rules every env follows (actions, masks, ``info``, rendering) are in :mod:`envs.base`.
+The rules every env follows (actions, masks, ``info``, rendering) are in :mod:`envs.common.base`.
 """
 
 from typing import Any
@@ -16,8 +16,8 @@ from typing import Any
 from gymnasium.envs.registration import register, registry
 
 #: Keyword arguments every registered id passes: ``gym.make(id)`` is for learners, so its
-#: ``info`` leaves out the heavy decision context (``envs.base``); a policy that reads it asks
-#: for it with ``gym.make(id, decision_context=True)``.
+#: ``info`` leaves out the heavy decision context (``envs.common.base``); a policy that reads it
+#: asks for it with ``gym.make(id, decision_context=True)``.
 REGISTERED_KWARGS: dict[str, Any] = {"decision_context": False}
 
 for _id, _entry in (
@@ -99,7 +99,7 @@ def env_short_name(name: str) -> str:
 
     :raises ValueError: for an unknown name, with the closest known names and all of them.
     """
-    from envs.base import did_you_mean
+    from envs.common.base import did_you_mean
 
     if name in CLI_ENVS:
         return name

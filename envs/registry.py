@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envs import CLI_ENVS
-from envs.base import did_you_mean
+from envs.common.base import did_you_mean
 
 
 @dataclass(frozen=True)

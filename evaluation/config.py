@@ -110,7 +110,7 @@ class EvalConfig:
     :param slo_basis: Routing: ``request`` (each request's run-alone latency; the deadline then
         encodes its true length) or ``task`` (the task's median run-alone latency).
     :param instances: Routing: grow the cluster to this many instances (GoodServe §4.3 scale).
-    :param output_predictor: output-length predictor name (``envs.predictors``).
+    :param output_predictor: output-length predictor name (``envs.common.predictors``).
     :param predictor_error: Routing: e of the ``oracle-error`` predictor.
     :param engine: Routing: serving-engine preset (``vllm``, ``sglang``, ``trtllm``).
     :param prefill_mode: Routing: override the engine's scheduling (``chunked``,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from envs.base import did_you_mean
+from envs.common.base import did_you_mean
 from envs.registry import FAMILIES, EnvFamily
 from evaluation.config import EvaluationError
 

@@ -163,7 +163,7 @@ def trace_model(workloads: Sequence[str]) -> str | None:
     :raises EvaluationError: if they name several: ``--model`` must pick the one that serves
         them all.
     """
-    from envs.workloads import trace_models
+    from envs.common.workloads import trace_models
 
     models: set[str] = set()
     for w in workloads:

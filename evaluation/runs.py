@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from envs.base import did_you_mean
+from envs.common.base import did_you_mean
 from evaluation.config import ENV_FIELDS, ROW_FIELDS, EvalConfig, EvaluationError, env_entry
 from evaluation.policies import Policy, resolve_policy
 from evaluation.resolve import is_trace, resolve_config, trace_records

@@ -51,7 +51,7 @@ for wl in $WORKLOADS; do
 done
 # APL accuracy: Scepsy at 20 / 50 / 80 % of its peak sustainable throughput, three seeds.
 curves=$(for wl in $WORKLOADS; do for g in $SIZES; do echo "$OUT/alloc-$wl-$g/results.json"; done; done)
-has apl && $PY -m heuristics.scepsy.report $curves \
+has apl && $PY -m heuristics.allocation.scepsy.report $curves \
   --apl-rates 0.2,0.5,0.8 | grep -- "--sweep" | while IFS=: read -r key sweep; do
   wl=${key%%,*}; g=$(echo "$key" | sed 's/.*, \([0-9]*\) GPUs/\1/')
   $PY evaluate.py --env allocation --workload $wl --gpus $g --policies scepsy --periods 24 \
@@ -59,6 +59,6 @@ has apl && $PY -m heuristics.scepsy.report $curves \
     --out $OUT/alloc-apl-$wl-$g
 done
 has report || exit 0
-$PY -m heuristics.scepsy.report $OUT/alloc-{,hpa-}{rag_reranker,beam_search}-{4,8,16}/results.json \
+$PY -m heuristics.allocation.scepsy.report $OUT/alloc-{,hpa-}{rag_reranker,beam_search}-{4,8,16}/results.json \
   --markdown --plot docs/allocation_throughput_latency.png
-$PY -m heuristics.scepsy.report $OUT/alloc-apl-*/results.json --apl-policy scepsy
+$PY -m heuristics.allocation.scepsy.report $OUT/alloc-apl-*/results.json --apl-policy scepsy

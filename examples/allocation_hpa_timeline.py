@@ -2,7 +2,7 @@
 
 Scepsy §7.2 blames Kubernetes' loss on oscillation: "scaling up too much and then scaling down
 because the request queues are empty, therefore ending up oscillating between allocations". This
-runs the ``k8s-hpa`` baseline (``heuristics/allocation.py``: the HPA rule on measured GPU
+runs the ``k8s-hpa`` baseline (``heuristics/allocation/baselines.py``: the HPA rule on measured GPU
 utilisation, 15-s syncs, cold starts, 300-s scale-down stabilisation) at one constant rate and
 plots, per LLM and per sync period, the replicas it runs, the utilisation it measured and the
 calls in flight per replica, with Scepsy's allocation for the same rate as a dashed line.

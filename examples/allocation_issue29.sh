@@ -57,4 +57,4 @@ curves=$(for wl in $WORKLOADS; do for g in $SIZES; do
   echo "$OUT/alloc29-curve-$wl-$g/results.json $OUT/alloc29-curve-hpa-$wl-$g/results.json"
 done; done)
 # shellcheck disable=SC2086
-$PY -m heuristics.scepsy.report $curves --markdown --apl-policy scepsy
+$PY -m heuristics.allocation.scepsy.report $curves --markdown --apl-policy scepsy

@@ -16,30 +16,10 @@ Registry names: ``hexagent``, ``per-call-fcfs``, ``workflow-fcfs``, ``workflow-l
 Each factory's docstring states its rule and source.
 """
 
-from heuristics import (  # noqa: F401  (register)
-    allocation,
-    autellix,
-    deployed_routers,
-    fcfs,
-    goodserve,
-    hexagent,
-    llf,
-    random_policy,
-    routers,
-)
-from heuristics.base import (
-    POLICIES,
-    POLICY_ENVS,
-    ComposedPolicy,
-    KeyOrdering,
-    OrderingRule,
-    PlacementRule,
-    Policy,
-    make_policy,
-    policies_for,
-    register,
-)
-from heuristics.placement import PLACEMENTS, heterogeneity_aware, load_balanced
+from heuristics import allocation, pd_cluster, routing  # noqa: F401  (register)
+from heuristics.base import POLICIES, POLICY_ENVS, Policy, make_policy, policies_for, register
+from heuristics.pd_cluster.base import ComposedPolicy, KeyOrdering, OrderingRule, PlacementRule
+from heuristics.pd_cluster.placement import PLACEMENTS, heterogeneity_aware, load_balanced
 
 __all__ = [
     "POLICIES",

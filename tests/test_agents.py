@@ -251,7 +251,7 @@ def routing_env_or_skip():
 
 
 def test_routing_model_acts_legally_and_bc_lowers_its_loss():
-    pytest.importorskip("heuristics.goodserve", reason="routing heuristics not available")
+    pytest.importorskip("heuristics.routing.goodserve", reason="routing heuristics not available")
     spec, renv = routing_env_or_skip()
     th.set_num_threads(1)
     model = build_model("maskable-ppo", renv, spec, seed=0, hyperparams={"n_steps": 64})

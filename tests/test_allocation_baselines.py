@@ -12,12 +12,8 @@ from envs.allocation import AllocationEnv
 from envs.sim.allocation import AllocationError
 from envs.sim.catalog import get_model
 from heuristics import make_policy
-from heuristics.allocation import (
-    AegaeonPolicy,
-    AyoPolicy,
-    _apportion,
-    _placeable_tp1,
-)
+from heuristics.allocation import AegaeonPolicy, AyoPolicy
+from heuristics.allocation.aegaeon import _apportion, _placeable_tp1
 
 BASELINES = ("aegaeon-3p1d", "aegaeon-2p2d", "aegaeon-1p3d", "ayo")
 

@@ -315,7 +315,7 @@ def test_overloaded_notes_say_whether_the_backlog_or_the_window_failed():
 
 
 def test_cache_aware_choice_follows_the_prefix_unless_load_is_imbalanced():
-    from envs.allocation import BALANCE_ABS, cache_aware_choice
+    from envs.allocation.serving import BALANCE_ABS, cache_aware_choice
 
     # a match covering >= 30 % of the prompt wins over a lighter replica
     assert cache_aware_choice([5, 1], [400, 0], 1000) == 0
@@ -385,7 +385,7 @@ def test_scepsy_plans_for_the_scheduled_rate_and_the_reactive_variant_for_the_me
     monkeypatch,
 ):
     import envs.sim.scepsy as scepsy_pkg
-    import heuristics.scepsy.search as search_mod
+    import heuristics.allocation.scepsy.search as search_mod
     from heuristics.allocation import ScepsyPolicy
 
     asked = []
@@ -421,7 +421,7 @@ def test_scepsy_plans_for_the_scheduled_rate_and_the_reactive_variant_for_the_me
 
 def test_sticky_scepsy_keeps_its_allocation_while_the_apl_says_it_sustains(monkeypatch):
     import envs.sim.scepsy as scepsy_pkg
-    import heuristics.scepsy.search as search_mod
+    import heuristics.allocation.scepsy.search as search_mod
     from heuristics.allocation import ScepsyPolicy
 
     kept = Allocation((LLMAllocation("m", 4, 1, 1),), 4)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from envs.sim import calibrate
-from envs.sim.calibrate import PrefillPoint
+from envs.sim.calibration import data, kernels, prefill
+from envs.sim.calibration.prefill import PrefillPoint
 from envs.sim.catalog import get_gpu, get_model
 from envs.sim.latency import (
     Calibration,
@@ -33,7 +34,7 @@ def test_prefill_summary_groups_by_generation_and_token_band_with_signed_median_
         _point("h200", 8191, +0.10),
         _point("h100-sxm", 16384, -0.05),
     ]
-    summary = calibrate.summarize_prefill(points)
+    summary = prefill.summarize_prefill(points)
     assert list(summary) == [
         ("Ampere", "1-511"),
         ("Hopper", "2048-8191"),
@@ -47,7 +48,7 @@ def test_prefill_summary_groups_by_generation_and_token_band_with_signed_median_
     assert hopper.points == 2
     assert hopper.median == pytest.approx(-0.15)
     assert hopper.worst == pytest.approx(-0.40)
-    by_source = calibrate.summarize_prefill(
+    by_source = prefill.summarize_prefill(
         [_point("h100-sxm", 64, 0.1, "x"), _point("h100-sxm", 9000, 0.3, "x")], by_source=True
     )
     assert list(by_source) == [("Hopper", "x")]
@@ -77,7 +78,7 @@ def test_anl_prefill_points_take_batch_ttft_rows_as_one_prefill_of_the_whole_bat
         "AMD MI250 GPU,1,vLLM,meta-llama/Llama-2-7b-hf,1024,1,16,2.0\n"
     )
     cal = load_calibration()
-    points = calibrate.anl_prefill_points(tmp_path, cal)
+    points = prefill.anl_prefill_points(tmp_path, cal)
     assert [(p.gpu, p.tokens, p.measured_s) for p in points] == [
         ("h100-sxm", 16384, 0.5),
         ("a100-40g", 16384, 1.0),
@@ -86,7 +87,7 @@ def test_anl_prefill_points_take_batch_ttft_rows_as_one_prefill_of_the_whole_bat
     assert points[0].predicted_s == m.prefill_time(16 * 1024, 16, 0)
     assert [p.generation for p in points] == ["Hopper", "Ampere"]
     out = io.StringIO()
-    calibrate.print_prefill_report(points, out)
+    prefill.print_prefill_report(points, out)
     assert "Hopper      >=8192" in out.getvalue()
 
 
@@ -138,7 +139,7 @@ def test_calibration_rejects_an_elementwise_efficiency_outside_the_unit_range():
 
 def test_elementwise_fit_recovers_the_efficiency_of_synthetic_measurements():
     ideal = np.array([1e-4, 3e-4, 1e-3, 2e-3])
-    assert calibrate.fit_elementwise(ideal, ideal / 0.63) == pytest.approx(0.63)
+    assert kernels.fit_elementwise(ideal, ideal / 0.63) == pytest.approx(0.63)
 
 
 def test_packaged_calibration_prices_elementwise_kernels_on_every_family():
@@ -149,10 +150,10 @@ def test_packaged_calibration_prices_elementwise_kernels_on_every_family():
 
 
 def test_prefill_check_covers_both_generations_when_the_measured_data_is_present():
-    data_dir = calibrate.find_data_dir()
+    data_dir = data.find_data_dir()
     if not (data_dir / "SOURCES.md").exists():
         pytest.skip(f"measured-latency data not found at {data_dir} (set SERVEGYM_LATENCY_DATA)")
-    points = calibrate.prefill_points(data_dir, load_calibration())
+    points = prefill.prefill_points(data_dir, load_calibration())
     generations = {p.generation for p in points}
     assert {"Ampere", "Hopper"} <= generations
     assert all(p.measured_s > 0 and p.predicted_s > 0 for p in points)

@@ -193,7 +193,7 @@ def test_decode_stage_pick_cannot_start_before_the_picks_ahead_of_it():
 
 
 def run_hexagent_contexts(limit: int, monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
-    import envs.pd_cluster as pd_cluster
+    import envs.pd_cluster.projection as pd_cluster
     from heuristics import make_policy
 
     monkeypatch.setattr(pd_cluster, "WHOLE_REFRESH_LIMIT", limit)

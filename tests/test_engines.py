@@ -14,7 +14,7 @@ from envs.sim import Assignment, Simulation
 from envs.sim.catalog import get_gpu
 from envs.sim.cluster import cluster_from_dict
 from envs.sim.engines import engine_names, get_engine
-from envs.sim.instances import SCHEDULING_MODES
+from envs.sim.protocol import SCHEDULING_MODES
 from envs.sim.serving import ServingConfigError, closed_loop
 from traces.schema import Request
 

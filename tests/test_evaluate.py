@@ -404,7 +404,7 @@ needs_routing = pytest.mark.skipif(not routing_available(), reason="Routing-v0 n
 
 @needs_routing
 def test_routing_sweep_table_rows_and_goodput_plot(tmp_path: Path) -> None:
-    pytest.importorskip("heuristics.goodserve", reason="routing heuristics not available")
+    pytest.importorskip("heuristics.routing.goodserve", reason="routing heuristics not available")
     config = EvalConfig(
         env="routing", policies=("round-robin", "earliest-finish", "goodserve"), seeds=(0,),
         count=12, output_predictor="oracle", sweep=evaluation.Sweep("slo_scale", (1.0, 2.0)),
@@ -502,7 +502,7 @@ def test_trace_file_runs_end_to_end_and_its_regenerate_line_reproduces_the_table
 
 
 def test_trace_source_applies_count_load_scale_and_model_to_a_trace(tmp_path: Path) -> None:
-    from envs.workloads import TraceSource
+    from envs.common.workloads import TraceSource
     from traces.schema import LLMNode
 
     records = _bfcl_trace(tmp_path / "calls.jsonl")

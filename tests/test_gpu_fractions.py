@@ -263,7 +263,7 @@ def test_allocation_env_runs_at_ten_units_per_gpu():
     assert info["metrics"]["goodput"] > 0
 
 
-# -- co-located pair profiles (envs/sim/scepsy/profiling.py) -------------------------------------
+# -- co-located pair profiles (envs/sim/scepsy/sweep.py) ------------------------------------------
 def _decode_heavy(n: int = 30) -> list[Workflow]:
     rng = np.random.default_rng(0)
     return [
@@ -273,8 +273,10 @@ def _decode_heavy(n: int = 30) -> list[Workflow]:
 
 
 def test_a_share_is_profiled_next_to_a_busy_partition(monkeypatch):
-    from envs.sim.scepsy import profiling
-    from envs.sim.scepsy.profiling import ReplayConfig, profile_key, profile_llm, replica_cluster
+    from envs.sim.scepsy.profiles import profile_key
+    from envs.sim.scepsy.replay import NEIGHBOURS, replica_cluster
+    from envs.sim.scepsy.sweep import ReplayConfig, profile_llm
+    from envs.sim.scepsy.tracing import trace_workflows
 
     fast = ReplayConfig(min_calls=300, max_calls=500, min_workflows=10, refine=1, confirm=0)
     # the pair: the replica's quarter GPU and a busy three-quarter partition on the same GPU
@@ -302,15 +304,10 @@ def test_a_share_is_profiled_next_to_a_busy_partition(monkeypatch):
     for mode in ("busy", "idle", "static"):
         c = replica_cluster("llama3.2-1b", 2, 1.0, GPU, mode)
         assert c.instances[0].gpu_ids == () and c.description == ""
-    tr = profiling.trace_workflows(_decode_heavy(5), name="t")
-    key = {
-        m: profile_key("llama3.2-1b", 1, 0.25, GPU, "vllm", [tr], fast, m)
-        for m in profiling.NEIGHBOURS
-    }
+    tr = trace_workflows(_decode_heavy(5), name="t")
+    key = {m: profile_key("llama3.2-1b", 1, 0.25, GPU, "vllm", [tr], fast, m) for m in NEIGHBOURS}
     assert len(set(key.values())) == 3
-    whole = {
-        profile_key("llama3.2-1b", 1, 1.0, GPU, "vllm", [tr], fast, m) for m in profiling.NEIGHBOURS
-    }
+    whole = {profile_key("llama3.2-1b", 1, 1.0, GPU, "vllm", [tr], fast, m) for m in NEIGHBOURS}
     assert len(whole) == 1
     with pytest.raises(ValueError, match="neighbour"):
         replica_cluster("llama3.2-1b", 1, 0.5, GPU, "loud")

@@ -74,20 +74,22 @@ def test_scheduler_guide_registers_tests_evaluates_and_trains_its_policies(tmp_p
     repo = copy_repo(tmp_path / "repo")
     written = apply_files(text, repo)
     assert written == [
-        "heuristics/sjf.py",
-        "heuristics/routers.py",
-        "heuristics/allocation.py",
+        "heuristics/pd_cluster/sjf.py",
+        "heuristics/routing/routers.py",
+        "heuristics/allocation/baselines.py",
         "tests/test_sjf.py",
     ]
     # The guide's import list is the package's, plus the new module.
-    [imports] = [b for b in code_blocks(text, "python") if b.startswith("from heuristics import (")]
-    init = repo / "heuristics" / "__init__.py"
-    listing = r"^from heuristics import \([^\n]*\n.*?^\)\n"
+    listing_head = "from heuristics.pd_cluster import ("
+    [imports] = [b for b in code_blocks(text, "python") if b.startswith(listing_head)]
+    init = repo / "heuristics" / "pd_cluster" / "__init__.py"
+    listing = r"^from heuristics\.pd_cluster import \([^\n]*\n.*?^\)\n"
     current = re.search(listing, init.read_text(), re.S | re.M)
     assert current is not None
     listed = set(re.findall(r"^    (\w+),$", imports, re.M))
     assert listed - {"sjf"} == set(re.findall(r"^    (\w+),$", current.group(0), re.M)), (
-        "docs/adding-a-scheduler.md: update its copy of heuristics/__init__.py's import list"
+        "docs/adding-a-scheduler.md: update its copy of heuristics/pd_cluster/__init__.py's "
+        "import list"
     )
     init.write_text(init.read_text().replace(current.group(0), imports))
 

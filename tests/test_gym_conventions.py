@@ -1,7 +1,7 @@
 """The three envs are standard Gymnasium citizens on their registered defaults: third-party
 checkers and vectorisers accept them, any action in the space is accepted by one documented rule,
 every way an episode ends reports its metrics, a live env pickles, and ``rgb_array`` renders a
-picture (issue 34; the rules are in ``envs/base.py``'s docstring)."""
+picture (issue 34; the rules are in ``envs/common/base.py``'s docstring)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from heuristics import (
     policies_for,
     register,
 )
-from heuristics.hexagent import HexAgentOrdering
+from heuristics.pd_cluster.hexagent import HexAgentOrdering
 from traces.schema import LLMNode, ToolNode, Workflow
 
 ALL_POLICIES = sorted(policies_for("pd-cluster"))
@@ -282,7 +282,7 @@ def test_heterogeneity_aware_takes_the_pair_with_the_smallest_ratio():
 
 
 def test_earliest_finish_takes_the_legal_pair_with_the_smallest_estimated_finish():
-    from heuristics.placement import earliest_finish
+    from heuristics.pd_cluster.placement import earliest_finish
 
     r = np.ones((1, 2, 3))
     r[0, 0, 2] = np.inf  # (0, 2) illegal although it would finish first

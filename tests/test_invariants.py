@@ -26,7 +26,7 @@ C_w ≥ H_w (standalone horizon)                         yes[5] yes[5] n/a     n
 [1] workflows still running when the drain limit ends the episode: at most once.
 [2] requests are single calls. [3] allocations see only aggregate period measurements.
 [4] with ``slo_basis="task"``: under ``"request"`` the deadline encodes the true length by
-design (documented in ``envs/routing.py``).
+design (documented in ``envs/routing/env.py``).
 [5] chain workflows; for DAGs with parallel branches H_w is a heuristic (earliest-finish)
 standalone placement, not a lower bound (see ``test_horizon_is_a_lower_bound_for_dags``).
 
@@ -62,8 +62,8 @@ from envs.sim import metrics as sim_metrics
 from envs.sim.catalog import PRECISIONS, gpu_names
 from envs.sim.cluster import ClusterSpec, cluster_from_dict
 from envs.sim.engines import engine_names
-from envs.sim.instances import KV_POLICIES, SCHEDULING_MODES
 from envs.sim.latency import LatencyModel
+from envs.sim.protocol import KV_POLICIES, SCHEDULING_MODES
 from envs.sim.scheduler import DefaultScheduler
 from envs.sim.simulation import Assignment, Invocation, Simulation
 from envs.sim.workload import DECODE, DONE, WorkloadError
@@ -884,7 +884,7 @@ def test_routing_hides_true_lengths_with_task_slos(
     """Routing-v0 with ``slo_basis="task"`` and an online predictor: episodes that differ only
     in which request of a (task, prompt length) pair is the long one look the same to the policy
     until a swapped request finishes. (Under ``slo_basis="request"`` each deadline is a function
-    of the true length — documented in ``envs/routing.py`` as a shared oracle channel.)"""
+    of the true length — documented in ``envs/routing/env.py`` as a shared oracle channel.)"""
     trace, variant, changed = variants
     runs, t_star = [], math.inf
     for records in (trace, variant):

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs.sim import calibrate
+from envs.sim.calibration import data, e2e
 from envs.sim.catalog import get_gpu, get_model, gpu_names, model_names
 from envs.sim.latency import InsufficientMemoryError, LatencyModel, load_calibration
 
@@ -138,10 +138,10 @@ def test_fraction_outside_unit_interval_is_rejected():
 
 
 def test_heldout_end_to_end_median_error_meets_committed_target():
-    data_dir = calibrate.find_data_dir()
+    data_dir = data.find_data_dir()
     if not (data_dir / "llm_inference_bench_anl" / "All_results.csv").exists():
         pytest.skip(f"measured-latency data not found at {data_dir} (set SERVEGYM_LATENCY_DATA)")
-    points = calibrate.heldout_points(data_dir)
+    points = e2e.heldout_points(data_dir)
     assert len(points) >= 100
     target = load_calibration().target_heldout_median_error
-    assert calibrate.median_abs_error(points) <= target
+    assert e2e.median_abs_error(points) <= target

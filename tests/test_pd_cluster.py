@@ -1,4 +1,4 @@
-"""Specifications of servegym/PDCluster-v0 (envs/pd_cluster.py)."""
+"""Specifications of servegym/PDCluster-v0 (envs/pd_cluster/)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Specifications of ``DecisionContext.remaining_critical`` (envs/pd_cluster.py)."""
+"""Specifications of ``DecisionContext.remaining_critical`` (envs/pd_cluster/context.py)."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ INCREMENTAL = 0
 
 
 def refresh_limit(monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
-    monkeypatch.setattr("envs.pd_cluster.WHOLE_REFRESH_LIMIT", limit, raising=False)
+    monkeypatch.setattr("envs.pd_cluster.projection.WHOLE_REFRESH_LIMIT", limit, raising=False)
 
 
 def _update(h: Any, value: Any) -> None:

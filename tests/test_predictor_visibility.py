@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from envs.common.predictors import PREDICTORS
+from envs.common.predictors.base import BasePredictor
 from envs.pd_cluster import PDClusterEnv
-from envs.predictors import PREDICTORS
-from envs.predictors.base import BasePredictor
 from envs.sim import DefaultScheduler, Simulation, load_cluster
 from traces.schema import LLMNode, ToolNode, Workflow
 

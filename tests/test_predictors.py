@@ -1,4 +1,4 @@
-"""Specifications of the output-length predictors (``envs.predictors``)."""
+"""Specifications of the output-length predictors (``envs.common.predictors``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from envs.predictors import PREDICTORS, make_predictor
-from envs.predictors.cache import clear_memory, config_key
-from envs.predictors.data import Probe, _Node, goodserve_requests, probes
+from envs.common.predictors import PREDICTORS, make_predictor
+from envs.common.predictors.cache import clear_memory, config_key
+from envs.common.predictors.data import Probe, _Node, goodserve_requests, probes
 
 # Small training runs keep the file fast; the default configuration is measured by the report.
 SMALL = {"train_count": 1200, "steps": 150, "hidden": 16}

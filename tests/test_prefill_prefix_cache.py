@@ -249,7 +249,7 @@ def test_decision_context_sees_hits_and_prices_uncached_prefill(visible: bool):
 
 @pytest.mark.parametrize("rule", ["earliest_finish", "heterogeneity_aware"])
 def test_speed_aware_placement_follows_the_cache_only_when_visible(rule: str):
-    import heuristics.placement as placement
+    import heuristics.pd_cluster.placement as placement
 
     place = getattr(placement, rule)
 

@@ -1,4 +1,4 @@
-"""Specifications of the PDCluster renderings (envs/render.py)."""
+"""Specifications of the PDCluster renderings (envs/pd_cluster/render.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from envs.pd_cluster import PDClusterEnv
-from envs.render import instance_labels, render_figure
+from envs.pd_cluster.render import instance_labels, render_figure
 
 SMALL = {"workload": "mixed", "workload_count": 8}
 

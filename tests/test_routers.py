@@ -1,4 +1,4 @@
-"""Specification of the routing policies (heuristics/routing_base.py, goodserve.py, routers.py):
+"""Specification of the routing policies (heuristics/routing/base.py, goodserve.py, routers.py):
 the registry, feasibility of every pick, migrate-decision behaviour, determinism, and each
 router's rule on hand-built RoutingContexts whose answers are computed by hand."""
 
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs.routing_context import RoutingContext
+from envs.routing.context import RoutingContext
 from heuristics import Policy, make_policy, policies_for
-from heuristics.routing_base import Router, argmin_lex, routing_context
+from heuristics.routing.base import Router, argmin_lex, routing_context
 
 ROUTERS = {
     "goodserve",

@@ -1,4 +1,4 @@
-"""Specifications of servegym/Routing-v0 (envs/routing.py)."""
+"""Specifications of servegym/Routing-v0 (envs/routing/)."""
 
 from __future__ import annotations
 
@@ -287,7 +287,7 @@ def test_proxy_counts_track_the_engines_and_drain_to_zero():
 
 
 def test_black_box_decode_ema_weights_each_iteration():
-    from envs.routing_context import InstanceMonitor
+    from envs.routing.context import InstanceMonitor
 
     env = RoutingEnv(**SMALL)
     env.reset(seed=0)

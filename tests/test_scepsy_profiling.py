@@ -13,21 +13,18 @@ import numpy as np
 import pytest
 
 from envs.sim.catalog import UnknownNameError
-from envs.sim.scepsy import profiling
+from envs.sim.scepsy import profiles, replay
 from envs.sim.scepsy.apl import ProfilePoint
-from envs.sim.scepsy.profiling import (
+from envs.sim.scepsy.profiles import profile_set
+from envs.sim.scepsy.projection import (
     Projection,
-    ReplayConfig,
     independent_calls,
-    knee_throughput,
-    profile_llm,
-    profile_set,
     project_trace,
     project_workflow,
     projected_parents,
-    replay_point,
-    replica_cluster,
 )
+from envs.sim.scepsy.replay import knee_throughput, replay_point, replica_cluster
+from envs.sim.scepsy.sweep import ReplayConfig, profile_llm
 from envs.sim.scepsy.tracing import (
     Trace,
     split_records,
@@ -240,7 +237,7 @@ def test_cache_hit_returns_the_same_profiles_without_simulating(tmp_path, monkey
     def boom(*a, **k):
         raise AssertionError("a cache hit must not simulate")
 
-    monkeypatch.setattr(profiling, "_simulate", boom)
+    monkeypatch.setattr(replay, "_simulate", boom)
     again = profile_set(trace, [GEN], **kw)
     assert again.profiles == first.profiles
     # any change of the configuration misses the cache (and would simulate)
@@ -254,7 +251,7 @@ def test_profile_set_enumerates_feasible_shares_and_rejects_absent_models(tmp_pa
         profile_set(trace, [BIG], cache_dir=tmp_path, progress=False)
     with pytest.raises(ValueError, match="empty workload"):
         profile_llm(GEN, 1, 1.0, [], config=FAST)
-    configs = profiling._configs([BIG, GEN], (1, 2, 4), "rtx-a6000", 4)
+    configs = profiles._configs([BIG, GEN], (1, 2, 4), "rtx-a6000", 4)
     assert (BIG, 1, 0.25) not in configs  # 8B weights + KV do not fit a quarter A6000 at TP1
     assert (BIG, 4, 0.25) in configs and (GEN, 1, 0.25) in configs
     assert all(0 < f <= 1 for _, _, f in configs)

@@ -1,10 +1,11 @@
-"""heuristics.scepsy.report: peak sustainable throughput, ratios and APL errors from result rows."""
+"""heuristics.allocation.scepsy.report: peak sustainable throughput, ratios and APL errors from
+result rows."""
 
 from __future__ import annotations
 
 import json
 
-from heuristics.scepsy import report
+from heuristics.allocation.scepsy import report
 
 
 def row(policy, rate, thr, lat, ok, apl=None, sweep=True, seed=0):

@@ -1,7 +1,7 @@
-"""Specification of heuristics/scepsy/search.py (Scepsy §5 GPU scheduler): on small clusters the
-pruned search finds exactly the best predicted latency of an exhaustive search over every unit
-vector × every (tp, replicas) that places (when the paper's premise holds: the LLM with the
-higher latency contribution also needs more GPU); the ablation flags restrict the space as
+"""Specification of heuristics/allocation/scepsy/search.py (Scepsy §5 GPU scheduler): on small
+clusters the pruned search finds exactly the best predicted latency of an exhaustive search over
+every unit vector × every (tp, replicas) that places (when the paper's premise holds: the LLM with
+the higher latency contribution also needs more GPU); the ablation flags restrict the space as
 documented; the multi-workflow level splits GPUs by egalitarian welfare."""
 
 from __future__ import annotations
@@ -23,15 +23,8 @@ from envs.sim.scepsy.apl import (
     ProfileSet,
     WorkflowStats,
 )
-from heuristics.scepsy.search import (
-    ABLATIONS,
-    DEFAULT_HEADROOM,
-    SearchError,
-    gpu_order,
-    search,
-    search_multi,
-    utility,
-)
+from heuristics.allocation.scepsy.multi import gpu_order, search_multi, utility
+from heuristics.allocation.scepsy.search import ABLATIONS, DEFAULT_HEADROOM, SearchError, search
 
 # model -> (n, p, isolated call seconds on one whole GPU at TP1); max throughput of one whole
 # GPU = 1 / call seconds, so a higher latency contribution n·s/p also means more demand (p = 1)

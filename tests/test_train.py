@@ -186,7 +186,7 @@ def test_help_lists_each_trainable_envs_defaults(capsys):
 
 
 def test_routing_smoke_run_selects_by_goodput(tmp_path, capsys):
-    pytest.importorskip("heuristics.goodserve", reason="routing heuristics not available")
+    pytest.importorskip("heuristics.routing.goodserve", reason="routing heuristics not available")
     import gymnasium as gym
 
     import envs  # noqa: F401

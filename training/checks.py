@@ -21,7 +21,7 @@ def check_config(cfg: TrainConfig) -> None:
     from agents.wandb_utils import MODES
 
     if cfg.env not in TRAIN_ENVS:
-        from envs.base import did_you_mean
+        from envs.common.base import did_you_mean
 
         raise TrainError(
             f"--env {cfg.env!r} is not trainable{did_you_mean(cfg.env, TRAIN_ENVS)}; known: "

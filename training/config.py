@@ -36,7 +36,7 @@ class TrainConfig:
     :param slo_scale: Routing: SLO = scale × run-alone latency.
     :param slo_basis: Routing: ``request`` or ``task`` (see ``envs.routing``).
     :param instances: Routing: grow the cluster to this many instances.
-    :param output_predictor: output-length predictor (``envs.predictors``).
+    :param output_predictor: output-length predictor (``envs.common.predictors``).
     :param predictor_error: Routing: error e of ``oracle-error``.
     :param engine: Routing: serving-engine preset (``vllm``, ``sglang``, ``trtllm``).
     :param prefill_mode: Routing: override the engine's scheduling.
@@ -52,7 +52,7 @@ class TrainConfig:
     :param warmup_seconds: Allocation: arrivals before this are left out of the metrics.
     :param units_per_gpu: Allocation: GPU-fraction units per GPU.
     :param apl_info: Allocation: add the APL's predictions to the metrics.
-    :param reward: env reward name (``envs.rewards``).
+    :param reward: env reward name (``envs.common.rewards``).
     :param algo: RL algorithm (``agents.ALGOS``); ``maskable-ppo`` samples only legal actions,
         ``ppo`` learns them (illegal ones are penalised).
     :param bc_expert: policy to behaviour-clone before RL (unset: the env family's expert;

@@ -14,21 +14,21 @@ from envs.sim.cluster import (
     scaled_cluster,
 )
 from envs.sim.engines import EnginePreset, engine_names, get_engine
-from envs.sim.instances import KV_POLICIES, SCHEDULING_MODES
-from envs.sim.scheduler import DefaultScheduler, EarliestFinishScheduler, Scheduler
-from envs.sim.simulation import (
+from envs.sim.protocol import (
+    KV_POLICIES,
     LISTENER_METHODS,
     MIGRATION_MODES,
     PREFILL_MODES,
+    SCHEDULING_MODES,
     STAGES,
     Assignment,
-    CallRecord,
     Invocation,
-    LatencyCache,
+    Scheduler,
     SchedulingError,
-    Simulation,
-    SimulationResult,
 )
+from envs.sim.records import CallRecord, LatencyCache, SimulationResult
+from envs.sim.scheduler import DefaultScheduler, EarliestFinishScheduler
+from envs.sim.simulation import Simulation
 from envs.sim.workload import Call, WorkflowRun, WorkloadError
 
 __all__ = [

@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.calibrate import find_data_dir
+from envs.sim.calibration.data import find_data_dir
 from envs.sim.catalog import get_gpu, get_model
 from envs.sim.engines import ENGINES_YAML, get_engine
 from envs.sim.progress import progress as progress_bar

@@ -36,8 +36,8 @@ from typing import Any
 import yaml
 
 from envs.sim.catalog import CONFIG_DIR, GPUSpec, UnknownNameError
-from envs.sim.instances import DEFAULT_TOKEN_BUDGET, KV_POLICIES, SCHEDULING_MODES
-from envs.sim.latency import Calibration
+from envs.sim.efficiency import Calibration
+from envs.sim.protocol import DEFAULT_TOKEN_BUDGET, KV_POLICIES, SCHEDULING_MODES
 
 ENGINES_YAML = CONFIG_DIR / "engines.yaml"
 #: Fitted constants of a preset that are not latency-model (Calibration) fields.

@@ -76,17 +76,8 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import functools
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
-
-import yaml
 
 from envs.sim.catalog import (
-    CONFIG_DIR,
     PRECISIONS,
     GPUSpec,
     ModelSpec,
@@ -94,8 +85,17 @@ from envs.sim.catalog import (
     get_model,
     load_gpus,
 )
-
-CALIBRATION_YAML = CONFIG_DIR / "latency_calibration.yaml"
+from envs.sim.contention import BANDWIDTH_SATURATION_SHARE, contended_bandwidth_shares
+from envs.sim.efficiency import (
+    CALIBRATION_YAML,
+    Calibration,
+    FamilyEfficiency,
+    LinkEfficiency,
+    _element_bytes,
+    elementwise_bytes_per_token,
+    load_calibration,
+)
+from envs.sim.iteration import IterationTimeMixin
 
 
 class InsufficientMemoryError(ValueError):
@@ -106,300 +106,7 @@ class UnsupportedPrecisionError(ValueError):
     """A precision the GPU's tensor cores do not run (fp8 on Ampere or Volta)."""
 
 
-@dataclass(frozen=True)
-class FamilyEfficiency:
-    """Fitted efficiencies of one GPU family (fractions of the datasheet peak).
-
-    :param gemm_compute: achieved / peak FLOP/s of compute-bound linear layers.
-    :param gemm_memory: achieved / peak bytes/s of weight-read-bound linear layers.
-    :param attention_compute: achieved / peak FLOP/s of prefill (flash) attention on long
-        sequences (the asymptote; see ``attention_half_tokens``).
-    :param attention_memory: achieved / peak bytes/s of decode attention (KV reads).
-    :param gemm_floor_seconds: fixed time of one GEMM kernel (launch + tail), seconds.
-    :param attention_floor_seconds: fixed time of one attention kernel, seconds.
-    :param attention_half_tokens: sequence length at which prefill attention reaches half its
-        asymptotic efficiency: a prefill of s new tokens runs at ``attention_compute · s / (s +
-        attention_half_tokens)``, i.e. its time is the causal pairs plus
-        ``attention_half_tokens / 2`` pairs per new token at the asymptotic rate (FlashAttention
-        kernels are far from peak on short sequences). 0: a constant efficiency.
-    :param gemm_compute_fp8: achieved / FP8 peak FLOP/s of compute-bound fp8-weight linear
-        layers; ``None`` to use ``gemm_compute``.
-    :param gemm_memory_fp8: achieved / peak bytes/s of weight-read-bound fp8 linear layers;
-        ``None`` to use ``gemm_memory``. (fp8 GEMM kernels share ``gemm_floor_seconds``.)
-    :param elementwise_memory: achieved / peak bytes/s of the per-token elementwise kernels
-        (norms, residual add, rotary embedding, activation; :func:`elementwise_bytes_per_token`);
-        ``None``: those kernels are not priced.
-    """
-
-    gemm_compute: float
-    gemm_memory: float
-    attention_compute: float
-    attention_memory: float
-    gemm_floor_seconds: float = 0.0
-    attention_floor_seconds: float = 0.0
-    attention_half_tokens: float = 0.0
-    gemm_compute_fp8: float | None = None
-    gemm_memory_fp8: float | None = None
-    elementwise_memory: float | None = None
-
-    def gemm_efficiency(self, precision: str) -> tuple[float, float]:
-        """Linear-layer efficiencies for weights stored in ``precision``.
-
-        :param precision: one of ``PRECISIONS``.
-        :return: (compute efficiency, memory efficiency); the fp8 values fall back to the bf16
-            ones where the family has no FP8 fit.
-        """
-        if precision not in PRECISIONS:
-            raise ValueError(f"unknown precision {precision!r}; expected one of {PRECISIONS}")
-        if precision == "bf16":
-            return self.gemm_compute, self.gemm_memory
-        compute, memory = self.gemm_compute_fp8, self.gemm_memory_fp8
-        return (
-            self.gemm_compute if compute is None else compute,
-            self.gemm_memory if memory is None else memory,
-        )
-
-
-@dataclass(frozen=True)
-class LinkEfficiency:
-    """Fitted ring all-reduce parameters of one interconnect kind.
-
-    :param efficiency: achieved / datasheet bandwidth of the ring's data movement.
-    :param latency_seconds: fixed time of one all-reduce, seconds.
-    """
-
-    efficiency: float
-    latency_seconds: float
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """All fitted constants of the latency model.
-
-    :param families: GPU family -> efficiencies; must contain ``"default"``, used for families
-        without measurements.
-    :param links: ``"nvlink"`` and ``"pcie"`` -> all-reduce parameters.
-    :param iteration_overhead_seconds: framework time per engine iteration, seconds.
-    :param iteration_overhead_per_extra_gpu_seconds: added per iteration for each TP shard beyond
-        the first (driver-to-worker synchronisation), seconds.
-    :param iteration_overhead_per_seq_seconds: added per iteration for each sequence in it
-        (scheduling, sampling and detokenisation on the CPU), seconds.
-    :param moe_kernel_efficiency: achieved / dense-GEMM efficiency of the grouped MoE expert
-        kernels (weight reads and compute of routed experts), in (0, 1.5].
-    :param gemms_per_layer: GEMM kernels per transformer layer (QKV, output, gate/up, down).
-    :param target_heldout_median_error: the committed accuracy target of the held-out check.
-    """
-
-    families: Mapping[str, FamilyEfficiency]
-    links: Mapping[str, LinkEfficiency]
-    iteration_overhead_seconds: float
-    iteration_overhead_per_extra_gpu_seconds: float = 0.0
-    iteration_overhead_per_seq_seconds: float = 0.0
-    moe_kernel_efficiency: float = 1.0
-    gemms_per_layer: int = 4
-    target_heldout_median_error: float = 0.15
-    source: str = field(default="", compare=False)
-
-    def family(self, name: str) -> FamilyEfficiency:
-        """Efficiencies of GPU family ``name``, falling back to ``"default"``.
-
-        :param name: a ``GPUSpec.family``.
-        """
-        return self.families.get(name, self.families["default"])
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> Calibration:
-        """Build from the YAML structure of ``latency_calibration.yaml``.
-
-        :param data: parsed YAML mapping.
-        :param source: where it came from, for error messages.
-        """
-        try:
-            families = {
-                k: FamilyEfficiency(**{n: float(x) for n, x in v.items()})
-                for k, v in data["families"].items()
-            }
-            links = {
-                k: LinkEfficiency(**{n: float(x) for n, x in v.items()})
-                for k, v in data["links"].items()
-            }
-            overhead = float(data["iteration_overhead_seconds"])
-        except (KeyError, TypeError) as exc:
-            raise ValueError(
-                f"{source}: malformed latency calibration ({exc!r}); expected keys "
-                "families, links, iteration_overhead_seconds"
-            ) from exc
-        if "default" not in families:
-            raise ValueError(
-                f"{source}: calibration families must include 'default', got {sorted(families)}"
-            )
-        for kind in ("nvlink", "pcie"):
-            if kind not in links:
-                raise ValueError(
-                    f"{source}: calibration links must include {kind!r}, got {sorted(links)}"
-                )
-        efficiencies = (
-            "gemm_compute",
-            "gemm_memory",
-            "attention_compute",
-            "attention_memory",
-            "gemm_compute_fp8",
-            "gemm_memory_fp8",
-            "elementwise_memory",
-        )
-        for fam, eff in families.items():
-            for name in efficiencies:
-                value = getattr(eff, name)
-                if value is not None and not 0 < value <= 1.5:
-                    raise ValueError(
-                        f"{source}: family {fam!r} {name}={value}; expected an "
-                        "efficiency in (0, 1.5]"
-                    )
-        per_gpu = float(data.get("iteration_overhead_per_extra_gpu_seconds", 0.0))
-        per_seq = float(data.get("iteration_overhead_per_seq_seconds", 0.0))
-        moe_eff = float(data.get("moe_kernel_efficiency", 1.0))
-        if overhead < 0 or per_gpu < 0 or per_seq < 0:
-            raise ValueError(
-                f"{source}: overheads must be >= 0 seconds, got "
-                f"iteration_overhead_seconds={overhead}, "
-                f"iteration_overhead_per_extra_gpu_seconds={per_gpu}, "
-                f"iteration_overhead_per_seq_seconds={per_seq}"
-            )
-        if not 0 < moe_eff <= 1.5:
-            raise ValueError(f"{source}: moe_kernel_efficiency={moe_eff}; expected (0, 1.5]")
-        return cls(
-            families=families,
-            links=links,
-            iteration_overhead_seconds=overhead,
-            iteration_overhead_per_extra_gpu_seconds=per_gpu,
-            iteration_overhead_per_seq_seconds=per_seq,
-            moe_kernel_efficiency=moe_eff,
-            gemms_per_layer=int(data.get("gemms_per_layer", 4)),
-            target_heldout_median_error=float(data.get("target_heldout_median_error", 0.15)),
-            source=source,
-        )
-
-
-def elementwise_bytes_per_token(
-    hidden: float,
-    heads_shard: float,
-    kv_heads_shard: float,
-    head_dim: float,
-    ffn_shard: float,
-    gated: bool,
-    rotary: bool,
-    dtype_bytes: int,
-) -> float:
-    """Bytes one token moves through one layer's elementwise kernels on one TP shard, as vLLM
-    runs a Llama-style layer: two fused residual-add + RMSNorm kernels (each reads the hidden
-    state and the residual and writes both: 4 · hidden), rotary embedding in place on the
-    shard's q and k (read and write), and the activation (SiLU-and-mul reads gate and up and
-    writes one: 3 · ffn; GELU reads and writes one: 2 · ffn).
-
-    :param hidden: model width, elements (norms and residual are not sharded).
-    :param heads_shard: query heads on the shard.
-    :param kv_heads_shard: KV heads on the shard.
-    :param head_dim: elements per head.
-    :param ffn_shard: FFN width the token passes through on the shard, elements (for MoE the
-        routed experts' widths summed).
-    :param gated: SwiGLU-style FFN (else GELU).
-    :param rotary: rotary position embedding applied to q and k.
-    :param dtype_bytes: bytes per activation element.
-    """
-    elements = 8.0 * hidden + (3.0 if gated else 2.0) * ffn_shard
-    if rotary:
-        elements += 2.0 * (heads_shard + kv_heads_shard) * head_dim
-    return elements * dtype_bytes
-
-
-def _element_bytes(precision: str, bf16_bytes: int) -> int:
-    """Bytes per weight or KV element: the model's bf16 baseline, or 1 for fp8."""
-    return bf16_bytes if precision == "bf16" else 1
-
-
-@functools.lru_cache(maxsize=4)
-def _load_calibration(path: str) -> Calibration:
-    with open(path) as fh:
-        return Calibration.from_dict(yaml.safe_load(fh), source=path)
-
-
-def load_calibration(path: str | Path | None = None) -> Calibration:
-    """Read a calibration YAML (the packaged fitted one by default).
-
-    :param path: YAML file; ``None`` for ``envs/configs/latency_calibration.yaml``.
-    """
-    return _load_calibration(str(CALIBRATION_YAML if path is None else path))
-
-
-#: Share of a GPU's SMs whose memory traffic alone saturates its HBM bandwidth (see
-#: :func:`contended_bandwidth_shares`). 1.0 would make bandwidth proportional to SMs (no gain from
-#: idle neighbours, no contention: the model before MPS partitions).
-BANDWIDTH_SATURATION_SHARE = 0.5
-
-
-def contended_bandwidth_shares(
-    fractions: Mapping[Any, float],
-    active: set[Any] | frozenset[Any],
-    saturation: float = BANDWIDTH_SATURATION_SHARE,
-    *,
-    check_sum: bool = True,
-) -> dict[Any, float]:
-    """HBM bandwidth shares of the busy MPS partitions of one GPU.
-
-    NVIDIA MPS limits a client's SMs (``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE``, the share of
-    threads/SMs it may use) and its device memory (``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``); nothing
-    partitions DRAM bandwidth or the L2 cache, which all clients of the GPU use concurrently
-    (NVIDIA, *Multi-Process Service*, "Appendix: Environment Variables"; NVIDIA's developer
-    forum threads "MPS interference problem" and "Interference between MPS Client Process"
-    report 50%/50% clients slowing 10–40% when both run, and a 10% client slowing ~1.5× next to a
-    busy 90% client while running ~4x, not 9x, slower than the 90% one alone). Scepsy §6 uses
-    MPS "with static limits on SMs and memory". The rule here:
-
-    * an instance's SMs can pull at most ``min(1, f / saturation)`` of the GPU's bandwidth: a
-      partition with ``f ≥ saturation`` can saturate HBM alone (memory-bound kernels reach the
-      HBM peak well before every SM is busy), a smaller one proportionally less;
-    * the busy (``active``) instances' demands are served in full when they sum to at most the
-      GPU's bandwidth, and scaled down in proportion otherwise (the memory system arbitrates
-      among the outstanding requests, which scale with the issuing SMs);
-    * an idle instance takes nothing. L2 contention is folded into this DRAM-bandwidth share.
-
-    Consequences: a whole GPU (f = 1) alone gets exactly 1; an instance next to idle neighbours
-    gets more than its f; when a GPU is fully packed (Σ f = 1) with every share ≤ saturation and
-    all are busy, each gets exactly its f (the static-partition model). ``saturation = 1``
-    reproduces that static model in every case.
-
-    :param fractions: SM share of every instance on the GPU (key → f in (0, 1]; Σ f ≤ 1).
-    :param active: keys of the instances running an iteration now.
-    :param saturation: share of SMs that saturates HBM alone, in (0, 1].
-    :param check_sum: raise when the shares sum above 1 (off for a GPU whose retired instance
-        still drains next to its successor).
-    :return: key → bandwidth share in (0, 1] for every active key.
-    :raises ValueError: on shares outside (0, 1], a sum above 1 or an unknown active key.
-    """
-    if not 0 < saturation <= 1:
-        raise ValueError(f"saturation={saturation!r}; expected (0, 1]")
-    total_f = 0.0
-    for key, f in fractions.items():
-        if not 0 < f <= 1:
-            raise ValueError(f"{key!r}: share {f!r} outside (0, 1]")
-        total_f += f
-    if check_sum and total_f > 1 + 1e-9:
-        raise ValueError(f"GPU shares sum to {total_f:g} > 1 (an MPS GPU cannot be oversubscribed)")
-    unknown = set(active) - set(fractions)
-    if unknown:
-        raise ValueError(f"active instances {sorted(map(repr, unknown))} are not on this GPU")
-    demand = {k: min(1.0, fractions[k] / saturation) for k in active}
-    total = sum(demand.values())
-    if total <= 1.0:
-        return demand
-    return {k: d / total for k, d in demand.items()}
-
-
-#: Entries of :meth:`LatencyModel.decode_steps_time`'s memo before it is cleared (~20 MB).
-_STEPS_MEMO_SIZE = 1 << 17
-
-
-class LatencyModel:
+class LatencyModel(IterationTimeMixin):
     """Iteration latencies, weight and KV sizes of one serving instance.
 
     :param gpu: GPU type of every shard.
@@ -674,253 +381,6 @@ class LatencyModel:
             f"fraction={self.fraction:g}{extra})"
         )
 
-    # ------------------------------------------------------------------------------------
-    def _gemm_time(self, num_tokens: int, num_seqs: int) -> float:
-        """Seconds of the linear layers for ``num_tokens`` tokens, logits for ``num_seqs``."""
-        compute = num_tokens * self._gemm_s_per_token + num_seqs * self._lm_head_s_per_seq
-        read = self._dense_weight_read_s
-        if self._num_experts:
-            touched = self._num_experts * (1.0 - self._expert_miss**num_tokens)
-            read += touched * self._expert_read_s
-        return compute if compute > read else read
-
-    def experts_touched(self, num_tokens: int) -> float:
-        """Expected distinct experts per MoE layer touched by a batch of ``num_tokens`` tokens.
-
-        :param num_tokens: tokens in the batch.
-        :return: ``E · (1 − (1 − k/E)^num_tokens)``; 0 for dense models.
-        """
-        if not self._num_experts:
-            return 0.0
-        return self._num_experts * (1.0 - self._expert_miss**num_tokens)
-
-    def prefill_time(self, num_tokens: int, num_seqs: int = 1, context_tokens: int = 0) -> float:
-        """Seconds for one prefill iteration.
-
-        :param num_tokens: new tokens in the batch (all sequences together).
-        :param num_seqs: sequences the new tokens belong to (split evenly for attention).
-        :param context_tokens: tokens already in the KV cache, all sequences together (prefix
-            cache hits, earlier chunks); they are attended to but not recomputed.
-        :return: seconds; 0.0 when ``num_tokens`` is 0.
-        """
-        if num_seqs == 1 and context_tokens == 0:
-            t = self._prefill_one.get(num_tokens)
-            if t is None:
-                t = self._prefill_one[num_tokens] = self._prefill_time(num_tokens, 1, 0)
-            return t
-        return self._prefill_time(num_tokens, num_seqs, context_tokens)
-
-    def _prefill_time(self, num_tokens: int, num_seqs: int, context_tokens: int) -> float:
-        if num_tokens <= 0:
-            if num_tokens < 0:
-                raise ValueError(f"num_tokens={num_tokens}; expected >= 0")
-            return 0.0
-        if num_seqs < 1 or context_tokens < 0:
-            raise ValueError(
-                f"num_seqs={num_seqs}, context_tokens={context_tokens}; expected "
-                "num_seqs >= 1 and context_tokens >= 0"
-            )
-        # query-key pairs: each new token sees the cached context plus the new tokens before
-        # it (causal) or all new tokens of its sequence (encoder)
-        pairs = num_tokens * context_tokens / num_seqs
-        square = num_tokens * num_tokens / num_seqs
-        pairs += 0.5 * square if self._causal else square
-        pairs += self._attn_pairs_per_token * num_tokens
-        attn_compute = pairs * self._attn_flop_s_per_pair
-        attn_read = (context_tokens + num_tokens) * self._kv_read_s_per_token
-        attn = attn_compute if attn_compute > attn_read else attn_read
-        return (
-            self._gemm_time(num_tokens, num_seqs)
-            + attn
-            + num_tokens * (self._allreduce_s_per_token + self._elementwise_s_per_token)
-            + self._fixed_s
-            + num_seqs * self._seq_s
-        )
-
-    def _decode_fixed(self, batch_size: int) -> float:
-        t = self._fixed_by_batch.get(batch_size)
-        if t is None:
-            t = self._fixed_by_batch[batch_size] = self._decode_fixed_formula(batch_size)
-        return t
-
-    def _decode_fixed_formula(self, batch_size: int) -> float:
-        if self.model.encoder_only:
-            raise ValueError(
-                f"{self.model.name} is encoder-only (embedding/reranker): it has "
-                "no decode phase; use prefill_time"
-            )
-        if batch_size < 1:
-            raise ValueError(f"batch_size={batch_size}; expected >= 1")
-        return (
-            self._gemm_time(batch_size, batch_size)
-            + batch_size * (self._allreduce_s_per_token + self._elementwise_s_per_token)
-            + self._fixed_s
-            + batch_size * self._seq_s
-        )
-
-    def decode_iteration_time(self, batch_size: int, total_context_tokens: int) -> float:
-        """Seconds for one decode step of ``batch_size`` sequences.
-
-        :param batch_size: sequences decoding one token each.
-        :param total_context_tokens: KV tokens the batch attends to, all sequences together.
-        :raises ValueError: for encoder-only models or batch_size < 1.
-        """
-        x = total_context_tokens
-        a = self._dec_a1 * x
-        b = self._dec_a2 * x + self._dec_b2 * batch_size
-        return self._decode_fixed(batch_size) + (a if a > b else b)
-
-    def mixed_iteration_time(
-        self,
-        decode_batch: int,
-        decode_context_tokens: int,
-        prefill_tokens: int,
-        prefill_seqs: int,
-        prefill_context_tokens: int,
-    ) -> float:
-        """Seconds for one chunked-prefill iteration (vLLM's default scheduling): ``decode_batch``
-        sequences decode one token each while ``prefill_tokens`` prompt tokens of
-        ``prefill_seqs`` sequences are computed in the same forward pass.
-
-        The linear layers run once over all ``decode_batch + prefill_tokens`` tokens (one weight
-        read, logits for every sequence); attention is priced per part (prefill attention as in
-        :meth:`prefill_time`, decode attention as in :meth:`decode_iteration_time`); the
-        all-reduce and the elementwise kernels move every token's activations; the fixed
-        overhead is paid once. So it is
-        ``prefill_time + decode_iteration_time`` minus one fixed overhead, with the two separate
-        GEMM passes replaced by the joint one. It equals ``decode_iteration_time(decode_batch,
-        decode_context_tokens)`` when ``prefill_tokens`` is 0 and ``prefill_time(prefill_tokens,
-        prefill_seqs, prefill_context_tokens)`` when ``decode_batch`` is 0.
-
-        :param decode_batch: sequences decoding one token each (>= 0).
-        :param decode_context_tokens: KV tokens the decoding sequences attend to, all together.
-        :param prefill_tokens: new prompt tokens in the iteration, all chunks together (>= 0).
-        :param prefill_seqs: sequences the chunks belong to (>= 1 when ``prefill_tokens`` > 0).
-        :param prefill_context_tokens: tokens of those sequences already in the KV cache (prefix
-            hits and earlier chunks), all together.
-        :return: seconds; 0.0 for an empty iteration.
-        """
-        if decode_batch < 0 or prefill_tokens < 0:
-            raise ValueError(
-                f"decode_batch={decode_batch}, prefill_tokens={prefill_tokens}; expected >= 0"
-            )
-        if prefill_tokens == 0:
-            if decode_batch == 0:
-                return 0.0
-            return self.decode_iteration_time(decode_batch, decode_context_tokens)
-        prefill = self.prefill_time(prefill_tokens, prefill_seqs, prefill_context_tokens)
-        if decode_batch == 0:
-            return prefill
-        decode = self.decode_iteration_time(decode_batch, decode_context_tokens)
-        separate_gemms = self._gemm_time(prefill_tokens, prefill_seqs) + self._gemm_time(
-            decode_batch, decode_batch
-        )
-        joint_gemm = self._gemm_time(decode_batch + prefill_tokens, decode_batch + prefill_seqs)
-        return prefill + decode - self._fixed_s - separate_gemms + joint_gemm
-
-    def decode_steps_time(
-        self, batch_size: int, total_context_tokens: int, num_steps: int
-    ) -> float:
-        """Seconds for ``num_steps`` decode steps of an unchanged batch, in O(1).
-
-        Equals ``sum(decode_iteration_time(batch_size, total_context_tokens + i * batch_size)
-        for i in range(num_steps))``: each term is ``K + max(a1·x, a2·x + b2·B)``, so the sum
-        is two arithmetic series split at the crossover of the two affine terms.
-
-        :param batch_size: sequences in the batch.
-        :param total_context_tokens: total context at the first step, tokens.
-        :param num_steps: decode steps (>= 0).
-        """
-        key = (batch_size, total_context_tokens, num_steps)
-        t = self._steps_memo.get(key)
-        if t is None:
-            memo = self._steps_memo
-            if len(memo) >= _STEPS_MEMO_SIZE:
-                memo.clear()  # bounded: a long run's contexts rarely repeat after a while
-            t = memo[key] = self._decode_steps_time(batch_size, total_context_tokens, num_steps)
-        return t
-
-    def _decode_steps_time(
-        self, batch_size: int, total_context_tokens: int, num_steps: int
-    ) -> float:
-        if num_steps <= 0:
-            if num_steps < 0:
-                raise ValueError(f"num_steps={num_steps}; expected >= 0")
-            return 0.0
-        fixed = self._decode_fixed(batch_size)
-        a1, a2, c2 = self._dec_a1, self._dec_a2, self._dec_b2 * batch_size
-        x0, step = float(total_context_tokens), float(batch_size)
-
-        # max(a1·x, a2·x + c2) over x_i = x0 + i·step: a1·x wins for i >= split when a1 > a2
-        # (and for i < split when a1 < a2); find split from the crossover, then fix rounding.
-        # "a1·x wins at step i" is ``a1 * x > a2 * x + c2`` with x = x0 + i·step.
-        if a1 == a2:
-            split = num_steps if c2 < 0 else 0  # c2 >= 0: the second term always wins
-            lo_first = False
-        else:
-            root = (c2 / (a1 - a2) - x0) / step  # index where the two terms are equal
-            split = math.ceil(root)
-            split = 0 if split < 0 else (num_steps if split > num_steps else split)
-            lo_first = a1 < a2  # below the root the term with the smaller slope is larger
-            while split > 0:
-                x = x0 + (split - 1) * step
-                if (a1 * x > a2 * x + c2) == lo_first:
-                    break
-                split -= 1
-            while split < num_steps:
-                x = x0 + split * step
-                if (a1 * x > a2 * x + c2) != lo_first:
-                    break
-                split += 1
-
-        # Arithmetic series of slope·x_i + offset over i in [i0, i1), lo part then hi part.
-        if lo_first:
-            lo_slope, lo_offset, hi_slope, hi_offset = a1, 0.0, a2, c2
-        else:
-            lo_slope, lo_offset, hi_slope, hi_offset = a2, c2, a1, 0.0
-        total = num_steps * fixed
-        if split > 0:
-            total += (
-                split * (lo_slope * x0 + lo_offset) + lo_slope * step * (split - 1) * split / 2.0
-            )
-        else:
-            total += 0.0
-        count = num_steps - split
-        if count > 0:
-            total += (
-                count * (hi_slope * x0 + hi_offset)
-                + hi_slope * step * (split + num_steps - 1) * count / 2.0
-            )
-        else:
-            total += 0.0
-        return total
-
-    def decode_steps_within(
-        self, batch_size: int, total_context_tokens: int, budget_seconds: float
-    ) -> int:
-        """Largest n >= 0 with ``decode_steps_time(batch_size, total_context_tokens, n) <=
-        budget_seconds``, by doubling + bisection (O(log n) closed-form evaluations).
-
-        :param batch_size: sequences in the batch.
-        :param total_context_tokens: total context at the first step, tokens.
-        :param budget_seconds: time available, seconds (finite).
-        """
-        if not math.isfinite(budget_seconds):
-            raise ValueError(f"budget_seconds={budget_seconds}; expected a finite number")
-        if budget_seconds <= 0:
-            return 0
-        first = self.decode_iteration_time(batch_size, total_context_tokens)
-        # every step costs at least the first one (context only grows)
-        hi = int(budget_seconds / first) + 1
-        lo = 0
-        while lo < hi:  # invariant: answer in [lo, hi]
-            mid = (lo + hi + 1) // 2
-            if self.decode_steps_time(batch_size, total_context_tokens, mid) <= budget_seconds:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
 
 def _main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -966,6 +426,21 @@ def _main(argv: list[str] | None = None) -> None:
             f"  decode step B={args.decode_batch} context={args.context}  {t * 1e3:10.3f} ms "
             f"({args.decode_batch / t:,.0f} tokens/s)"
         )
+
+
+__all__ = [
+    "BANDWIDTH_SATURATION_SHARE",
+    "CALIBRATION_YAML",
+    "Calibration",
+    "FamilyEfficiency",
+    "InsufficientMemoryError",
+    "LatencyModel",
+    "LinkEfficiency",
+    "UnsupportedPrecisionError",
+    "contended_bandwidth_shares",
+    "elementwise_bytes_per_token",
+    "load_calibration",
+]
 
 
 if __name__ == "__main__":

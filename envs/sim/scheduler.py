@@ -1,7 +1,7 @@
 """The scheduler hook of the simulator, and two simple schedulers that need no RL.
 
 A scheduler is any object with ``plan(sim, invocation) -> list[Assignment]`` (see
-:class:`envs.sim.simulation.Invocation`). It may read the simulation's scheduler-visible state:
+:class:`envs.sim.protocol.Invocation`). It may read the simulation's scheduler-visible state:
 waiting calls (``input_tokens``, ``predicted_output_tokens``, ``time_error``, workflow arrival,
 ``workflow.online_horizon``), instance queues and engines, and the latency models. It must not
 read ``Call.output_tokens`` (the truth) — the Gymnasium environments enforce this by exposing only
@@ -13,19 +13,12 @@ Priorities: lower is served first. Both schedulers below are FCFS by reveal time
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
 import numpy as np
 
-from envs.sim.simulation import Assignment, Invocation, Simulation
+from envs.sim.protocol import Assignment, Invocation, Scheduler, SchedulerView
 
-
-class Scheduler(Protocol):
-    """What :meth:`Simulation.run` drives."""
-
-    def plan(self, sim: Simulation, inv: Invocation) -> list[Assignment]:
-        """Assignments for (a subset of) ``inv.calls``; every call without a plan is covered."""
-        ...
+__all__ = ["DefaultScheduler", "EarliestFinishScheduler", "Scheduler"]
 
 
 class DefaultScheduler:
@@ -42,7 +35,7 @@ class DefaultScheduler:
       prefill, then lowest index).
     """
 
-    def plan(self, sim: Simulation, inv: Invocation) -> list[Assignment]:
+    def plan(self, sim: SchedulerView, inv: Invocation) -> list[Assignment]:
         if inv.stage in ("decode", "migrate"):
             return []  # decode: keep the prefill-time priorities; migrate: never move
         out: list[Assignment] = []
@@ -108,7 +101,7 @@ class EarliestFinishScheduler:
     heterogeneity-aware standalone placement that defines H_w (HexAgent §5.1, §7.3).
     """
 
-    def plan(self, sim: Simulation, inv: Invocation) -> list[Assignment]:
+    def plan(self, sim: SchedulerView, inv: Invocation) -> list[Assignment]:
         if inv.stage in ("decode", "migrate"):
             return []
         now = sim.now

@@ -1,6 +1,6 @@
 """Scepsy's Aggregate LLM Pipeline (papers/004 §4) on the simulator: workflow tracing, per-LLM
 replay profiling and the pipeline model. The GPU scheduler that searches allocations with it is
-a policy (:mod:`heuristics.scepsy.search`); the pipeline is a performance model of the
+a policy (:mod:`heuristics.allocation.scepsy.search`); the pipeline is a performance model of the
 simulator, so ``servegym/Allocation-v0`` can report its predictions too.
 
 * :mod:`~envs.sim.scepsy.tracing` — §4 steps 1–2: trace workflows; ``n_m``, ``p_m``;
@@ -62,7 +62,7 @@ def _build_pipelines(
     seed: int,
     progress: bool,
 ) -> dict[str, AggregatePipeline]:
-    from envs.sim.scepsy.profiling import profile_set
+    from envs.sim.scepsy.profiles import profile_set
     from envs.sim.scepsy.tracing import split_trace, trace_workload, workflow_stats
 
     trace = trace_workload(workload, count, seed, gpu=gpu, engine=engine)

@@ -44,7 +44,7 @@ class ProfilePoint:
     :param p50: median call latency; ``p90``, ``p95``, ``p99`` likewise.
     :param calls: calls replayed.
     :param completion: calls completed in the measurement window / calls offered there (the
-        knee rule of :func:`envs.sim.scepsy.profiling.knee_throughput` needs >= 0.99).
+        knee rule of :func:`envs.sim.scepsy.replay.knee_throughput` needs >= 0.99).
     :param censored: window calls still unfinished when the replay stopped.
     """
 
@@ -75,7 +75,7 @@ class LLMProfile:
     :param fraction: share of each of its ``tp`` GPUs (0, 1].
     :param points: replays sorted by offered rate, from low load to saturation.
     :param max_throughput: ``T_m``, the highest call rate one replica sustains, calls/s (read
-        at the knee: :func:`envs.sim.scepsy.profiling.knee_throughput`).
+        at the knee: :func:`envs.sim.scepsy.replay.knee_throughput`).
     :param unloaded_p50: median call latency with nothing queued (each projected workflow run
         alone on the replica), seconds; the knee's latency reference (0: not recorded).
     """

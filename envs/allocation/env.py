@@ -1,0 +1,552 @@
+"""``servegym/Allocation-v0``: Scepsy's problem as a Gymnasium MDP.
+
+Multi-LLM agentic workflows (RAG + reranker, beam search, both combined; Scepsy §7.1) arrive at a
+GPU pool (``scepsy-16``: 4 nodes × 4 RTX A6000, NVLinked pairs). The policy decides how much of
+the pool each LLM gets — GPU-fraction units, tensor parallelism and replicas (Scepsy §5) — the env
+places the replicas on the topology (§6, :func:`envs.sim.placement.place`) and serves the
+workflows with the simulator (vLLM engines by default, Scepsy §7.1). The objective is
+**workflow goodput**: workflows finishing within their latency SLO per second.
+
+## Episode
+
+An episode is ``periods`` allocation periods of ``period_seconds`` each, with one workflow
+arrival rate per period (Poisson arrivals):
+
+* ``rate_trace=None``: a constant ``workflow_rate`` — Scepsy's static problem (§5);
+* ``rate_trace="ragpulse_hourly"`` (or ``"azure_code_minutely"``): the autoscaling problem; one
+  bin of a real service's rate shape per period, times ``workflow_rate``
+  (:mod:`traces.rates`; ``rate_window`` = ``"train"``, ``"heldout"`` or a start bin picks the
+  window; training and held-out windows never overlap).
+
+At the start of each period the policy builds an allocation **one LLM at a time**, in a fixed
+order (largest model first): each step picks, for the next LLM, one option of the menu below.
+After the last LLM the allocation is placed and the simulator serves the period. Replicas whose
+(model, node, GPUs, share) did not change keep running; the others are retired (they finish what
+they hold and take no new calls; their GPU share goes to the new allocation at once, an
+approximation: the simulator does not model the overlap) and new replicas serve after a model
+load of ``reconfig_startup_s`` + weights / (TP × ``load_bandwidth``) seconds (the cold start an
+autoscaler pays). The first period's replicas are loaded before traffic starts. After the last
+period the env serves the remaining workflows for at most ``drain_seconds``; the rest count as
+unfinished (SLO misses).
+
+Calls are routed among the ready, not retired replicas of their model by SGLang's
+cache-aware policy (Scepsy §6 uses an SGLang router per workflow; :func:`cache_aware_choice`):
+to the replica caching the longest prefix of the prompt when it covers ≥ 30 % of it, else to the
+one with the fewest running + waiting calls, and always to the least loaded when the load is
+imbalanced (> 64 calls and > 1.5× apart); before any replica of a model is ready, calls queue
+at the one ready first. Engines keep an LRU prefix cache in their free KV
+blocks (vLLM's automatic prefix caching, 16-token blocks): beam-search prompts share their
+beam's prefix (:mod:`traces.generators.beam_search`).
+
+## GPU fractions
+
+A share is an MPS partition (Scepsy §6 enforces fractions with NVIDIA MPS, static SM and memory
+limits): it caps the replica's compute (SMs) and memory at ``share``/F of each GPU, strictly;
+HBM bandwidth and L2, which MPS does not partition, are shared with the other replicas on the
+same GPU that are busy at the time (:func:`envs.sim.latency.contended_bandwidth_shares`,
+:class:`envs.sim.instances.SharedGPUs`): alone a partition of at least half a GPU can use the
+whole bandwidth, next to busy neighbours it gets its part of it. Whole-GPU replicas are priced
+as before. F = ``units_per_gpu`` is 4 by default (profiling stays at minutes); the paper's
+F = 10 is accepted everywhere (``units_per_gpu=10``).
+
+## Action space and mask
+
+``Discrete(F · |TP| · R)``: option ``(share, tp, replicas)`` = ``replicas`` identical replicas at
+tensor-parallel degree ``tp``, each taking ``share``/F of each of its ``tp`` GPUs, with F =
+``units_per_gpu`` and R = ``max_replicas`` (index = ``((share − 1)·|TP| + tp_index)·R +
+replicas − 1``; :meth:`AllocationEnv.option` decodes it). An option is legal when
+
+1. the share holds the model's weights + ``min_kv_tokens`` of KV at that TP (Scepsy §5's minimum
+   fraction; :func:`envs.sim.allocation.min_share_units`);
+2. TP fits inside an NVLink domain (§5 pruning (iii): TP never crosses PCIe or nodes);
+3. its units leave at least the minimum of every LLM still to be allocated;
+4. the allocation so far, this option, and the minimum option of every LLM still to come can be
+   placed on the topology (§6 placer; tried keeping the previous period's replicas in place, then
+   from scratch).
+
+So the mask never traps the policy: at every step some option is legal (the construction checks
+that the minimum allocation of every LLM fits); on the step that ends the episode it marks action
+0 alone. A masked action is replaced by the fallback's choice
+(:meth:`AllocationEnv.fallback_action`: an even split of what is left) with a penalty, and
+flagged in ``info["invalid_action"]``; ``invalid_action="raise"`` raises instead (the shared rule
+of :mod:`envs.common.base`).
+
+## Observation (``Dict`` of ``float32`` boxes, values in [0, 10])
+
+==========  ============  ==================================================================
+key         shape         meaning
+==========  ============  ==================================================================
+``llms``    (L, 16)       per LLM (padded to ``max_llms``): valid, is being decided now,
+                          already decided this period, log1p(params / 1e9), n_m / 100 and p_m
+                          / 10 (from the workload generator's structure, see below), min share
+                          at TP 1 / F, previous units / F, previous TP / 4, previous replicas /
+                          R, units / F chosen this period, last period: log1p(call rate),
+                          log1p(mean call latency s), busy fraction, log1p(calls in flight per
+                          replica), log1p(completed calls / s)
+``global``  (10,)         units left / total, units still reserved for later LLMs' minimums /
+                          total, period / periods, log1p(target rate), log1p(last measured
+                          rate), last period's SLO attainment, last period's mean latency / SLO
+                          (≤ 10), GPUs / 64, is first period, time / (periods × period_seconds)
+==========  ============  ==================================================================
+
+``n_m`` and ``p_m`` in the observation are computed from the generated workflows' DAG structure
+(calls per workflow; widest level of each model's calls) over the episode's own workload — the
+kind of statistics a tracing proxy yields, without timing. With ``decision_context=True``,
+``info["decision_context"]`` (:class:`AllocationContext`) carries the structured state the experts
+act on (``env.decision_context()`` returns it either way).
+
+## SLO and rewards
+
+SLO of a workflow = ``slo_scale`` × its run-alone latency: the critical path of its DAG with each
+call served alone on a whole GPU at TP 1 on the engine (chunked prefill, then decode at batch 1)
+and each tool taking its latency. Rewards (:mod:`envs.common.rewards`, ratio = latency / SLO, per
+workflow completion): ``goodput`` (default: +1 per workflow within its SLO; the return is
+goodput × episode length), ``slowdown`` (−ratio^p / N; with ``reward_kwargs={"p": 1}`` it is −mean
+latency / SLO), ``lateness``, ``req99``. Unfinished workflows count as misses.
+
+## Episode-end ``info``
+
+``metrics``: ``goodput`` (workflows/s within SLO), ``slo_violation_ratio``, ``throughput``
+(achieved: workflows completed inside the measured window per second of it, as a load generator
+counts them), ``offered_rate`` (measured arrivals per second), ``latency_mean`` / ``_p50`` /
+``_p90`` / ``_p99`` (s, finished workflows), ``num_workflows``, ``num_completed``,
+``gpu_utilisation`` (busy GPU-share-seconds / GPU-seconds), ``reconfigurations`` (replicas
+started after the first period), ``sustainable`` (1 when ≥ 99 % of the measured workflows
+finished by the end of the drain and the achieved throughput is ≥ 90 % of the offered rate),
+and with ``apl_info``
+``apl_latency`` (the APL's predicted mean latency, arrival-weighted over periods) and
+``apl_throughput`` (its smallest predicted T_w); ``latencies`` and ``slos`` lists;
+``allocations`` (one readable line per period). With ``warmup_seconds`` the metrics cover
+only workflows arriving after it. Every step's ``info["metrics"]`` holds the metrics as if the
+episode ended now (workflows not finished yet count as misses), so a ``TimeLimit`` cut reports
+them too. Every period's end ``info`` has ``period_metrics`` and, with
+``apl_info=True``, ``apl``: the Aggregate LLM Pipeline's predicted latency and throughput of the
+period's allocation at its rate (:mod:`envs.sim.scepsy`; the first use traces and profiles the
+workload's LLMs by replay, minutes, then cached on disk).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from envs.allocation.context import AllocationContext, LLMPeriodMetrics
+from envs.allocation.episode import EpisodeMixin
+from envs.allocation.masking import MaskingMixin
+from envs.allocation.observation import (
+    GLOBAL_FEATURES,
+    LLM_FEATURES,
+    ObservationMixin,
+)
+from envs.allocation.serving import (
+    ServingMixin,
+)
+from envs.allocation.workloads import (
+    RATE_WINDOWS,
+    WORKLOADS,
+    _spec_for,
+    _structure_stats,
+)
+from envs.common.base import ServegymEnv
+from envs.common.rewards import make_reward
+from envs.common.run_alone import RunAloneLatency
+from envs.sim.allocation import (
+    DEFAULT_MIN_KV_TOKENS,
+    TP_DEGREES,
+    Allocation,
+    AllocationError,
+    LLMAllocation,
+    Placement,
+    PlacementError,
+    min_share_units,
+)
+from envs.sim.catalog import get_model
+from envs.sim.cluster import ClusterSpec, Topology, load_cluster
+from envs.sim.engines import get_engine, resolve_token_budget
+from envs.sim.placement import place
+from envs.sim.simulation import LatencyCache, Simulation
+from traces.schema import LLMNode
+
+
+def _sub_topology(topo: Topology, gpus: int | None) -> Topology:
+    if gpus is None or gpus == topo.num_gpus:
+        return topo
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise ValueError(f"gpus must be a positive integer, got {gpus!r}")
+    if gpus > topo.num_gpus:
+        raise ValueError(f"gpus={gpus} but the cluster has only {topo.num_gpus} GPUs")
+    if gpus % topo.gpus_per_node:
+        raise ValueError(
+            f"gpus={gpus} is not a whole number of {topo.gpus_per_node}-GPU nodes; use one of "
+            f"{[topo.gpus_per_node * k for k in range(1, topo.num_nodes + 1)]}"
+        )
+    return dataclasses.replace(topo, num_nodes=gpus // topo.gpus_per_node)
+
+
+class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, ServegymEnv):
+    """Scepsy's GPU-allocation problem (see the module docstring for the full tables).
+
+    :param cluster: a ``pool`` preset name or YAML path (``scepsy-16``) or a
+        :class:`ClusterSpec` with a topology.
+    :param gpus: use this many GPUs of the pool (whole nodes; None: all). Scepsy §7.2 uses 4, 8
+        and 16.
+    :param workload: ``rag_reranker`` (default), ``beam_search`` or ``rag_beam_combined``.
+    :param workflow_rate: workflows/s (the base rate of a ``rate_trace``); None:
+        :data:`DEFAULT_WORKFLOW_RATE` of the workload (RAG 1/s, beam 0.1/s, combined 0.2/s).
+    :param rate_trace: None (constant rate) or a :mod:`traces.rates` shape name.
+    :param rate_window: ``train`` (a random window of the shape's training bins, drawn from the
+        reset seed), ``heldout`` (the same from its held-out bins) or an int start bin.
+    :param periods: allocation periods per episode.
+    :param period_seconds: simulated seconds per period.
+    :param warmup_seconds: leave workflows arriving before this out of the episode metrics.
+    :param drain_seconds: after the last period, serve the backlog for at most this long.
+    :param units_per_gpu: F, GPU-fraction units per GPU; default 4 (keeps profiling cheap);
+        Scepsy §5 uses 10, which works end to end.
+    :param max_replicas: R, the largest replica count on the menu.
+    :param engine: serving-engine preset (``vllm``: Scepsy §7.1 runs vLLM).
+    :param min_kv_tokens: KV tokens every decoder share must hold beyond its weights.
+    :param slo_scale: SLO = scale × run-alone latency.
+    :param reconfig_startup_s: fixed cold start of a new replica (engine start, CUDA graphs).
+    :param load_bandwidth: bytes/s per GPU at which a new replica loads its weights.
+    :param apl_info: add the APL's predicted latency/throughput of each period's allocation to
+        ``info["apl"]`` (profiles the workload's LLMs on first use; cached on disk).
+    :param reward: ``goodput`` (default), ``slowdown``, ``lateness``, ``req99``;
+        ``reward_kwargs`` its options.
+    :param invalid_action: ``penalize`` (default: −``invalid_penalty`` and
+        :meth:`fallback_action` instead, ``info["invalid_action"]`` True) or ``raise``.
+    :param max_steps: truncate after this many steps.
+    :param workload_seed: fix the workload for every reset (None: from the reset seed).
+    :param render_mode: ``ansi`` or ``rgb_array``.
+    :param decision_context: put the :class:`AllocationContext` in every step's ``info`` (True
+        here; the registered id passes False, see :mod:`envs.common.base`).
+    """
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        cluster: str | ClusterSpec = "scepsy-16",
+        gpus: int | None = 4,
+        workload: str = "rag_reranker",
+        workflow_rate: float | None = None,
+        rate_trace: str | None = None,
+        rate_window: str | int = "train",
+        periods: int = 1,
+        period_seconds: float = 120.0,
+        warmup_seconds: float = 0.0,
+        drain_seconds: float = 120.0,
+        units_per_gpu: int = 4,
+        max_replicas: int = 16,
+        engine: str = "vllm",
+        min_kv_tokens: int = DEFAULT_MIN_KV_TOKENS,
+        slo_scale: float = 5.0,
+        reconfig_startup_s: float = 20.0,
+        load_bandwidth: float = 2e9,
+        apl_info: bool = False,
+        max_llms: int = 6,
+        reward: str = "goodput",
+        reward_kwargs: dict[str, Any] | None = None,
+        invalid_action: str = "penalize",
+        invalid_penalty: float = 1.0,
+        max_steps: int | None = None,
+        workload_seed: int | None = None,
+        render_mode: str | None = None,
+        decision_context: bool = True,
+    ):
+        super().__init__()
+        from traces.generators import GENERATORS
+        from traces.rates import rate_shape
+
+        spec = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
+        if spec.topology is None:
+            raise ValueError(
+                f"Allocation needs a GPU pool (architecture 'pool' with a topology); cluster "
+                f"{spec.name!r} is {spec.architecture!r}"
+            )
+        self.topology = _sub_topology(spec.topology, gpus)
+        self.cluster_name = spec.name
+        if workload not in GENERATORS:
+            raise ValueError(f"unknown workload {workload!r}; Allocation serves {WORKLOADS}")
+        for name, value in (
+            ("periods", periods),
+            ("units_per_gpu", units_per_gpu),
+            ("max_replicas", max_replicas),
+            ("max_llms", max_llms),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        for name, value in (
+            ("period_seconds", period_seconds),
+            ("slo_scale", slo_scale),
+            ("load_bandwidth", load_bandwidth),
+        ):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        for name, value in (
+            ("warmup_seconds", warmup_seconds),
+            ("drain_seconds", drain_seconds),
+            ("reconfig_startup_s", reconfig_startup_s),
+        ):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if workflow_rate is not None and not (
+            isinstance(workflow_rate, (int, float)) and math.isfinite(workflow_rate)
+        ):
+            raise ValueError(f"workflow_rate must be a finite number, got {workflow_rate!r}")
+        if workflow_rate is not None and workflow_rate <= 0:
+            raise ValueError(f"workflow_rate must be > 0 workflows/s, got {workflow_rate}")
+        if isinstance(rate_window, str) and rate_window.isdigit():
+            rate_window = int(rate_window)
+        if rate_trace is not None:
+            rate_shape(rate_trace)  # names the known shapes when unknown
+            if not (isinstance(rate_window, int) or rate_window in RATE_WINDOWS):
+                raise ValueError(
+                    f"rate_window must be one of {RATE_WINDOWS} or a start bin, got {rate_window!r}"
+                )
+        if warmup_seconds >= periods * period_seconds:
+            raise ValueError(
+                f"warmup_seconds={warmup_seconds} leaves nothing of the {periods} x "
+                f"{period_seconds} s episode to measure"
+            )
+        self.workload = workload
+        self.workflow_rate = workflow_rate
+        self.rate_trace = rate_trace
+        self.rate_window = rate_window
+        self.periods = periods
+        self.period_seconds = float(period_seconds)
+        self.warmup_seconds = float(warmup_seconds)
+        self.drain_seconds = float(drain_seconds)
+        self.F = units_per_gpu
+        self.R = max_replicas
+        self.engine = get_engine(engine)
+        self.min_kv_tokens = int(min_kv_tokens)
+        self.slo_scale = float(slo_scale)
+        self.reconfig_startup_s = float(reconfig_startup_s)
+        self.load_bandwidth = float(load_bandwidth)
+        self.apl_info = apl_info
+        self.max_llms = max_llms
+        self._latency_cache = LatencyCache()
+        self._apl: Any = None
+
+        # The LLMs and their demand: from a traced sample of the workload (fixed seed).
+        sample = GENERATORS[workload](seed=0, count=50)
+        found = {n.model for wf in sample for n in wf.nodes if isinstance(n, LLMNode)}
+        self.models = tuple(sorted(found, key=lambda m: (-get_model(m).total_params, m)))
+        if len(self.models) > max_llms:
+            raise ValueError(
+                f"workload {workload!r} has {len(self.models)} LLMs, more than max_llms={max_llms}"
+            )
+        self.options: tuple[tuple[int, int, int], ...] = tuple(
+            (s, t, d)
+            for s in range(1, self.F + 1)
+            for t in TP_DEGREES
+            for d in range(1, self.R + 1)
+        )
+        groups = self.topology.nvlink_groups
+        self.max_tp = max((len(g) for g in groups), default=1)
+        mem = self.engine.memory_utilization
+        self.min_share = {
+            (m, t): min_share_units(m, self.topology.gpu, t, self.F, mem, self.min_kv_tokens)
+            if t <= self.max_tp
+            else None
+            for m in self.models
+            for t in TP_DEGREES
+        }
+        self.min_units: dict[str, int] = {}
+        for m in self.models:
+            fits = [self.min_share[(m, t)] * t for t in TP_DEGREES if self.min_share[(m, t)]]
+            if not fits:
+                raise AllocationError(
+                    f"{m} fits no share of a {self.topology.gpu} at TP {TP_DEGREES} within an "
+                    f"NVLink domain of {self.max_tp} GPUs (weights + {self.min_kv_tokens} KV "
+                    "tokens); use a larger GPU or fewer KV tokens"
+                )
+            self.min_units[m] = min(fits)
+        minimal = Allocation(
+            tuple(self._minimal_option(m) for m in self.models), units_per_gpu=self.F
+        )
+        try:
+            place(minimal, self.topology)
+        except PlacementError as exc:
+            raise AllocationError(
+                f"cluster {self.cluster_name!r} with {self.topology.num_gpus} GPUs cannot hold "
+                f"even the minimum allocation of {list(self.models)} ({minimal.describe()}): "
+                f"{exc}"
+            ) from exc
+        self._alone = {}
+        for m in self.models:
+            lat = self._latency_cache.get(_spec_for(m, self.topology.gpu, 1, 1.0), self.engine)
+            self._alone[m] = RunAloneLatency(
+                lat, self.engine.scheduling, resolve_token_budget(self.engine, lat.gpu, None)
+            )
+        self.demand = {m: 0.0 for m in self.models}
+        for wf in sample:
+            for n in wf.nodes:
+                if isinstance(n, LLMNode):
+                    self.demand[n.model] += self._alone[n.model](n.input_tokens, n.output_tokens)
+        self.demand = {m: v / len(sample) for m, v in self.demand.items()}
+        self.action_space = spaces.Discrete(len(self.options))
+        self.observation_space = spaces.Dict(
+            {
+                "llms": spaces.Box(0.0, 10.0, (max_llms, LLM_FEATURES), np.float32),
+                "global": spaces.Box(0.0, 10.0, (GLOBAL_FEATURES,), np.float32),
+            }
+        )
+        self._init_common(
+            reward,
+            reward_kwargs,
+            invalid_action,
+            invalid_penalty,
+            max_steps,
+            workload_seed,
+            render_mode,
+            decision_context,
+        )
+        self.sim: Simulation | None = None
+        self._ctx: AllocationContext | None = None
+
+    # -- helpers -----------------------------------------------------------------------------
+    def option(self, action: int) -> tuple[int, int, int]:
+        """``(share_units, tp, replicas)`` of action index ``action``."""
+        return self.options[int(action)]
+
+    def _minimal_option(self, model: str) -> LLMAllocation:
+        t, s = min(
+            ((t, self.min_share[(model, t)]) for t in TP_DEGREES if self.min_share[(model, t)]),
+            key=lambda ts: (ts[1] * ts[0], ts[0]),
+        )
+        return LLMAllocation(model, units=s * t, tp=t, replicas=1)
+
+    def load_seconds(self, model: str, tp: int, fraction: float) -> float:
+        """Cold start of one new replica: fixed start-up + its weights over ``tp`` links."""
+        lat = self._latency_cache.get(
+            _spec_for(model, self.topology.gpu, tp, fraction), self.engine
+        )
+        return self.reconfig_startup_s + lat.weight_bytes / (tp * self.load_bandwidth)
+
+    # -- Gymnasium API -----------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        import gymnasium as gym
+
+        from envs.common.workloads import episode_seed
+
+        gym.Env.reset(self, seed=seed)
+        self._workload_seed = episode_seed(self, seed, self.workload_seed)
+        self._steps = 0
+        self._invalid = None
+        self._metrics_cache = None
+        self.rates = self._schedule()
+        self.workflows = self._make_workload(self._workload_seed)
+        if not self.workflows:
+            raise ValueError(
+                f"the episode has no arrivals (rates {self.rates} over {self.periods} x "
+                f"{self.period_seconds} s); raise workflow_rate or period_seconds"
+            )
+        self._slo = np.array([self.slo_scale * self._run_alone(w) for w in self.workflows])
+        self._structure = _structure_stats(self.workflows)
+        self._measured = np.array([w.arrival >= self.warmup_seconds for w in self.workflows])
+        self._reward = make_reward(
+            self.reward_name, int(self._measured.sum()) or 1, **self.reward_kwargs
+        )
+        self.sim = None
+        self._index = {w.id: i for i, w in enumerate(self.workflows)}
+        self._completed_seen = 0
+        self.period = 0
+        self.allocation: Allocation | None = None
+        self.placement: Placement | None = None
+        self._replica_instance: dict[tuple, int] = {}  # ReplicaPlacement.key -> instance index
+        self._chosen: list[LLMAllocation] = []
+        self._llm_metrics: dict[str, LLMPeriodMetrics] = {}
+        self._last_rate = 0.0
+        self._last_attainment = 0.0
+        self._last_ratio = 0.0
+        self._reconfigurations = 0
+        self._history: list[str] = []
+        self._period_info: dict[str, Any] = {}
+        self._apl_periods: list[tuple[int, dict[str, float]]] = []
+        self._busy_mark: dict[int, float] = {}
+        self._calls_mark = 0
+        self._done_calls: dict[str, list[float]] = {}
+        self._build_context()
+        return self._observation(), self._info()
+
+    def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        if self._ctx is None:
+            raise RuntimeError("call reset() before step()" if self.sim is None else "episode over")
+        action, reward = self._legal_action(action)
+        s, t, d = self.options[action]
+        model = self.models[len(self._chosen)]
+        self._chosen.append(LLMAllocation(model, units=s * t * d, tp=t, replicas=d))
+        self._steps += 1
+        terminated = False
+        self._period_info = {}
+        if len(self._chosen) == len(self.models):
+            alloc = Allocation(tuple(self._chosen), units_per_gpu=self.F)
+            self._chosen = []
+            reward += self._serve_period(alloc)
+            self.period += 1
+            if self.period == self.periods:
+                reward += self._drain()
+                terminated = True
+        truncated = self._truncated(terminated, self._steps)
+        if terminated or truncated:
+            self._ctx = None
+            self._end_mask()
+            return (
+                self._terminal_observation(),
+                float(reward),
+                terminated,
+                truncated,
+                self._info(final=True),
+            )
+        self._build_context()
+        return self._observation(), float(reward), False, False, self._info()
+
+    def fallback_action(self) -> int:
+        """The fallback policy's choice (what a masked action becomes): an even split of what
+        is left, the legal option whose units are closest to the units not yet allocated this
+        period divided by the LLMs still to allocate (this one included); ties: fewer units,
+        then the lowest index."""
+        total = self.topology.num_gpus * self.F
+        left = total - sum(a.units for a in self._chosen)
+        target = left / (len(self.models) - len(self._chosen))
+        legal = np.flatnonzero(self._mask).tolist()
+
+        def units(k: int) -> int:
+            s, t, d = self.options[k]
+            return s * t * d
+
+        return int(min(legal, key=lambda k: (abs(units(k) - target), units(k), k)))
+
+    def _render_figure(self) -> Any:
+        from envs.allocation.render import allocation_figure
+
+        return allocation_figure(self)
+
+    def _render_ansi(self) -> str:
+        ctx = self._ctx
+        if ctx is None:
+            return "episode over\n" + "\n".join(self._history)
+        lines = [
+            f"t={ctx.time:.1f}s period {ctx.period + 1}/{ctx.periods} target "
+            f"{ctx.target_rate:.2f} wf/s (last {ctx.last_rate:.2f}); deciding {ctx.model} "
+            f"({ctx.current + 1}/{len(ctx.models)}); {int(ctx.mask.sum())} legal options",
+            f"  {'model':<18} {'previous':<28} {'chosen':<28} rate/s  lat(s) busy",
+        ]
+        prev = {a.model: a for a in ctx.previous.llms} if ctx.previous else {}
+        chosen = {a.model: a for a in ctx.chosen}
+        for m in ctx.models:
+            met = ctx.llm_metrics.get(m, LLMPeriodMetrics())
+            p = prev[m].describe(self.F).split(": ")[1] if m in prev else "-"
+            c = chosen[m].describe(self.F).split(": ")[1] if m in chosen else "-"
+            lines.append(
+                f"  {m:<18} {p:<28} {c:<28} {met.call_rate:6.1f} {met.mean_latency:7.3f} "
+                f"{met.busy_fraction:4.2f}"
+            )
+        return "\n".join(lines)

@@ -1,0 +1,564 @@
+"""``servegym/PDCluster-v0``: HexAgent's problem as a Gymnasium MDP.
+
+Online-revealed agentic workflows (DAGs of LLM calls and tools) arrive at a heterogeneous
+prefill–decode disaggregated cluster. The policy places each waiting call on a (prefill, decode)
+instance pair and orders the calls in the instances' local queues (HexAgent §4–§5).
+
+## Decisions
+
+Scheduler *invocations* are raised when work enters a stage (HexAgent §4.3, §5.2): workflow
+arrival and child-call reveal (prefill stage), KV-transfer completion (decode stage). An
+invocation re-plans the calls still waiting at that stage, **one call per step**, for at most K of
+them (``slots``). The K are the oldest by the canonical order, reveal time (a neutral order: it
+favours no policy's priority rule, and a call cannot starve beyond K because it only gets older).
+Calls beyond K keep their plan and their relative queue order, behind this invocation's picks;
+those without a plan take the fallback's (least-loaded placement,
+:class:`envs.sim.scheduler.DefaultScheduler`). The k-th call picked in an
+invocation gets queue priority k. A call that started service never moves. The simulator
+advances only when the invocation's slots are all picked (Decima's pattern).
+
+## Action space
+
+``Discrete(K · P · D)``: action ``a = k·P·D + p·D + d`` picks slot ``k`` and, at the prefill
+stage, prefill instance ``p`` and decode instance ``d`` (pool-local indices, in cluster order).
+At the decode stage the call is locked to its planned pair: the only legal action for slot ``k``
+is its own ``(p, d)``. ``action_masks()`` (also ``info["action_mask"]``) marks legal actions:
+valid, not yet picked slots, and decode KV feasibility m(c) = L_in + L̂_out ≤ Cap(d)
+(HexAgent §5.4 Eq. 3–4). It is never all-false while a decision is pending; on the step that
+ends the episode it marks action 0 alone.
+
+A masked action is replaced by the fallback's choice (:meth:`PDClusterEnv.fallback_action`: the
+oldest unpicked slot on the simulator's least-loaded pair) with a penalty, and flagged in
+``info["invalid_action"]``; ``invalid_action="raise"`` raises instead (the shared rule of
+:mod:`envs.common.base`).
+
+## Observation (``Dict`` of ``float32`` boxes; all padded entries are 0)
+
+==================  ===============  ===========================================================
+key                 shape            meaning
+==================  ===============  ===========================================================
+``slots``           (K, 12)          per waiting call: valid, picked, log1p(L_in)/10,
+                                     log1p(L̂_out)/10, elapsed/H_w(t) (≤10)/10, log1p(H_w(t))/5,
+                                     log1p(elapsed)/5, log1p(time since reveal)/5, has plan,
+                                     workflow finished/revealed calls, log1p(attained service)/5,
+                                     the best projected ratio log1p(min R)/5
+``instances``       (P + D, 9)       per instance: is prefill, log1p(prefill ms per 1k tokens)/5,
+                                     log1p(decode step ms at batch 1)/5, log1p(ready-in s)/5,
+                                     queued calls/16, KV used fraction (incl. this invocation's
+                                     picks), batch incl. picks/64, running batch/64, usable
+                                     memory (TB)
+``ratio``           (K, P, D)        log1p of the projected ratio R(c, p, d), clipped to [0, 5]
+``stage``           (3,)             is prefill stage, is decode stage, picks made / K
+==================  ===============  ===========================================================
+
+R(c, p, d) = ((t − a_w) + Δ(c, p, d)) / H_w(t) (HexAgent §5.1 Eq. 2), where Δ is the projected
+time to finish the stage: at the prefill stage the wait for p, the prefill, the KV transfer,
+the decode-queue wait on d and the decode on d; at the decode stage the decode-queue wait and
+the decode on d. The decode-queue wait lasts until the earliest capacity-feasible start on d's
+KV-occupancy timeline (HexAgent §5.4; ``decode_free_at`` in :class:`DecisionContext`). It is
+computed on the simulated state *including the picks already made in this invocation*
+(HexAgent Algorithm 1 line 20; a pick adds its KV-occupancy interval on d), from
+scheduler-visible estimates only (predicted output lengths, estimate-error-scaled times).
+
+## Rewards (``reward=``)
+
+* ``"slowdown"`` (default): when a workflow finishes, −(C_w/H_w)^p / N (``reward_kwargs`` ``p``,
+  default 4). The episode return is exactly −Σ_w (C_w/H_w)^p / N, a smooth surrogate of the tail
+  (p → ∞ approaches max C_w/H_w).
+* ``"lateness"``: when a workflow finishes, −max(0, C_w/H_w − α)/N (default α = 2).
+* ``"req99"``: 0 until the end, then −Req99 (terminal, sparse).
+Workflows unfinished at truncation are charged with their elapsed time as C_w.
+
+## Episode
+
+``reset`` draws a workload (generator ``workload`` seeded from the reset seed, or ``trace``) and
+runs the simulator to the first decision. The episode terminates when every workflow finishes;
+it is truncated after ``max_steps`` steps. At episode end ``info`` carries ``metrics`` (Req95,
+Req99, ... from :mod:`envs.sim.metrics`), ``attainment_curve``, ``completion_times``,
+``horizons``, ``invocations``, ``utilisation``. Every step's ``info["metrics"]`` holds the metrics
+as if the episode ended now (unfinished workflows: C_w = inf), so a ``TimeLimit`` cut reports
+them too. With ``decision_context=True`` every step's ``info["decision_context"]`` is the
+structured scheduler-visible state (:class:`DecisionContext`) that experts act on
+(``env.decision_context()`` returns it either way).
+
+## Arguments
+
+See the options table under "PDCluster-v0" in README.md; each is a keyword of :class:`PDClusterEnv`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from envs.common.base import ServegymEnv
+from envs.common.predictors.feed import PredictorFeed
+from envs.common.rewards import make_reward
+from envs.common.workloads import TraceSource
+from envs.pd_cluster.builder import ContextBuilderMixin, _OpenNodes
+from envs.pd_cluster.context import DecisionContext
+from envs.pd_cluster.observation import (
+    INSTANCE_FEATURES,
+    RATIO_CLIP,
+    SLOT_FEATURES,
+    ObservationMixin,
+)
+from envs.pd_cluster.projection import (
+    DecodeProjectionMixin,
+)
+from envs.pd_cluster.results import ResultsMixin
+from envs.pd_cluster.workloads import DEFAULT_MODEL, PAPER_WORKLOADS
+from envs.sim.cluster import ClusterSpec, load_cluster
+from envs.sim.scheduler import DefaultScheduler
+from envs.sim.simulation import (
+    TOOL_ESTIMATES,
+    Assignment,
+    Invocation,
+    LatencyCache,
+    Simulation,
+)
+from envs.sim.workload import Call
+
+
+class PDClusterEnv(
+    ContextBuilderMixin, DecodeProjectionMixin, ObservationMixin, ResultsMixin, ServegymEnv
+):
+    """HexAgent's P-D cluster scheduling problem (see the module docstring for the full table).
+
+    :param cluster: preset name or YAML path (``hetero-1``, ``hetero-2``, ``homo-h200-4p4d``,
+        ``homo-a100-4p4d``) or a :class:`ClusterSpec`.
+    :param model: ``llama3.1-70b`` or ``qwen3-235b-a22b`` (HexAgent §7.1); None:
+        ``llama3.1-70b``. With a ``trace``, a model given here (not None) also serves every
+        call of the trace.
+    :param workload: generator name (``sharegpt``, ``bfcl``, ``lats``, ``mixed``; ``agent_chain``
+        for prompt-reusing agent chains with ``prefix_hashes``).
+    :param trace: a servegym JSONL workflow trace, or a list of records, instead of a generator
+        (``workload_count`` keeps its first records, ``load_scale`` divides its arrival times).
+    :param workload_count: number of workflows (None: the paper's, HexAgent §7.1).
+    :param workload_rate: arrival rate in workflows/s (None: the paper's).
+    :param load_scale: multiplies the arrival rate (1.0 = the paper's).
+    :param slots: K, waiting calls re-planned per invocation. The default, 256, covers the
+        queues of the paper presets, so an invocation re-plans every waiting call as HexAgent's
+        does (§5.2); with a small K the calls beyond it keep stale plans and every policy
+        degrades toward FCFS (measured: at K=16 HexAgent no longer beats ATLAS on bfcl).
+    :param reward: ``slowdown``, ``lateness`` or ``req99``; ``reward_kwargs`` for its options.
+    :param estimate_error: multiplicative error e on scheduler-visible estimates (HexAgent §7.6).
+    :param output_predictor: ``oracle`` (truth × ``estimate_error``, the default) or any name in
+        :data:`envs.common.predictors.PREDICTORS` (``task-mean``, ``history``, ``mlp``, ``moe``,
+        ``oracle-error``). The learned ones are trained on the GoodServe request mix's synthetic
+        prompts; HexAgent's workloads carry no prompt text, so they predict from length and task.
+    :param tool_estimate: what H_w(t) charges a revealed tool that has not returned yet:
+        ``history`` (default: the mean measured latency of earlier finished tools of its name,
+        see :class:`envs.sim.Simulation`) or ``oracle`` (its true latency, unknowable before it
+        returns).
+    :param invalid_action: ``penalize`` (default: −``invalid_penalty`` and
+        :meth:`fallback_action` instead, ``info["invalid_action"]`` True) or ``raise``.
+    :param max_steps: truncate after this many steps (None: run to completion).
+    :param workload_seed: fix the workload for every reset (None: derived from the reset seed).
+    :param render_mode: ``ansi`` or ``rgb_array``.
+    :param decision_context: put the :class:`DecisionContext` in every step's ``info`` (True
+        here; the registered id passes False, see :mod:`envs.common.base`).
+    :param prefix_cache: an LRU prefix cache on every prefill instance (SGLang's RadixAttention
+        at block granularity; :class:`envs.sim.instances.PrefillInstance`): ``False`` (default:
+        none, every prompt is computed in full), ``True`` or ``"kv"`` (as many 512-token blocks
+        as the instance's KV capacity holds) or a number of blocks. A hit computes only the
+        uncached tokens. Needs a workload with ``prefix_hashes`` (e.g. ``agent_chain``).
+        Standalone horizons H_w are simulated without it, so ratios with and without the cache
+        share their denominators.
+    :param prefix_cache_visible: with a ``prefix_cache``, schedulers see it (default):
+        ``prefix_hit_tokens`` and ``prefill_time``, hence R and Δ, price each prefill on p's
+        uncached tokens. False: the cache still works, but the context prices every prompt in
+        full (a cache-blind scheduler, for ablations).
+    :param planning_delay: how long a plan takes to land (HexAgent §4.3 "Asynchronous planning
+        avoids blocking", §5.2, Algorithm 1 lines 5–7 and 23; see
+        :meth:`envs.sim.Simulation.apply`). None or 0 (default): planning is instantaneous, the
+        simulator waits for every plan. A number: seconds of simulated time per plan; meanwhile
+        serving goes on, new calls follow the fallback plan (least-loaded placement, behind the
+        planned calls), at most one plan per stage is in flight, and a plan lands only on calls
+        still waiting. ``"measured"``: each plan takes the wall time its invocation took, from
+        the env raising it to its last pick (the policy's thinking plus the env's projection
+        work, i.e. HexAgent's planner work), times ``planning_delay_scale``. ``"measured"``
+        makes runs non-deterministic (it depends on the machine and its load): use it to report
+        a policy's cost, not for training or pinned comparisons. The end-of-episode ``info``
+        carries ``planning`` statistics either way.
+    :param planning_delay_scale: multiplies the measured wall time (``"measured"`` only), > 0.
+    """
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        cluster: str | ClusterSpec = "hetero-1",
+        model: str | None = None,
+        workload: str = "mixed",
+        trace: str | Sequence[Any] | None = None,
+        workload_count: int | None = None,
+        workload_rate: float | None = None,
+        load_scale: float = 1.0,
+        slots: int = 256,
+        reward: str = "slowdown",
+        reward_kwargs: dict[str, Any] | None = None,
+        estimate_error: float = 0.0,
+        output_predictor: str = "oracle",
+        tool_estimate: str = "history",
+        invalid_action: str = "penalize",
+        invalid_penalty: float = 1.0,
+        max_steps: int | None = None,
+        workload_seed: int | None = None,
+        render_mode: str | None = None,
+        decision_context: bool = True,
+        prefix_cache: bool | int | str = False,
+        prefix_cache_visible: bool = True,
+        planning_delay: float | str | None = None,
+        planning_delay_scale: float = 1.0,
+    ):
+        super().__init__()
+        self.cluster = (
+            cluster
+            if isinstance(cluster, ClusterSpec)
+            else load_cluster(cluster, model=model or DEFAULT_MODEL)
+        )
+        if self.cluster.architecture != "pd":
+            raise ValueError(
+                f"PDCluster needs a prefill-decode ('pd') cluster; {self.cluster.name!r} is "
+                f"{self.cluster.architecture!r}"
+            )
+        self._check_predictor(output_predictor)
+        if tool_estimate not in TOOL_ESTIMATES:
+            raise ValueError(
+                f"tool_estimate must be one of {TOOL_ESTIMATES}, got {tool_estimate!r}"
+            )
+        self.tool_estimate = tool_estimate
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1, got {slots}")
+        self.planning_delay, self.planning_delay_scale = _check_planning_delay(
+            planning_delay, planning_delay_scale
+        )
+        self.model = self.cluster.models[0]
+        self.workload = workload
+        self.trace = trace
+        self.workload_count = workload_count
+        self.workload_rate = workload_rate
+        self.load_scale = load_scale
+        self._source = TraceSource(
+            workload,
+            trace,
+            count=workload_count,
+            rate=workload_rate,
+            load_scale=load_scale,
+            model=self.model,
+            paper_rates={k: v[1] for k, v in PAPER_WORKLOADS.items()},
+            model_override=model if trace is not None else None,
+        )
+        self.K = slots
+        self.estimate_error = estimate_error
+        self.output_predictor_name = output_predictor
+        self._prefix_cache_blocks = _prefix_cache_blocks(prefix_cache)
+        self.prefix_cache = prefix_cache
+        self.prefix_cache_visible = bool(prefix_cache_visible)
+        # schedulers price prefills with the cache's hits
+        self._prefix_visible = bool(self._prefix_cache_blocks) and self.prefix_cache_visible
+
+        self.P = len(self.cluster.by_role("prefill"))
+        self.D = len(self.cluster.by_role("decode"))
+        self.action_space = spaces.Discrete(self.K * self.P * self.D)
+        self.observation_space = spaces.Dict(
+            {
+                "slots": spaces.Box(0.0, 10.0, (self.K, SLOT_FEATURES), np.float32),
+                "instances": spaces.Box(
+                    0.0, 10.0, (self.P + self.D, INSTANCE_FEATURES), np.float32
+                ),
+                "ratio": spaces.Box(0.0, RATIO_CLIP, (self.K, self.P, self.D), np.float32),
+                "stage": spaces.Box(0.0, 1.0, (3,), np.float32),
+            }
+        )
+        self._latency_cache = LatencyCache()
+        self._horizon_cache: dict[Any, float] = {}
+        self.sim: Simulation | None = None
+        self._ctx: DecisionContext | None = None
+        self._init_common(
+            reward,
+            reward_kwargs,
+            invalid_action,
+            invalid_penalty,
+            max_steps,
+            workload_seed,
+            render_mode,
+            decision_context,
+        )
+
+    # -- gymnasium API -----------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        records = self._begin_episode(seed, self._source)
+        wseed = self._workload_seed
+        # "oracle" keeps the simulator's own estimate: the truth with HexAgent §7.6's error.
+        predictor = None
+        if self.output_predictor_name != "oracle":
+            from envs.common.predictors import make_predictor
+
+            predictor = make_predictor(self.output_predictor_name, error=self.estimate_error)
+            predictor.reset(seed=wseed)
+        self._predictor = predictor
+        self.sim = Simulation(
+            self.cluster,
+            records,
+            seed=wseed,
+            estimate_error=self.estimate_error,
+            output_predictor=predictor,
+            latency_cache=self._latency_cache,
+            horizon_cache=self._horizon_cache,
+            prefix_cache_blocks=self._prefix_cache_blocks,
+            tool_estimate=self.tool_estimate,
+        )
+        if predictor is not None:
+            self.sim.add_listener(PredictorFeed(predictor))
+        self._reward = make_reward(self.reward_name, len(self.sim.runs), **self.reward_kwargs)
+        self._arrival_times = np.sort([run.arrival for run in self.sim.runs])
+        self._cluster_tables()
+        self._completed_seen = 0
+        self._remaining_cache: dict[int, _OpenNodes] = {}
+        self._planning_wall: list[float] = []  # measured wall seconds per plan ("measured")
+        inv = self._advance()
+        if inv is None:
+            raise ValueError("the workload is empty: no scheduling decision ever arises")
+        return self._observation(), self._info()
+
+    def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
+        if self.sim is None or self._ctx is None:
+            raise RuntimeError("call reset() before step()")
+        action, reward = self._legal_action(action)
+        slot, p, d = self._ctx.unflatten(action)
+        self._pick(slot, p, d)
+        self._steps += 1
+        if not self._slot_pending():
+            self._finish_invocation()
+            inv = self._advance()
+        else:
+            inv = self.sim.pending[0]
+            self._refresh((slot, p, d))
+        reward += self._collect_rewards()
+        terminated = inv is None
+        truncated = self._truncated(terminated, self._steps)
+        if terminated or truncated:
+            reward += self._reward.terminal(self._ratios())
+        if truncated and not terminated:
+            reward += self._reward.on_truncate(self._unfinished_ratios())
+        obs = self._observation() if not terminated else self._terminal_observation()
+        info = self._info(final=terminated or truncated)
+        return obs, float(reward), terminated, truncated, info
+
+    # -- invocation machinery ----------------------------------------------------------------
+    def _advance(self) -> Invocation | None:
+        assert self.sim is not None
+        inv = self.sim.advance()
+        if inv is not None:
+            self._raised_at = time.perf_counter()  # planning starts: see ``planning_delay``
+            self._begin_invocation(inv)
+        else:
+            self._ctx = None
+            # a new array: the last context's ``feasible`` (the old mask's base) keeps its values
+            self._end_mask()
+        return inv
+
+    def _begin_invocation(self, inv: Invocation) -> None:
+        sim = self.sim
+        assert sim is not None
+        # Canonical order: reveal order (the simulator lists waiting calls oldest first). The K
+        # oldest are re-planned; newer ones wait behind them, so no call starves beyond K.
+        order = inv.calls
+        self._inv = inv
+        self._obs_slots: np.ndarray | None = None
+        self._slot_calls: list[Call] = list(order[: self.K])
+        self._rest: list[Call] = list(order[self.K :])
+        self._build_context(inv)
+        self._owned_refs = self._refcounts()  # see _unshare; no local names hold them here
+
+    def _pick(self, slot: int, p: int, d: int) -> None:
+        ctx = self._ctx
+        assert ctx is not None
+        ctx.picked[slot] = True
+        ctx.picks.append((slot, p, d))
+        self._open -= 1
+        self._open_legal -= 1  # the slot had a legal action: it was just taken
+        prefill = ctx.stage == "prefill"
+        # The pick's KV-occupancy interval on d (Algorithm 1 line 20): from its projected start,
+        # max(arrival, earliest capacity-feasible start) — the start its R used — for its
+        # projected decode seconds. ``_base`` still holds the arrival at p's old readiness.
+        start = max(float(self._base[p, d, slot]), float(self._free_at[d, slot]))
+        end = start + float(self._dec_t[d, slot])
+        self._iv_picks[d].append([start, end, float(self._demand[slot])])
+        self._iv[d] = self._bp[d] = None
+        if prefill:
+            self._ready[p] += float(self._pre[slot, p])
+        else:
+            self._floor[d] = start
+        self._kv_used[d] += float(self._lin[slot] + self._lout[slot])
+        self._batch[d] += 1
+        self._ctx_tokens[d] += float(self._lin[slot])
+        self._decode_rate(d)
+        if self._obs_slots is not None:
+            # What the pick changes in the observation's per-slot and per-instance features.
+            self._obs_slots[slot, 1] = 1.0
+            inst, P = self._obs_inst, self.P
+            if prefill:
+                inst[p, 3] = np.log1p(self._ready[p]) / 5
+            inst[P + d, 5] = min(self._kv_used[d] / self._cap[d], 10.0)
+            inst[P + d, 6] = min(self._batch[d], 640) / 64
+
+    def _slot_pending(self) -> bool:
+        return self._open > 0
+
+    def _finish_invocation(self) -> None:
+        """Turn the picks into a plan: picks get priority 0..k−1; the rest keep placement and
+        relative order behind them, or take the fallback's placement (HexAgent §4.3)."""
+        sim = self.sim
+        ctx = self._ctx
+        assert sim is not None and ctx is not None
+        inv = self._inv
+        plan: list[Assignment] = []
+        decode_stage = inv.stage == "decode"
+        for rank, (slot, p, d) in enumerate(ctx.picks):
+            c = self._slot_calls[slot]
+            if decode_stage:
+                plan.append(Assignment(c, float(rank)))
+            else:
+                plan.append(Assignment(c, float(rank), sim.prefill[p].index, sim.decode[d].index))
+        base = float(self.K)
+        if decode_stage:
+            rest = sorted(self._rest, key=lambda c: (c.decode_priority, c.enqueue_seq))
+            plan += [Assignment(c, base + i) for i, c in enumerate(rest)]
+        else:
+            planned = [c for c in self._rest if c.prefill_instance is not None]
+            planned.sort(key=lambda c: (c.prefill_priority, c.enqueue_seq))
+            fresh = [c for c in self._rest if c.prefill_instance is None]
+            for i, c in enumerate(planned):
+                plan.append(Assignment(c, base + i, c.prefill_instance, c.decode_instance))
+            if fresh:
+                fake = Invocation(inv.stage, inv.time, inv.trigger, fresh, fresh, inv.seq)
+                fb = DefaultScheduler().plan(sim, fake)
+                off = base + len(planned)
+                plan += [
+                    Assignment(a.call, off + i, a.prefill_instance, a.decode_instance)
+                    for i, a in enumerate(fb)
+                ]
+        delay = self._planning_delay()
+        if delay > 0:
+            sim.apply(plan, delay=delay)
+        else:
+            sim.apply(plan)  # blocking: the plan applies at the invocation's instant
+
+    def _planning_delay(self) -> float:
+        """Seconds of simulated time the plan of the invocation being finished takes to land
+        (``planning_delay``); records the episode's planning statistics."""
+        mode = self.planning_delay
+        if mode is None:
+            return 0.0
+        if mode == "measured":
+            wall = time.perf_counter() - self._raised_at
+            self._planning_wall.append(wall)
+            return wall * self.planning_delay_scale
+        return float(mode)
+
+    def fallback_action(self) -> int:
+        """The fallback policy's choice (what a masked action becomes): the oldest unpicked slot
+        (the canonical order) on the simulator's least-loaded pair
+        (:class:`envs.sim.scheduler.DefaultScheduler`): among the slot's legal pairs, the
+        prefill instance ready soonest, then the decode instance with the smallest KV load
+        fraction, then the lowest indices. At the decode stage, the slot's locked pair."""
+        ctx = self._ctx
+        assert ctx is not None
+        legal = self._mask.reshape(self.K, self.P, self.D)
+        slot = int(np.flatnonzero(legal.any(axis=(1, 2)))[0])
+        ps, ds = np.nonzero(legal[slot])
+        load = ctx.decode_kv_used / ctx.decode_kv_capacity
+        best = min(
+            zip(ps.tolist(), ds.tolist(), strict=True),
+            key=lambda pd: (ctx.prefill_ready[pd[0]], load[pd[1]], pd[0], pd[1]),
+        )
+        return ctx.action(slot, *best)
+
+    def _explain_invalid(self, action: int) -> str:
+        if not 0 <= action < self.action_space.n:
+            return f"action {action} is outside Discrete({self.action_space.n})"
+        ctx = self._ctx
+        assert ctx is not None
+        slot, p, d = ctx.unflatten(action)
+        if not ctx.valid[slot]:
+            why = f"slot {slot} is empty (only {int(ctx.valid.sum())} calls are waiting)"
+        elif ctx.picked[slot]:
+            why = f"slot {slot} ({ctx.call_ids[slot]}) was already picked in this invocation"
+        elif ctx.stage == "decode":
+            why = (
+                f"at the decode stage call {ctx.call_ids[slot]} is locked to prefill "
+                f"{ctx.planned_prefill[slot]}, decode {ctx.planned_decode[slot]}"
+            )
+        else:
+            why = (
+                f"call {ctx.call_ids[slot]} needs {ctx.kv_demand[slot]:.0f} KV tokens but decode "
+                f"instance {d} holds {ctx.decode_kv_capacity[d]:.0f}"
+            )
+        return (
+            f"masked action {action} = (slot {slot}, prefill {p}, decode {d}): {why}. Use "
+            "env.action_masks() or make the env with invalid_action='penalize'."
+        )
+
+    # -- rendering (:mod:`envs.pd_cluster.render`) ------------------------------------------------
+    def _render_ansi(self) -> str:
+        from envs.pd_cluster.render import render_ansi
+
+        return render_ansi(self)
+
+    def _render_figure(self) -> Any:
+        from envs.pd_cluster.render import render_figure
+
+        return render_figure(self)
+
+
+def _prefix_cache_blocks(prefix_cache: Any) -> int | str:
+    """The simulation's ``prefix_cache_blocks`` for :class:`PDClusterEnv`'s ``prefix_cache``:
+    False -> 0 (off), True or ``"kv"`` -> ``"kv"``, an integer >= 0 -> that many blocks."""
+    if prefix_cache is True or prefix_cache == "kv":
+        return "kv"
+    if prefix_cache is False or prefix_cache is None:
+        return 0
+    if isinstance(prefix_cache, (int, np.integer)) and prefix_cache >= 0:
+        return int(prefix_cache)
+    raise ValueError(
+        f"prefix_cache must be False, True, 'kv' or a number of blocks >= 0, got {prefix_cache!r}"
+    )
+
+
+def _check_planning_delay(delay: Any, scale: Any) -> tuple[float | str | None, float]:
+    """Validated ``(planning_delay, planning_delay_scale)`` of :class:`PDClusterEnv`; a delay
+    of 0 is None (the blocking default)."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise ValueError(f"planning_delay_scale must be a number > 0, got {scale!r}")
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"planning_delay_scale must be a finite number > 0, got {scale!r}")
+    if delay is None or isinstance(delay, str):
+        if delay not in (None, "measured"):
+            raise ValueError(
+                f"planning_delay must be None, a number of seconds >= 0 or 'measured', got "
+                f"{delay!r}"
+            )
+    elif isinstance(delay, bool) or not isinstance(delay, (int, float)):
+        raise ValueError(
+            f"planning_delay must be None, a number of seconds >= 0 or 'measured', got {delay!r}"
+        )
+    elif not (math.isfinite(delay) and delay >= 0):
+        raise ValueError(f"planning_delay must be a finite number of seconds >= 0, got {delay!r}")
+    else:
+        delay = float(delay) if delay > 0 else None
+    if scale != 1.0 and delay != "measured":
+        raise ValueError(
+            f"planning_delay_scale={scale!r} scales measured planning time; it needs "
+            f"planning_delay='measured' (got planning_delay={delay!r})"
+        )
+    return delay, float(scale)

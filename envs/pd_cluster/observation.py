@@ -1,0 +1,101 @@
+"""PDCluster-v0's observation: the feature arrays of the waiting-call slots and the instances
+(columns and scales are tabled in :mod:`envs.pd_cluster.env`'s docstring), built once per
+invocation and updated per pick."""
+
+from __future__ import annotations
+
+import numpy as np
+
+SLOT_FEATURES = 12
+INSTANCE_FEATURES = 9
+RATIO_CLIP = 5.0
+#: Slot features that are log1p(x) / scale: L_in, L̂_out, H_w(t), elapsed, time since reveal,
+#: attained service (columns of the observation's ``slots``, see the module docstring).
+LOGGED_SLOT_FEATURES = [2, 3, 5, 6, 7, 10]
+LOGGED_SLOT_SCALES = np.array([10.0, 10.0, 5.0, 5.0, 5.0, 5.0])
+
+
+class ObservationMixin:
+    """The observation methods of :class:`envs.pd_cluster.env.PDClusterEnv`."""
+
+    # -- observation -------------------------------------------------------------------------
+    def _observation(self) -> dict[str, np.ndarray]:
+        """Per-invocation features are built once (:meth:`_invocation_features`) and the clipped
+        log ratios are kept by :meth:`_refresh`; a step only writes what a pick changes: picked
+        flags, best ratios, instance readiness, KV and batch."""
+        ctx = self._ctx
+        assert ctx is not None
+        if self._obs_slots is None:
+            self._obs_slots, self._obs_inst = self._invocation_features()
+        slots, inst = self._obs_slots, self._obs_inst
+        n = self._n
+        # min over legal pairs of min(log1p R, clip) = min(min of log1p R, clip); +inf: none.
+        best = self._ratio_log.reshape(self.P * self.D, n).min(axis=0, initial=np.inf)
+        slots[:n, 11] = np.where(np.isfinite(best), np.minimum(best, RATIO_CLIP), 0.0) / 5
+        stage = np.array(
+            [ctx.stage == "prefill", ctx.stage == "decode", len(ctx.picks) / self.K],
+            dtype=np.float32,
+        )
+        return {
+            "slots": slots.copy(),
+            "instances": inst.copy(),
+            "ratio": self._ratio_obs.copy(),
+            "stage": stage,
+        }
+
+    def _invocation_features(self) -> tuple[np.ndarray, np.ndarray]:
+        sim = self.sim
+        ctx = self._ctx
+        assert sim is not None and ctx is not None
+        K, P, D = self.K, self.P, self.D
+        n = self._n
+        # Padding slots' features are all 0, so only the n valid rows are computed.
+        slots = np.zeros((K, SLOT_FEATURES), dtype=np.float32)
+        logged = np.stack(
+            [
+                ctx.input_tokens[:n],
+                ctx.predicted_output_tokens[:n],
+                ctx.horizon[:n],
+                ctx.elapsed[:n],
+                ctx.time - ctx.revealed_at[:n],
+                ctx.attained_service[:n],
+            ],
+            axis=1,
+        )
+        slots[:n, LOGGED_SLOT_FEATURES] = np.log1p(logged) / LOGGED_SLOT_SCALES
+        slots[:n, 0] = 1.0
+        slots[:n, 1] = ctx.picked[:n]
+        slots[:n, 4] = np.minimum(ctx.elapsed[:n] / ctx.horizon[:n], 10.0) / 10
+        slots[:n, 8] = ctx.planned_prefill[:n] >= 0
+        slots[:n, 9] = [
+            len(c.workflow.finished) / max(1, len(c.workflow.revealed)) for c in self._slot_calls
+        ]
+        inst = np.zeros((P + D, INSTANCE_FEATURES), dtype=np.float32)
+        inst[:, :3] = self._instance_static()
+        inst[:P, 4] = np.minimum([len(i.queue) for i in sim.prefill], 160) / 16
+        inst[P:, 4] = np.minimum([len(i.waiting) for i in sim.decode], 160) / 16
+        inst[P:, 7] = np.minimum([len(i.running) for i in sim.decode], 640) / 64
+        inst[:, 8] = self._gpu_memory
+        np.clip(slots, 0.0, 10.0, out=slots)
+        np.clip(inst, 0.0, 10.0, out=inst)
+        # Updated by every pick (:meth:`_pick`); not clipped, as they never leave [0, 10].
+        inst[:P, 3] = np.log1p(ctx.prefill_ready) / 5
+        inst[P:, 5] = np.minimum(ctx.decode_kv_used / ctx.decode_kv_capacity, 10.0)
+        inst[P:, 6] = np.minimum(ctx.decode_batch, 640) / 64
+        return slots, inst
+
+    def _instance_static(self) -> np.ndarray:
+        if getattr(self, "_inst_static", None) is None:
+            sim = self.sim
+            assert sim is not None
+            rows = []
+            mem = []
+            for i in sim.prefill + sim.decode:
+                is_p = float(i.role == "prefill")
+                pre = i.latency.prefill_time(1000)
+                dec = i.latency.decode_iteration_time(1, 1000)
+                rows.append([is_p, np.log1p(pre * 1e3) / 5, np.log1p(dec * 1e3) / 5])
+                mem.append(i.latency.usable_memory_bytes / 1e12)
+            self._inst_static = np.asarray(rows, dtype=np.float32)
+            self._gpu_memory = np.asarray(mem, dtype=np.float32)
+        return self._inst_static

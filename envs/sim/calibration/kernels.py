@@ -1,0 +1,449 @@
+"""Kernel-level fits of the latency model (steps 1–3 of :mod:`envs.sim.calibrate`): GEMM
+efficiencies and floor per GPU family (bf16 and FP8), the elementwise-op constant, attention
+efficiencies, and NVLink / PCIe all-reduce efficiency and latency.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from envs.sim.calibration.data import (
+    MAX_POINTS_PER_TABLE,
+    V100_PCIE_BANDWIDTH,
+    V100_PCIE_LINK,
+    V100_PCIE_PEAK_FLOPS,
+    _msle,
+    _read_csv,
+    _thin,
+)
+from envs.sim.catalog import get_gpu
+from envs.sim.latency import (
+    elementwise_bytes_per_token,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. GEMM
+@dataclass
+class GemmTable:
+    """GEMM shapes and times of one GPU: m, n, k (elements), seconds; peak FLOP/s, bytes/s.
+
+    ``operand_bytes`` is the size of one input element (2 for bf16/fp16, 1 for fp8); the m×n
+    output is always 2-byte (bf16/fp16).
+    """
+
+    m: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    seconds: np.ndarray
+    peak_flops: np.ndarray
+    bandwidth: np.ndarray
+    label: str
+    operand_bytes: int = 2
+
+    def moved_bytes(self) -> np.ndarray:
+        """Bytes each GEMM reads and writes: both operands once, the output once."""
+        return self.operand_bytes * (self.m * self.k + self.k * self.n) + 2 * self.m * self.n
+
+
+def _gemm_rows_csv(
+    path: Path,
+    time_column: str,
+    seconds_per_unit: float,
+    peak_flops: float,
+    bandwidth: float,
+    label: str,
+    operand_bytes: int = 2,
+    dtype: str | None = None,
+) -> GemmTable:
+    """A GEMM kernel table with m, n, k columns: rows with n, k >= 256 (and ``dtype`` when
+    given), thinned to :data:`MAX_POINTS_PER_TABLE`."""
+    rows = [
+        r
+        for r in _read_csv(path)
+        if int(r["n"]) >= 256 and int(r["k"]) >= 256 and (dtype is None or r["dtype"] == dtype)
+    ]
+    rows = _thin(rows)
+    m, n, k = (np.array([float(r[c]) for r in rows]) for c in ("m", "n", "k"))
+    t = np.array([float(r[time_column]) for r in rows]) * seconds_per_unit
+    return GemmTable(
+        m,
+        n,
+        k,
+        t,
+        np.full(len(t), peak_flops),
+        np.full(len(t), bandwidth),
+        label,
+        operand_bytes=operand_bytes,
+    )
+
+
+def _gemm_rows_aic(path: Path, gpu: str) -> GemmTable:
+    spec = get_gpu(gpu)
+    return _gemm_rows_csv(
+        path, "latency", 1e-3, spec.peak_flops, spec.hbm_bandwidth, f"{path.parent.name} gemm"
+    )
+
+
+def _gemm_rows_v100(path: Path) -> GemmTable:
+    return _gemm_rows_csv(
+        path,
+        "time(us)",
+        1e-6,
+        V100_PCIE_PEAK_FLOPS,
+        V100_PCIE_BANDWIDTH,
+        "V100-PCIE gemm",
+        dtype="half",
+    )
+
+
+def _gemm_rows_vidur(path: Path, gpu: str) -> GemmTable:
+    """Linear-layer ops of Vidur's per-layer profile as GEMMs (shapes from the model columns)."""
+    spec = get_gpu(gpu)
+    ms, ns, ks, ts = [], [], [], []
+    for r in _read_csv(path):
+        tokens, tp = float(r["num_tokens"]), float(r["num_tensor_parallel_workers"])
+        h, ffn = float(r["n_embd"]), float(r["n_expanded_embd"])
+        heads, kv = float(r["n_head"]), float(r["n_kv_head"])
+        hd = h / heads
+        gate = 2.0 if r["use_gated_mlp"] == "True" else 1.0
+        shapes = {
+            "attn_pre_proj": ((heads + 2 * kv) * hd / tp, h),
+            "attn_post_proj": (h, heads * hd / tp),
+            "mlp_up_proj": (gate * ffn / tp, h),
+            "mlp_down_proj": (h, ffn / tp),
+        }
+        for op, (n, k) in shapes.items():
+            ms.append(tokens)
+            ns.append(n)
+            ks.append(k)
+            ts.append(float(r[f"time_stats.{op}.median"]) / 1e3)
+    m, n, k, t = (np.array(v) for v in (ms, ns, ks, ts))
+    idx = np.arange(0, len(t), max(1, math.ceil(len(t) / MAX_POINTS_PER_TABLE)))
+    return GemmTable(
+        m[idx],
+        n[idx],
+        k[idx],
+        t[idx],
+        np.full(len(idx), spec.peak_flops),
+        np.full(len(idx), spec.hbm_bandwidth),
+        f"vidur {gpu} linear ops",
+    )
+
+
+def _gemm_rows_infersim_fp8(path: Path, gpu: str) -> GemmTable:
+    """DeepGEMM FP8 kernels (InferSim): 1-byte operands, bf16 output, FP8 peak."""
+    spec = get_gpu(gpu)
+    return _gemm_rows_csv(
+        path,
+        "latency_us",
+        1e-6,
+        spec.peak_flops_fp8,
+        spec.hbm_bandwidth,
+        f"{gpu} DeepGEMM fp8 gemm",
+        operand_bytes=1,
+    )
+
+
+def fp8_gemm_tables(data_dir: Path) -> dict[str, list[GemmTable]]:
+    """FP8 GEMM measurements grouped by GPU family (only Hopper has any).
+
+    :param data_dir: the measured-latency folder.
+    """
+    return {"hopper": [_gemm_rows_infersim_fp8(data_dir / "infersim/h800/gemm.csv", "h800")]}
+
+
+def gemm_tables(data_dir: Path) -> dict[str, list[GemmTable]]:
+    """GEMM measurements grouped by GPU family.
+
+    :param data_dir: the measured-latency folder.
+    """
+    aic = data_dir / "aiconfigurator"
+    return {
+        "ampere-hbm": [_gemm_rows_aic(aic / "a100_sxm" / "gemm_perf.csv", "a100-80g")],
+        "hopper": [
+            _gemm_rows_aic(aic / "h100_sxm" / "gemm_perf.csv", "h100-sxm"),
+            _gemm_rows_aic(aic / "h200_sxm" / "gemm_perf.csv", "h200"),
+        ],
+        "volta": [_gemm_rows_v100(data_dir / "apex_plus/comp/V100-PCIE-16GB/gemm_0_subset.csv")],
+        "ampere-gddr": [
+            _gemm_rows_vidur(data_dir / "vidur/compute/a40/meta-llama/Llama-2-7b-hf/mlp.csv", "a40")
+        ],
+    }
+
+
+def _gemm_predict(t: GemmTable, ec: float, em: float, t0: float) -> np.ndarray:
+    flops = 2 * t.m * t.n * t.k
+    return np.maximum(flops / (ec * t.peak_flops), t.moved_bytes() / (em * t.bandwidth)) + t0
+
+
+def _concat(tables: Iterable[GemmTable]) -> GemmTable:
+    tables = list(tables)
+    widths = {t.operand_bytes for t in tables}
+    if len(widths) != 1:
+        raise ValueError(f"cannot pool GEMM tables of different operand widths {sorted(widths)}")
+    cat = [
+        np.concatenate([getattr(t, f) for t in tables])
+        for f in ("m", "n", "k", "seconds", "peak_flops", "bandwidth")
+    ]
+    return GemmTable(*cat, label="+".join(t.label for t in tables), operand_bytes=widths.pop())
+
+
+EFF_GRID = np.round(np.arange(0.30, 1.0001, 0.01), 2)
+FLOOR_GRID_S = np.arange(0.0, 30.01, 1.0) * 1e-6
+
+
+def fit_gemm(table: GemmTable) -> tuple[float, float, float]:
+    """Grid-search (compute eff, memory eff, floor seconds) minimising mean squared log error.
+
+    :param table: GEMM measurements of one family.
+    """
+    flops = 2 * table.m * table.n * table.k / table.peak_flops
+    data = table.moved_bytes() / table.bandwidth
+    best = (math.inf, 0.0, 0.0, 0.0)
+    for t0 in FLOOR_GRID_S:
+        # shape (ec, em, points)
+        pred = (
+            np.maximum(
+                flops[None, None, :] / EFF_GRID[:, None, None],
+                data[None, None, :] / EFF_GRID[None, :, None],
+            )
+            + t0
+        )
+        loss = _msle(pred, table.seconds[None, None, :])
+        i, j = np.unravel_index(np.argmin(loss), loss.shape)
+        if loss[i, j] < best[0]:
+            best = (float(loss[i, j]), float(EFF_GRID[i]), float(EFF_GRID[j]), float(t0))
+    return best[1], best[2], best[3]
+
+
+# ---------------------------------------------------------------------------------------------
+# 1c. elementwise ops
+#: Vidur's per-layer elementwise ops (everything in mlp.csv but the four projections and the
+#: once-per-model embedding).
+VIDUR_ELEMENTWISE_OPS = (
+    "input_layernorm",
+    "attn_rope",
+    "post_attention_layernorm",
+    "mlp_act",
+    "add",
+)
+#: Vidur compute-profile GPU folder -> (GPU family, catalog GPU of the measured part).
+VIDUR_ELEMENTWISE_GPUS = {
+    "a100": ("ampere-hbm", "a100-80g"),
+    "h100": ("hopper", "h100-sxm"),
+    "a40": ("ampere-gddr", "a40"),
+}
+ELEMENTWISE_MIN_TOKENS = 256
+
+
+def elementwise_tables(data_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Vidur's per-layer elementwise kernels as (bandwidth-seconds at peak, measured seconds)
+    per GPU family: every ``vidur/compute/<gpu>/<org>/<model>/mlp.csv`` row with at least
+    :data:`ELEMENTWISE_MIN_TOKENS` tokens (where bytes, not launches, set the time), the
+    measured time being the sum of the :data:`VIDUR_ELEMENTWISE_OPS` medians and the bytes
+    :func:`envs.sim.latency.elementwise_bytes_per_token` of the row's shape.
+
+    :param data_dir: the measured-latency folder.
+    """
+    out = {}
+    for sku, (family, gpu) in VIDUR_ELEMENTWISE_GPUS.items():
+        bandwidth = get_gpu(gpu).hbm_bandwidth
+        ideal, measured = [], []
+        for path in sorted((data_dir / "vidur" / "compute" / sku).glob("*/*/mlp.csv")):
+            for r in _read_csv(path):
+                tokens, tp = int(r["num_tokens"]), int(r["num_tensor_parallel_workers"])
+                if tokens < ELEMENTWISE_MIN_TOKENS:
+                    continue
+                hidden, heads = float(r["n_embd"]), float(r["n_head"])
+                per_token = elementwise_bytes_per_token(
+                    hidden,
+                    heads / tp,
+                    max(1.0, float(r["n_kv_head"]) / tp),
+                    hidden / heads,
+                    float(r["n_expanded_embd"]) / tp,
+                    r["use_gated_mlp"] == "True",
+                    True,
+                    2,
+                )
+                ideal.append(tokens * per_token / bandwidth)
+                measured.append(
+                    sum(float(r[f"time_stats.{op}.median"]) for op in VIDUR_ELEMENTWISE_OPS) / 1e3
+                )
+        if ideal:
+            out[family] = (np.array(ideal), np.array(measured))
+    return out
+
+
+def fit_elementwise(ideal_s: np.ndarray, measured_s: np.ndarray) -> float:
+    """Grid-search the elementwise memory efficiency: ``measured ≈ ideal / eff``.
+
+    :param ideal_s: bytes / peak bandwidth of each measurement, seconds.
+    :param measured_s: measured seconds.
+    """
+    loss = _msle(ideal_s[None, :] / EFF_GRID[:, None], measured_s[None, :])
+    return float(EFF_GRID[int(np.argmin(loss))])
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. attention
+HEAD_DIM = 128  # every aiconfigurator attention row has head_dim 128 (SOURCES.md)
+
+
+def _attention_arrays(path: Path, decode: bool) -> dict[str, np.ndarray]:
+    rows = _read_csv(path)
+    if not decode:
+        rows = [r for r in rows if int(r["isl"]) >= 16]
+    rows = _thin(rows)
+    b = np.array([float(r["batch_size"]) for r in rows])
+    h = np.array([float(r["num_heads"]) for r in rows])
+    kv = np.array([float(r["num_key_value_heads"]) for r in rows])
+    t = np.array([float(r["latency"]) for r in rows]) / 1e3
+    if decode:
+        ctx = np.array([float(r["step"]) + 1 for r in rows])
+        flops = 4 * b * ctx * h * HEAD_DIM
+        data = 2 * b * (ctx + 1) * kv * HEAD_DIM * 2  # K and V, bf16; read context, write new
+    else:
+        isl = np.array([float(r["isl"]) for r in rows])
+        flops = 4 * b * isl * isl / 2 * h * HEAD_DIM  # causal: half the score matrix
+        data = 2 * b * isl * kv * HEAD_DIM * 2
+    out = {"flops": flops, "bytes": data, "seconds": t, "b": b}
+    if not decode:
+        out["isl"] = isl
+    return out
+
+
+HALF_TOKENS_GRID = np.array([0, 64, 128, 256, 384, 512, 768, 1024, 1280, 1536, 2048, 3072, 4096])
+
+
+def fit_attention(
+    data_dir: Path, gpus: Sequence[tuple[str, str]]
+) -> tuple[float, float, float, float]:
+    """Fit (attention compute eff, attention memory eff, floor seconds, half-efficiency tokens)
+    for one family: decode attention fixes the memory efficiency and floor, then prefill
+    attention the asymptotic compute efficiency and the sequence length s_half at which it
+    reaches half of it (time = FLOPs · (1 + s_half / isl) / (eff · peak), a 2-D grid).
+
+    :param data_dir: the measured-latency folder.
+    :param gpus: (aiconfigurator folder, catalog GPU) pairs of the family.
+    """
+    dec = {"f": [], "b": [], "t": []}
+    pre = {"f": [], "b": [], "t": []}
+    for folder, gpu in gpus:
+        spec = get_gpu(gpu)
+        for decode, acc in ((True, dec), (False, pre)):
+            name = "generation" if decode else "context"
+            a = _attention_arrays(
+                data_dir / "aiconfigurator" / folder / f"{name}_attention_perf.csv", decode
+            )
+            acc["f"].append(a["flops"] / spec.peak_flops)
+            acc["b"].append(a["bytes"] / spec.hbm_bandwidth)
+            acc["t"].append(a["seconds"])
+            if not decode:
+                acc.setdefault("isl", []).append(a["isl"])
+    df, db, dt = (np.concatenate(dec[k]) for k in ("f", "b", "t"))
+    best = (math.inf, 0.0, 0.0, 0.0)
+    for t0 in FLOOR_GRID_S:
+        pred = (
+            np.maximum(
+                df[None, None, :] / EFF_GRID[:, None, None],
+                db[None, None, :] / EFF_GRID[None, :, None],
+            )
+            + t0
+        )
+        loss = _msle(pred, dt[None, None, :])
+        i, j = np.unravel_index(np.argmin(loss), loss.shape)
+        if loss[i, j] < best[0]:
+            best = (float(loss[i, j]), float(EFF_GRID[i]), float(EFF_GRID[j]), float(t0))
+    _, _, em, t0 = best
+    pf, pb, pt, pisl = (np.concatenate(pre[k]) for k in ("f", "b", "t", "isl"))
+    best_pre = (math.inf, 0.0, 0.0)
+    for half in HALF_TOKENS_GRID:
+        flops = pf * (1.0 + half / pisl)
+        pred = np.maximum(flops[None, :] / EFF_GRID[:, None], pb[None, :] / em) + t0
+        loss = _msle(pred, pt[None, :])
+        i = int(np.argmin(loss))
+        if loss[i] < best_pre[0]:
+            best_pre = (float(loss[i]), float(EFF_GRID[i]), float(half))
+    _, ec, half = best_pre
+    return ec, em, t0, half
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. all-reduce
+@dataclass
+class CommTable:
+    """All-reduce measurements: GPUs, message bytes, seconds, link bandwidth bytes/s."""
+
+    n: np.ndarray
+    size: np.ndarray
+    seconds: np.ndarray
+    link: np.ndarray
+    labels: list[str]
+
+
+def nvlink_table(data_dir: Path) -> CommTable:
+    """Fastest of NCCL and vLLM custom all-reduce per (GPU, GPUs, bytes), aiconfigurator."""
+    best: dict[tuple[str, int, float], float] = {}
+    for folder, gpu in (("a100_sxm", "a100-80g"), ("h100_sxm", "h100-sxm"), ("h200_sxm", "h200")):
+        base = data_dir / "aiconfigurator" / folder
+        for r in _read_csv(base / "nccl_perf.csv"):
+            if r["op_name"] == "all_reduce" and r["nccl_dtype"] == "half":
+                key = (gpu, int(r["num_gpus"]), float(r["message_size"]) * 2)
+                best[key] = min(best.get(key, math.inf), float(r["latency"]) / 1e3)
+        for r in _read_csv(base / "custom_allreduce_perf.csv"):
+            if "graph" in r["kernel_source"]:
+                key = (gpu, int(r["num_gpus"]), float(r["message_size"]) * 2)
+                best[key] = min(best.get(key, math.inf), float(r["latency"]) / 1e3)
+    keys = sorted(best)
+    return CommTable(
+        np.array([k[1] for k in keys], float),
+        np.array([k[2] for k in keys]),
+        np.array([best[k] for k in keys]),
+        np.array([get_gpu(k[0]).nvlink_bandwidth for k in keys]),
+        [f"{k[0]} allreduce n={k[1]} {k[2]:.0f}B" for k in keys],
+    )
+
+
+def pcie_table(data_dir: Path) -> CommTable:
+    """V100-PCIe single-node all-reduce, APEX+ (half precision rows)."""
+    rows = [
+        r
+        for r in _read_csv(data_dir / "apex_plus/comm/V100-PCIE-16GB/all_reduce.csv")
+        if r["num_nodes"] == "1" and r["dtype"] == "half" and int(r["num_gpus_per_node"]) > 1
+    ]
+    n = np.array([float(r["num_gpus_per_node"]) for r in rows])
+    size = np.array([float(r["size(kb)"]) * 1024 for r in rows])
+    t = np.array([float(r["time(us)"]) for r in rows]) / 1e6
+    return CommTable(
+        n,
+        size,
+        t,
+        np.full(len(t), V100_PCIE_LINK),
+        [f"V100-PCIe allreduce n={int(a)} {b:.0f}B" for a, b in zip(n, size, strict=True)],
+    )
+
+
+def _ring(c: CommTable, eff: float | np.ndarray, lat: float | np.ndarray) -> np.ndarray:
+    return lat + 2 * (c.n - 1) / c.n * c.size / (eff * c.link)
+
+
+def fit_link(c: CommTable) -> tuple[float, float]:
+    """Grid-search (efficiency, latency seconds) of the ring all-reduce model.
+
+    :param c: all-reduce measurements of one link kind.
+    """
+    effs = np.round(np.arange(0.05, 1.5001, 0.01), 2)
+    lats = np.arange(0.0, 60.01, 0.5) * 1e-6
+    pred = (
+        lats[None, :, None]
+        + (2 * (c.n - 1) / c.n * c.size / c.link)[None, None, :] / effs[:, None, None]
+    )
+    loss = _msle(pred, c.seconds[None, None, :])
+    i, j = np.unravel_index(np.argmin(loss), loss.shape)
+    return float(effs[i]), float(lats[j])

@@ -1,0 +1,247 @@
+"""The latency model's calibrated constants (:class:`Calibration`): per GPU family the GEMM
+efficiencies and floor (bf16, FP8), elementwise and attention efficiencies, per link the
+all-reduce efficiency and latency, the framework overhead; read from
+``envs/configs/latency_calibration.yaml`` (written by ``python -m envs.sim.calibrate``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envs.sim.catalog import (
+    CONFIG_DIR,
+    PRECISIONS,
+)
+
+CALIBRATION_YAML = CONFIG_DIR / "latency_calibration.yaml"
+
+
+@dataclass(frozen=True)
+class FamilyEfficiency:
+    """Fitted efficiencies of one GPU family (fractions of the datasheet peak).
+
+    :param gemm_compute: achieved / peak FLOP/s of compute-bound linear layers.
+    :param gemm_memory: achieved / peak bytes/s of weight-read-bound linear layers.
+    :param attention_compute: achieved / peak FLOP/s of prefill (flash) attention on long
+        sequences (the asymptote; see ``attention_half_tokens``).
+    :param attention_memory: achieved / peak bytes/s of decode attention (KV reads).
+    :param gemm_floor_seconds: fixed time of one GEMM kernel (launch + tail), seconds.
+    :param attention_floor_seconds: fixed time of one attention kernel, seconds.
+    :param attention_half_tokens: sequence length at which prefill attention reaches half its
+        asymptotic efficiency: a prefill of s new tokens runs at ``attention_compute · s / (s +
+        attention_half_tokens)``, i.e. its time is the causal pairs plus
+        ``attention_half_tokens / 2`` pairs per new token at the asymptotic rate (FlashAttention
+        kernels are far from peak on short sequences). 0: a constant efficiency.
+    :param gemm_compute_fp8: achieved / FP8 peak FLOP/s of compute-bound fp8-weight linear
+        layers; ``None`` to use ``gemm_compute``.
+    :param gemm_memory_fp8: achieved / peak bytes/s of weight-read-bound fp8 linear layers;
+        ``None`` to use ``gemm_memory``. (fp8 GEMM kernels share ``gemm_floor_seconds``.)
+    :param elementwise_memory: achieved / peak bytes/s of the per-token elementwise kernels
+        (norms, residual add, rotary embedding, activation; :func:`elementwise_bytes_per_token`);
+        ``None``: those kernels are not priced.
+    """
+
+    gemm_compute: float
+    gemm_memory: float
+    attention_compute: float
+    attention_memory: float
+    gemm_floor_seconds: float = 0.0
+    attention_floor_seconds: float = 0.0
+    attention_half_tokens: float = 0.0
+    gemm_compute_fp8: float | None = None
+    gemm_memory_fp8: float | None = None
+    elementwise_memory: float | None = None
+
+    def gemm_efficiency(self, precision: str) -> tuple[float, float]:
+        """Linear-layer efficiencies for weights stored in ``precision``.
+
+        :param precision: one of ``PRECISIONS``.
+        :return: (compute efficiency, memory efficiency); the fp8 values fall back to the bf16
+            ones where the family has no FP8 fit.
+        """
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}; expected one of {PRECISIONS}")
+        if precision == "bf16":
+            return self.gemm_compute, self.gemm_memory
+        compute, memory = self.gemm_compute_fp8, self.gemm_memory_fp8
+        return (
+            self.gemm_compute if compute is None else compute,
+            self.gemm_memory if memory is None else memory,
+        )
+
+
+@dataclass(frozen=True)
+class LinkEfficiency:
+    """Fitted ring all-reduce parameters of one interconnect kind.
+
+    :param efficiency: achieved / datasheet bandwidth of the ring's data movement.
+    :param latency_seconds: fixed time of one all-reduce, seconds.
+    """
+
+    efficiency: float
+    latency_seconds: float
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """All fitted constants of the latency model.
+
+    :param families: GPU family -> efficiencies; must contain ``"default"``, used for families
+        without measurements.
+    :param links: ``"nvlink"`` and ``"pcie"`` -> all-reduce parameters.
+    :param iteration_overhead_seconds: framework time per engine iteration, seconds.
+    :param iteration_overhead_per_extra_gpu_seconds: added per iteration for each TP shard beyond
+        the first (driver-to-worker synchronisation), seconds.
+    :param iteration_overhead_per_seq_seconds: added per iteration for each sequence in it
+        (scheduling, sampling and detokenisation on the CPU), seconds.
+    :param moe_kernel_efficiency: achieved / dense-GEMM efficiency of the grouped MoE expert
+        kernels (weight reads and compute of routed experts), in (0, 1.5].
+    :param gemms_per_layer: GEMM kernels per transformer layer (QKV, output, gate/up, down).
+    :param target_heldout_median_error: the committed accuracy target of the held-out check.
+    """
+
+    families: Mapping[str, FamilyEfficiency]
+    links: Mapping[str, LinkEfficiency]
+    iteration_overhead_seconds: float
+    iteration_overhead_per_extra_gpu_seconds: float = 0.0
+    iteration_overhead_per_seq_seconds: float = 0.0
+    moe_kernel_efficiency: float = 1.0
+    gemms_per_layer: int = 4
+    target_heldout_median_error: float = 0.15
+    source: str = field(default="", compare=False)
+
+    def family(self, name: str) -> FamilyEfficiency:
+        """Efficiencies of GPU family ``name``, falling back to ``"default"``.
+
+        :param name: a ``GPUSpec.family``.
+        """
+        return self.families.get(name, self.families["default"])
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> Calibration:
+        """Build from the YAML structure of ``latency_calibration.yaml``.
+
+        :param data: parsed YAML mapping.
+        :param source: where it came from, for error messages.
+        """
+        try:
+            families = {
+                k: FamilyEfficiency(**{n: float(x) for n, x in v.items()})
+                for k, v in data["families"].items()
+            }
+            links = {
+                k: LinkEfficiency(**{n: float(x) for n, x in v.items()})
+                for k, v in data["links"].items()
+            }
+            overhead = float(data["iteration_overhead_seconds"])
+        except (KeyError, TypeError) as exc:
+            raise ValueError(
+                f"{source}: malformed latency calibration ({exc!r}); expected keys "
+                "families, links, iteration_overhead_seconds"
+            ) from exc
+        if "default" not in families:
+            raise ValueError(
+                f"{source}: calibration families must include 'default', got {sorted(families)}"
+            )
+        for kind in ("nvlink", "pcie"):
+            if kind not in links:
+                raise ValueError(
+                    f"{source}: calibration links must include {kind!r}, got {sorted(links)}"
+                )
+        efficiencies = (
+            "gemm_compute",
+            "gemm_memory",
+            "attention_compute",
+            "attention_memory",
+            "gemm_compute_fp8",
+            "gemm_memory_fp8",
+            "elementwise_memory",
+        )
+        for fam, eff in families.items():
+            for name in efficiencies:
+                value = getattr(eff, name)
+                if value is not None and not 0 < value <= 1.5:
+                    raise ValueError(
+                        f"{source}: family {fam!r} {name}={value}; expected an "
+                        "efficiency in (0, 1.5]"
+                    )
+        per_gpu = float(data.get("iteration_overhead_per_extra_gpu_seconds", 0.0))
+        per_seq = float(data.get("iteration_overhead_per_seq_seconds", 0.0))
+        moe_eff = float(data.get("moe_kernel_efficiency", 1.0))
+        if overhead < 0 or per_gpu < 0 or per_seq < 0:
+            raise ValueError(
+                f"{source}: overheads must be >= 0 seconds, got "
+                f"iteration_overhead_seconds={overhead}, "
+                f"iteration_overhead_per_extra_gpu_seconds={per_gpu}, "
+                f"iteration_overhead_per_seq_seconds={per_seq}"
+            )
+        if not 0 < moe_eff <= 1.5:
+            raise ValueError(f"{source}: moe_kernel_efficiency={moe_eff}; expected (0, 1.5]")
+        return cls(
+            families=families,
+            links=links,
+            iteration_overhead_seconds=overhead,
+            iteration_overhead_per_extra_gpu_seconds=per_gpu,
+            iteration_overhead_per_seq_seconds=per_seq,
+            moe_kernel_efficiency=moe_eff,
+            gemms_per_layer=int(data.get("gemms_per_layer", 4)),
+            target_heldout_median_error=float(data.get("target_heldout_median_error", 0.15)),
+            source=source,
+        )
+
+
+def elementwise_bytes_per_token(
+    hidden: float,
+    heads_shard: float,
+    kv_heads_shard: float,
+    head_dim: float,
+    ffn_shard: float,
+    gated: bool,
+    rotary: bool,
+    dtype_bytes: int,
+) -> float:
+    """Bytes one token moves through one layer's elementwise kernels on one TP shard, as vLLM
+    runs a Llama-style layer: two fused residual-add + RMSNorm kernels (each reads the hidden
+    state and the residual and writes both: 4 · hidden), rotary embedding in place on the
+    shard's q and k (read and write), and the activation (SiLU-and-mul reads gate and up and
+    writes one: 3 · ffn; GELU reads and writes one: 2 · ffn).
+
+    :param hidden: model width, elements (norms and residual are not sharded).
+    :param heads_shard: query heads on the shard.
+    :param kv_heads_shard: KV heads on the shard.
+    :param head_dim: elements per head.
+    :param ffn_shard: FFN width the token passes through on the shard, elements (for MoE the
+        routed experts' widths summed).
+    :param gated: SwiGLU-style FFN (else GELU).
+    :param rotary: rotary position embedding applied to q and k.
+    :param dtype_bytes: bytes per activation element.
+    """
+    elements = 8.0 * hidden + (3.0 if gated else 2.0) * ffn_shard
+    if rotary:
+        elements += 2.0 * (heads_shard + kv_heads_shard) * head_dim
+    return elements * dtype_bytes
+
+
+def _element_bytes(precision: str, bf16_bytes: int) -> int:
+    """Bytes per weight or KV element: the model's bf16 baseline, or 1 for fp8."""
+    return bf16_bytes if precision == "bf16" else 1
+
+
+@functools.lru_cache(maxsize=4)
+def _load_calibration(path: str) -> Calibration:
+    with open(path) as fh:
+        return Calibration.from_dict(yaml.safe_load(fh), source=path)
+
+
+def load_calibration(path: str | Path | None = None) -> Calibration:
+    """Read a calibration YAML (the packaged fitted one by default).
+
+    :param path: YAML file; ``None`` for ``envs/configs/latency_calibration.yaml``.
+    """
+    return _load_calibration(str(CALIBRATION_YAML if path is None else path))

@@ -1,0 +1,119 @@
+"""What schedulers may use of a simulation: run-alone call times (from the scheduler-visible
+estimate or the truth), instance classes, prefix-cache hits per instance, the KV links between
+instances and transfer times.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from envs.sim.workload import (
+    Call,
+)
+
+
+class EstimatesMixin:
+    """The scheduler-visible estimates of :class:`envs.sim.simulation.Simulation`."""
+
+    # -- estimates (what schedulers may use) ---------------------------------------------------
+    def isolated_call_time(self, call: Call, use_truth: bool = False) -> float:
+        """Seconds ``call`` takes on the fastest path of an empty cluster (prefill + transfer +
+        decode, batch of one), from the estimate (default) or the truth."""
+        out = call.output_tokens if use_truth else call.predicted_output_tokens
+        key = (call.model, call.input_tokens, out)
+        t = self._isolated_cache.get(key)
+        if t is None:
+            t = self._isolated_time(call.model, call.input_tokens, out)
+            self._isolated_cache[key] = t
+        return t if use_truth else t * call.time_error
+
+    def _isolated_time(self, model: str, input_tokens: int, output_tokens: int) -> float:
+        best = math.inf
+        classes = self._isolated_classes
+        if classes is None or classes[0] != len(self.instances):
+            classes = self._isolated_classes = (len(self.instances), self._instance_classes())
+        if self.pd:
+            prefill_classes, decode_classes, transfer = classes[1]
+            need = input_tokens + output_tokens
+            seen_d = []
+            for dg, group in decode_classes:
+                # the class's first instance that holds the call prices it
+                for capacity, lat in group:
+                    if need <= capacity:
+                        seen_d.append((dg, lat.decode_steps_time(1, input_tokens, output_tokens)))
+                        break
+            latency_s = transfer.latency_s
+            for pg, lat in prefill_classes:
+                tp = lat.prefill_time(input_tokens)
+                kv_bytes = lat.kv_bytes_per_token * input_tokens  # this class's KV precision
+                for dg, td in seen_d:
+                    tt = latency_s + kv_bytes / self._bandwidth[pg, dg] if output_tokens else 0.0
+                    best = min(best, tp + (tt + td if output_tokens else 0.0))
+        else:
+            for lat in classes[1].get(model, ()):
+                t = lat.prefill_time(input_tokens)
+                if output_tokens > 1:  # the prefill emits the first token
+                    t += lat.decode_steps_time(1, input_tokens + 1, output_tokens - 1)
+                best = min(best, t)
+        return best
+
+    def _instance_classes(self) -> Any:
+        """What :meth:`_isolated_time` prices a call on: for P-D clusters each distinct prefill
+        latency model (instances of one spec share one: GPU, TP, fraction, precision) and each
+        distinct decode one with its instances' capacities, and the pair bandwidths; for
+        monolithic clusters each model's distinct latency models."""
+        if self.pd:
+            prefill: dict[int, tuple[str, Any]] = {}
+            for p in self.prefill:
+                prefill.setdefault(id(p.latency), (p.gpu, p.latency))
+            decode: dict[int, tuple[str, list[tuple[int, Any]]]] = {}
+            for d in self.decode:
+                decode.setdefault(id(d.latency), (d.gpu, []))[1].append((d.capacity, d.latency))
+            kv = self.cluster.kv_transfer
+            self._bandwidth = {
+                (pg, dg): kv.bandwidth(pg, dg)
+                for pg, _ in prefill.values()
+                for dg, _ in decode.values()
+            }
+            return list(prefill.values()), list(decode.values()), kv
+        by_model: dict[str, list[Any]] = {}
+        for m in self.monolithic:
+            lats = by_model.setdefault(m.spec.model, [])
+            if not any(lat is m.latency for lat in lats):
+                lats.append(m.latency)
+        return by_model
+
+    def prefix_hits(self, call: Call) -> dict[int, int]:
+        """Instance index -> prompt tokens of ``call`` cached there, for the instances that hold
+        at least its first prefix block (all others: 0): monolithic instances, or a P-D
+        cluster's prefill instances."""
+        hashes = call.node.prefix_hashes
+        if not hashes:
+            return {}
+        holders = self.prefix_index.get(hashes[0])
+        if not holders:
+            return {}
+        return {i: self.instances[i].prefix_hit_tokens(call) for i in sorted(holders)}
+
+    def kv_links(self) -> tuple[np.ndarray, np.ndarray]:
+        """P-D clusters: the (P, D) bytes/s of the KV link from each prefill to each decode
+        instance, and the (D,) KV capacity in tokens of each decode instance (fixed per run)."""
+        if self._kv_links is None:
+            kv = self.cluster.kv_transfer
+            bandwidth = np.array(
+                [[kv.bandwidth(p.gpu, d.gpu) for d in self.decode] for p in self.prefill]
+            )
+            capacity = np.array([d.capacity for d in self.decode])
+            bandwidth.flags.writeable = capacity.flags.writeable = False
+            self._kv_links = (bandwidth, capacity)
+        return self._kv_links
+
+    def transfer_time(self, call: Call, prefill_index: int, decode_index: int) -> float:
+        """Seconds to move ``call``'s prompt KV between two instances."""
+        p = self.instances[prefill_index]
+        d = self.instances[decode_index]
+        kv = p.latency.kv_bytes_per_token * call.input_tokens
+        return self.cluster.kv_transfer.transfer_time(kv, p.gpu, d.gpu)

@@ -1,0 +1,186 @@
+"""The simulation's event handlers: workflow arrivals and node reveals (raising invocations), the
+estimates drawn for a revealed call, prefill / transfer / decode completions, tool completions
+and the bookkeeping of finished nodes (online horizons, service paths).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from envs.sim.events import callback
+from envs.sim.prefill import PrefillInstance
+from envs.sim.protocol import (
+    ASYNC_STAGES,
+    Invocation,
+)
+from envs.sim.workload import (
+    DONE,
+    TRANSFER,
+    WAIT_DECODE,
+    Call,
+    WorkflowRun,
+)
+from traces.schema import LLMNode, ToolNode
+
+
+def _latest(ends: dict[str, float], parents: Sequence[str]) -> float:
+    """``max(ends[p] for p in parents)``, 0.0 without parents (a node's earliest start)."""
+    if not parents:
+        return 0.0
+    if len(parents) == 1:
+        return ends[parents[0]]
+    return max([ends[p] for p in parents])
+
+
+class EventHandlersMixin:
+    """The event handlers of :class:`envs.sim.simulation.Simulation`."""
+
+    # -- event handlers ----------------------------------------------------------------------
+    def _raise(self, stage: str, trigger: str, new_calls: list[Call]) -> None:
+        if stage in ASYNC_STAGES and self._in_flight[stage] is not None:
+            self._absorb(stage, new_calls)
+            return
+        if stage == "decode":
+            waiting = self.waiting_decode
+            calls = [waiting[uid] for uid in sorted(waiting)]  # by uid: reveal order
+        else:
+            calls = list(self.waiting_prefill.values())  # insertion order is reveal order
+            self._uid_bound[self.invocation_count] = len(self.calls)
+        self.pending.append(
+            Invocation(stage, self.env.now, trigger, calls, new_calls, self.invocation_count)
+        )
+        self.invocation_count += 1
+
+    def _on_arrival(self, _event: Any) -> None:
+        run = self.runs[self._next_arrival]
+        self._next_arrival += 1
+        if self._next_arrival < len(self.runs):
+            nxt = self.runs[self._next_arrival]
+            self.schedule(nxt.arrival - self.env.now, self._on_arrival)
+        self._reveal(run, run.sources(), "arrival")
+
+    def _reveal(self, run: WorkflowRun, nodes: list[LLMNode | ToolNode], trigger: str) -> None:
+        now = self.env.now
+        new_calls: list[Call] = []
+        online = self.online_horizons
+        for node in nodes:
+            run.revealed.append(node.id)
+            parent_end = _latest(run.path_end, node.parents) if online else 0.0
+            if isinstance(node, ToolNode):
+                estimate = run.tool_estimates[node.id] = self.tool_time_estimate(node)
+                run.path_end[node.id] = parent_end + estimate
+                self.schedule(node.latency, callback(self._tool_done, run, node))
+                continue
+            call = Call(len(self.calls), run, node, now)
+            self.calls.append(call)
+            run.calls[node.id] = call
+            self._draw_estimates(call)
+            if self.online_horizons:
+                run.path_end[node.id] = parent_end + self.isolated_call_time(call)
+            self.waiting_prefill[call.uid] = call
+            self._unplanned[call.uid] = call
+            new_calls.append(call)
+        if run.path_end:
+            run.online_horizon = max(run.path_end.values())
+        if new_calls:
+            self._raise("prefill" if self.pd else "route", trigger, new_calls)
+
+    def _draw_estimates(self, call: Call) -> None:
+        e = self.estimate_error
+        if e > 0:
+            f_out, f_time = self.rng.uniform(1.0 - e, 1.0 + e, size=2)
+            call.predicted_output_tokens = max(0, int(round(call.output_tokens * f_out)))
+            call.time_error = float(f_time)
+        if self.output_predictor is not None:
+            call.predicted_output_tokens = int(self.output_predictor(call))
+
+    def on_prefill_done(self, call: Call, inst: PrefillInstance) -> None:
+        if call.output_tokens == 0:
+            del self.decode_inbound[call.decode_instance][call.uid]
+            call.transfer_end = call.decode_start = call.decode_end = self.env.now
+            call.stage = DONE
+            for f in self.listeners["on_call_done"]:
+                f(call, inst, self.env.now)
+            self._call_done(call)
+            return
+        call.stage = TRANSFER
+        assert call.decode_instance is not None
+        dt = self.transfer_time(call, inst.index, call.decode_instance)
+        self.schedule(dt, callback(self._on_transfer_done, call))
+
+    def _on_transfer_done(self, call: Call) -> None:
+        call.transfer_end = self.env.now
+        call.stage = WAIT_DECODE
+        self.waiting_decode[call.uid] = call
+        self.instances[call.decode_instance].enqueue(call)
+        self._raise("decode", "transfer", [call])
+
+    def on_decode_done(self, call: Call, inst: Any) -> None:
+        for f in self.listeners["on_call_done"]:
+            f(call, inst, self.env.now)
+        self._call_done(call)
+
+    def on_started(self, call: Call) -> None:
+        """An engine started serving ``call`` at this stage: it can no longer be re-planned.
+        (A migrated call is in neither waiting dict: it was never re-plannable.)"""
+        if call.stage == WAIT_DECODE:
+            if self.waiting_decode.pop(call.uid, None) is not None:
+                del self.decode_inbound[call.decode_instance][call.uid]
+        else:
+            self.waiting_prefill.pop(call.uid, None)
+        if self.pending:
+            self._started_while_pending = True
+        stage = "decode" if call.stage == WAIT_DECODE else "prefill"
+        fallback = self._on_fallback[stage]
+        if fallback and call.uid in fallback:
+            fallback.discard(call.uid)
+            self.planning.started_on_fallback[stage] += 1
+
+    def tool_time_estimate(self, node: ToolNode) -> float:
+        """Seconds a scheduler expects revealed tool ``node`` to take before it returns (see
+        ``tool_estimate``): its true latency under ``oracle``; under ``history`` the mean
+        measured latency of the finished tools of its name, else of all finished tools, else
+        0 s."""
+        if self.tool_estimate == "oracle":
+            return node.latency
+        total, count = self._tool_seen.get(node.name) or self._tool_all
+        return total / count if count else 0.0
+
+    def _tool_done(self, run: WorkflowRun, node: ToolNode) -> None:
+        """Tool ``node`` returned: its latency is now measured, so the history learns it and
+        H_w(t) charges it exactly (as a finished call is re-costed from its true length)."""
+        seen = self._tool_seen.setdefault(node.name, [0.0, 0])
+        seen[0] += node.latency
+        seen[1] += 1
+        self._tool_all[0] += node.latency
+        self._tool_all[1] += 1
+        if self.online_horizons:
+            run.path_end[node.id] = _latest(run.path_end, node.parents) + node.latency
+            run.online_horizon = max(run.path_end.values())
+        self._node_done(run, node.id)
+
+    def _call_done(self, call: Call) -> None:
+        run = call.workflow
+        if self.online_horizons:
+            # Refine H_w(t) with the true isolated duration now that the output length is known.
+            parent_end = _latest(run.path_end, call.node.parents)
+            run.path_end[call.node.id] = parent_end + self.isolated_call_time(call, use_truth=True)
+            run.online_horizon = max(run.path_end.values())
+        service = (call.prefill_end - call.prefill_start) + (call.decode_end - call.decode_start)
+        self._node_done(run, call.node.id, service)
+
+    def _node_done(self, run: WorkflowRun, node_id: str, service: float = 0.0) -> None:
+        node = run.nodes[node_id]
+        path = _latest(run.service_path, node.parents) + service
+        run.service_path[node_id] = path
+        run.attained_service += service
+        run.attained_critical = max(run.attained_critical, path)
+        children = run.finish_node(node_id)
+        if run.done:
+            run.finish_time = self.env.now
+            self.finished_runs += 1
+            self.completed.append(run)
+            return
+        if children:
+            self._reveal(run, children, "reveal")
