@@ -10,7 +10,7 @@
 # STAGES (default "select default steady curves report") runs parts of it; WORKLOADS and SIZES
 # (default "4 8"; "16" for the 16-GPU rows) likewise. The first run profiles both workloads
 # (~15 min of one core; cached). Further stages:
-#   basecurves  the same sweep for BASELINES (Aegaeon's three splits and Ayo, Fig. 7-8)
+#   basecurves  the same sweep for BASELINES_<workload> (Aegaeon's three splits, Ayo; Fig. 7-8)
 #   f10         Scepsy at F = 10 units per GPU (the paper's): default episode and the sweep
 #               (profiles at F = 10 first, ~25 min of one core per workload; cached)
 #   f10report   the F = 10 sweep against the F = 4 one (run after "curves f10")
@@ -40,10 +40,14 @@ RATES_beam_search_8=0.1,0.2,0.4,0.8
 # (11.88 wf/s), so the peak was not bracketed; 16 is one more grid step
 RATES_rag_reranker_16=2,4,8,12,16
 RATES_beam_search_16=0.2,0.4,0.8,1.6
-# Aegaeon's three per-node prefill/decode splits (Scepsy Fig. 7) and Ayo (Fig. 8)
-BASELINES=${BASELINES:-aegaeon-3p1d,aegaeon-2p2d,aegaeon-1p3d,ayo}
+# Aegaeon's three per-node prefill/decode splits (Scepsy Fig. 7) and Ayo (Fig. 8). On beam search
+# Ayo's allocation is naive-equal's (both LLMs are engines; the same runs, the same numbers), so
+# its curve is the curves stage's naive-equal one and is not rerun.
+BASELINES_rag_reranker=${BASELINES_rag_reranker:-aegaeon-3p1d,aegaeon-2p2d,aegaeon-1p3d,ayo}
+BASELINES_beam_search=${BASELINES_beam_search:-aegaeon-3p1d,aegaeon-2p2d,aegaeon-1p3d}
 COMBINED_GPUS=${COMBINED_GPUS:-4}
-RATES_rag_beam_combined=${RATES_rag_beam_combined:-0.1,0.2,0.4,0.8}
+# the combined workload: steps of 0.1 up to twice its default rate (0.2, chosen on seed 0)
+RATES_rag_beam_combined=${RATES_rag_beam_combined:-0.1,0.2,0.3,0.4}
 STEADY="--periods 24 --period-seconds 15 --warmup-seconds 120"
 HPA_STEADY="--periods 40 --period-seconds 15 --warmup-seconds 300"
 for wl in $WORKLOADS; do
@@ -71,8 +75,9 @@ for wl in $WORKLOADS; do
     has curves && $PY evaluate.py --env allocation --workload $wl --gpus $g --seeds $HELDOUT \
       --policies k8s-hpa $HPA_STEADY \
       --sweep workflow_rate=${!rates} --quiet --out $OUT/alloc29-curve-hpa-$wl-$g
+    baselines=BASELINES_$wl
     has basecurves && $PY evaluate.py --env allocation --workload $wl --gpus $g \
-      --seeds $HELDOUT --policies $BASELINES $STEADY --sweep workflow_rate=${!rates} --quiet \
+      --seeds $HELDOUT --policies ${!baselines} $STEADY --sweep workflow_rate=${!rates} --quiet \
       --out $OUT/alloc29-curve-base-$wl-$g
     has f10 && $PY evaluate.py --env allocation --workload $wl --gpus $g --seeds $HELDOUT \
       --policies scepsy --units-per-gpu 10 --apl-info true --quiet \
