@@ -17,7 +17,7 @@
 #   combined    the combined workload (rag_beam_combined) swept at COMBINED_GPUS
 # Rates per (workload, GPUs): 4-5 per size. The 4- and 8-GPU grids are those of the earlier
 # reduced sweep; the 16-GPU grids are the 8-GPU ones doubled with the pool (chosen before any
-# 16-GPU run; RAG extended as noted below). The report stage adds the basecurves files of the
+# 16-GPU sweep; RAG extended as noted below). The report stage adds the basecurves files of the
 # sizes that have them; PLOT=FILE.png also draws the curves.
 # Steady state: 24 periods of 15 s, the first 120 s not measured (K8s HPA: 40 periods, 300 s,
 # to let it scale up from one pod per LLM), as examples/allocation_curves.sh.
@@ -37,7 +37,10 @@ RATES_rag_reranker_8=1,2,4,6
 RATES_beam_search_4=0.05,0.1,0.2,0.4
 RATES_beam_search_8=0.1,0.2,0.4,0.8
 # 16 GPUs RAG: Scepsy served the doubled grid's top rate 12 within SLO on training seed 0
-# (11.88 wf/s), so the peak was not bracketed; 16 is one more grid step
+# (11.88 wf/s), so the peak was not bracketed; 16 is one more grid step. That check:
+#   python evaluate.py --env allocation --workload rag_reranker --gpus 16 --seeds 0 \
+#     --policies scepsy --periods 24 --period-seconds 15 --warmup-seconds 120 \
+#     --sweep workflow_rate=12
 RATES_rag_reranker_16=2,4,8,12,16
 RATES_beam_search_16=0.2,0.4,0.8,1.6
 # Aegaeon's three per-node prefill/decode splits (Scepsy Fig. 7) and Ayo (Fig. 8). On beam search
