@@ -8,7 +8,7 @@ import json
 from heuristics.allocation.scepsy import report
 
 
-def row(policy, rate, thr, lat, ok, apl=None, sweep=True, seed=0):
+def row(policy, rate, thr, lat, ok, apl=None, sweep=True, seed=0, good=None):
     return {
         "env": "allocation",
         "workload": "beam_search",
@@ -19,6 +19,7 @@ def row(policy, rate, thr, lat, ok, apl=None, sweep=True, seed=0):
         "sweep": {"option": "workflow_rate", "value": rate} if sweep else None,
         "metrics": {
             "throughput": thr,
+            "goodput": thr if good is None else good,
             "latency_mean": lat,
             "sustainable": float(ok),
             "offered_rate": rate,
@@ -47,7 +48,27 @@ def test_peak_sustainable_is_the_largest_rate_sustained_and_peak_the_curve_end()
     assert "scepsy peak achieved: vs k8s-hpa 1.50x" in text  # 2.40 / 1.60
     assert "k8s-hpa                    2.00x - 2.00x over 1 rates" in text
     md = report.peak_table(ROWS, markdown=True)
-    assert "| beam_search, 4 | 2 / 2.40 | 1 / 1.60 (2.00x / 1.50x) |" in md
+    assert "| beam_search, 4 | 2 / 2.40 / 2.40 | 1 / 1.60 / 1.60 (2.00x / 1.50x / 1.50x) |" in md
+
+
+def test_peak_goodput_does_not_count_a_sustained_backlog_and_averages_seeds():
+    import pytest
+
+    # k8s-hpa "sustains" rate 2 (all finish, throughput >= 90 %) at 8x its unloaded latency:
+    # no workflow meets its SLO there, so its peak goodput is the rate-1 point.
+    rows = [
+        row("scepsy", 1.0, 0.98, 10.0, True, good=0.97),
+        row("scepsy", 2.0, 1.95, 12.0, True, good=1.80),
+        row("scepsy", 2.0, 1.90, 14.0, True, good=1.60, seed=1),
+        row("k8s-hpa", 1.0, 0.97, 20.0, True, good=0.90),
+        row("k8s-hpa", 2.0, 1.96, 160.0, True, good=0.02),
+    ]
+    good = report.peak_goodputs(rows)[("beam_search", 4)]
+    assert good == pytest.approx({"scepsy": 1.70, "k8s-hpa": 0.90})
+    text = report.peak_table(rows)
+    assert "scepsy peak sustainable: vs k8s-hpa 1.00x" in text
+    assert "scepsy peak goodput: vs k8s-hpa 1.89x" in text  # 1.70 / 0.90
+    assert "(1.00x / 0.98x / 1.89x)" in report.peak_table(rows, markdown=True)
 
 
 def test_seeds_average_and_one_unsustainable_seed_makes_the_point_unsustainable():
