@@ -393,6 +393,8 @@ class RoutingEnv(ServegymEnv):
         self._latencies = np.full(len(arrivals), math.inf)  # seconds; inf until finished
         self._completed_seen = 0
         self._migration_decisions = 0
+        self._moved: dict[int, Call] = {}  # uid -> call, every call this env asked to migrate
+        self._migrations: int | None = None  # Σ call.migrations, None: recount
         self._queue: list[Call] = []
         self._plan: list[Assignment] = []
         self._inv: Invocation | None = None
@@ -435,6 +437,7 @@ class RoutingEnv(ServegymEnv):
         else:
             self.monitor.on_departed(call, ctx.current, action, prefill, queued=ctx.queued)
             self._diag.on_migrated(call, ctx)
+            self._moved[call.uid] = call
         self._plan.append(Assignment(call, call.revealed_at, self.sim.monolithic[action].index))
 
     def _advance(self) -> bool:
@@ -444,6 +447,7 @@ class RoutingEnv(ServegymEnv):
         while not self._queue:
             if self._inv is not None:  # every decision of the open invocation is made
                 sim.apply(self._plan)
+                self._migrations = None
                 self._plan = []
                 self._inv = None
             inv = sim.advance()
@@ -475,8 +479,8 @@ class RoutingEnv(ServegymEnv):
         self._remaining.clear()
         self._stay.clear()
         out = []
-        for c in calls:
-            left = self._predictor.remaining(c)
+        lefts = self._predictor.remaining_many(calls).tolist()  # one batched re-prediction
+        for c, left in zip(calls, lefts, strict=True):
             if c.stage == WAIT_PREFILL:
                 hit = sim.prefix_hits(c).get(instance, 0)
                 waited = max(0.0, sim.now - c.enqueued_at)
@@ -656,9 +660,17 @@ class RoutingEnv(ServegymEnv):
         assert sim is not None
         return {
             **super()._live_metrics(),
-            "migrations": float(sum(c.migrations for c in sim.calls)),
+            "migrations": float(self._migrations_started()),
             "migration_decisions": float(self._migration_decisions),
         }
+
+    def _migrations_started(self) -> int:
+        """Migrations the simulator started so far (Σ ``call.migrations``). Only a plan of this
+        env migrates a call (``Simulation.apply`` at a migrate stage), so the sum runs over the
+        calls it asked to move, and only after an apply, not over every call at every step."""
+        if self._migrations is None:
+            self._migrations = sum(c.migrations for c in self._moved.values())
+        return self._migrations
 
     def _final_info(self) -> dict[str, Any]:
         sim = self.sim
@@ -703,23 +715,26 @@ class RoutingEnv(ServegymEnv):
         req[4] = np.log1p(ctx.slo) / 5
         req[5] = ctx.kind == "migrate"
         req[6 + (TASKS.index(ctx.task) if ctx.task in TASKS else 3)] = 1.0
-        inst = np.zeros((self.M, INSTANCE_FEATURES), dtype=np.float32)
-        inst[:, 0] = np.log1p(ctx.capability)
-        inst[:, 1] = np.log1p(ctx.q)
-        inst[:, 2] = np.log1p(ctx.p * 1e3)
-        inst[:, 3] = np.log1p(ctx.d * 1e3)
-        inst[:, 4] = ctx.running / 64
-        inst[:, 5] = ctx.waiting / 16
-        inst[:, 6] = ctx.outstanding / 16
-        inst[:, 7] = ctx.free_kv_tokens / ctx.kv_capacity
-        inst[:, 8] = ctx.prefix_hit_tokens / max(1, ctx.input_tokens)
-        inst[:, 9] = np.minimum(ctx.estimate / ctx.slo, 10.0)
-        inst[:, 10] = ctx.meets_deadline
-        inst[:, 11] = ctx.feasible
+        # Built feature-major (each feature a contiguous row of M values), then transposed:
+        # strided column writes into an (M, F) array cost more than the features themselves.
+        cols = np.zeros((INSTANCE_FEATURES, self.M), dtype=np.float32)
+        cols[0] = np.log1p(ctx.capability)
+        cols[1] = np.log1p(ctx.q)
+        cols[2] = np.log1p(ctx.p * 1e3)
+        cols[3] = np.log1p(ctx.d * 1e3)
+        cols[4] = ctx.running / 64
+        cols[5] = ctx.waiting / 16
+        cols[6] = ctx.outstanding / 16
+        cols[7] = ctx.free_kv_tokens / ctx.kv_capacity
+        cols[8] = ctx.prefix_hit_tokens / max(1, ctx.input_tokens)
+        cols[9] = np.minimum(ctx.estimate / ctx.slo, 10.0)
+        cols[10] = ctx.meets_deadline
+        cols[11] = ctx.feasible
         if ctx.current >= 0:
-            inst[ctx.current, 12] = 1.0
-        inst[:, 13] = np.log1p(ctx.tokens_per_minute) / 15
-        np.clip(inst, 0.0, 10.0, out=inst)
+            cols[12, ctx.current] = 1.0
+        cols[13] = np.log1p(ctx.tokens_per_minute) / 15
+        np.clip(cols, 0.0, 10.0, out=cols)
+        inst = np.ascontiguousarray(cols.T)
         return {"request": req, "instances": inst}
 
     def _explain_invalid(self, action: int) -> str:
