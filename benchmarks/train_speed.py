@@ -6,8 +6,9 @@ For each slot count K and each configuration, a fresh MaskablePPO model (``agent
 the training defaults of ``agents.algos.PPO_DEFAULTS``) runs ``learn()`` for ``--rollouts``
 rollouts of ``--n-steps`` env steps on ``--envs`` in-process envs (one ``DummyVecEnv``; the
 policy acts on all of them in one batch; mixed workload, ``--count`` workflows per episode),
-and a fixed set of observations recorded from HexAgent's episode is acted on one at a time with ``model.predict(obs, action_masks=...)``, as ``evaluate.py`` and
-``train.py``'s evaluation do. Printed per row:
+and a fixed set of observations recorded from HexAgent's episode is acted on one at a time
+with ``model.predict(obs, action_masks=...)``, as ``evaluate.py`` and ``train.py``'s
+evaluation do. Printed per row:
 
 * ``steps/s``: env steps per second of ``learn()`` (rollouts and updates, wall time);
 * ``env %``: share of that wall time spent inside the env (``agents.callbacks.TimedVecEnv``);
@@ -107,9 +108,7 @@ def measure(
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     try:
-        envs = [
-            (lambda i=i: make_env(spec, kwargs, seed=i, lean=True)) for i in range(args.envs)
-        ]
+        envs = [(lambda i=i: make_env(spec, kwargs, seed=i, lean=True)) for i in range(args.envs)]
         venv = TimedVecEnv(DummyVecEnv(envs))
         # n_steps is per env in SB3: the same env steps per rollout whatever the env count
         n_steps = max(1, args.n_steps // args.envs)
