@@ -147,6 +147,9 @@ class LearnedPredictor(BasePredictor):
     """
 
     name = "learned"
+    #: Memoise each call's features (:meth:`features`): only a predictor that reads them again
+    #: after :meth:`predict` (the MoE's re-prediction) needs the memory (~1.5 KB per prompt).
+    keep_features = False
     #: ``cfg -> state`` (the training run) and ``state -> predictor``, set by each subclass.
     train_state: Any = None
     from_state: Any = None
@@ -186,15 +189,17 @@ class LearnedPredictor(BasePredictor):
         return np.maximum(0, np.rint(np.expm1(z))).astype(np.int64)
 
     def features(self, call: Any) -> np.ndarray:
-        """(dim,) float32 features of ``call``, memoised on (prompt, prompt length, task): the
-        router asks again at every τ-iteration re-estimate (§3.4). The memo holds no episode
-        state."""
+        """(dim,) float32 features of ``call``; memoised on (prompt, prompt length, task) when
+        the predictor re-reads them (:attr:`keep_features`: the MoE's re-prediction at every
+        τ-iteration re-estimate, §3.4). The memo holds no episode state."""
         key = (prompt_of(call), int(call.input_tokens), task_of(call))
         x = self._features.get(key)
         if x is None:
-            if len(self._features) >= MEMO_SIZE:
-                self._features.clear()
-            x = self._features[key] = self.featurizer.transform([call])[0]
+            x = self.featurizer.transform([call])[0]
+            if self.keep_features:
+                if len(self._features) >= MEMO_SIZE:
+                    self._features.clear()
+                self._features[key] = x
         return x
 
     def predict(self, call: Any) -> int:

@@ -199,6 +199,7 @@ class MoEPredictor(LearnedPredictor):
     """
 
     name = "moe"
+    keep_features = True
     train_state = staticmethod(train_moe)
     from_state = staticmethod(_build)
 
