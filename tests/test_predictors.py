@@ -250,3 +250,14 @@ def test_moe_batched_reprediction_equals_the_one_call_formula(test_calls):
     # the base default (one call at a time, in order) for a predictor without a batched net
     tm = make_predictor("task-mean")
     assert tm.remaining_many(calls).tolist() == [tm.remaining(c) for c in calls]
+
+
+@pytest.mark.parametrize("name", ["moe", "mlp"])
+def test_memoised_one_call_prediction_equals_the_batched_one(name, test_calls):
+    """predict (memoised features, one row through the net) = predict_many over the batch."""
+    p = make_predictor(name, **SMALL)
+    calls = list(test_calls[:400])
+    batch = p.predict_many(calls).tolist()
+    assert [p.predict(c) for c in calls] == batch
+    assert [p.predict(c) for c in calls] == batch  # again, from the memo
+    assert bool(p._features) == (name == "moe")  # only the MoE keeps features for re-prediction
