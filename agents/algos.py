@@ -15,6 +15,7 @@ from typing import Any
 from stable_baselines3.common.base_class import BaseAlgorithm
 
 from agents.envs import TrainEnvSpec
+from agents.factored import FactoredActionPolicy
 from agents.policies import ActionScoresActorCriticPolicy, ActionScoresPolicy
 
 
@@ -74,6 +75,15 @@ register_algo(
     "maskable-ppo",
     AlgoSpec(
         "sb3_contrib:MaskablePPO", masked=True, policy=ActionScoresPolicy, defaults=PPO_DEFAULTS
+    ),
+)
+register_algo(
+    "maskable-ppo-factored",
+    AlgoSpec(
+        "sb3_contrib:MaskablePPO",
+        masked=True,
+        policy=FactoredActionPolicy,
+        defaults=PPO_DEFAULTS,
     ),
 )
 register_algo(

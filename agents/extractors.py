@@ -23,6 +23,8 @@ Three extractors:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import gymnasium as gym
 import numpy as np
 import torch as th
@@ -71,6 +73,29 @@ def _mlp_rows_shared(mlp: nn.Sequential, rows: th.Tensor, shared: th.Tensor) -> 
     x = nn.functional.linear(rows, first.weight[:, :n])
     x = x + nn.functional.linear(shared, first.weight[:, n:], first.bias).unsqueeze(1)
     return mlp[1:](x)
+
+
+class PDClusterEncoding(NamedTuple):
+    """:meth:`PDClusterScorer.encode` of a batch of B observations (K slots, P × D pairs).
+
+    :param ratio: (B, K, P, D) the observation's clipped log1p(R).
+    :param legal: (B, K, P, D) legal pairs (r > 0).
+    :param best: (B, K) best_k, log1p of the slot's best legal ratio.
+    :param hs: (B, K, hidden) W_s s_k + b.
+    :param hp: (B, P, hidden) W_p e_p.
+    :param hd: (B, D, hidden) W_d e_d.
+    :param slot_logit: (B, K) slot(k) of the score.
+    :param value: (B, value_dim) the critic features.
+    """
+
+    ratio: th.Tensor
+    legal: th.Tensor
+    best: th.Tensor
+    hs: th.Tensor
+    hp: th.Tensor
+    hd: th.Tensor
+    slot_logit: th.Tensor
+    value: th.Tensor
 
 
 class PDClusterScorer(BaseFeaturesExtractor):
@@ -160,6 +185,24 @@ class PDClusterScorer(BaseFeaturesExtractor):
         nn.init.zeros_(self.slot_out.weight)
 
     def forward(self, observations: dict[str, th.Tensor]) -> th.Tensor:
+        enc = self.encode(observations)
+        ratio = enc.ratio
+        b = ratio.shape[0]
+        if self.sparse:
+            bi, ki = enc.legal.flatten(2).any(dim=-1).nonzero(as_tuple=True)
+            pair = ratio.new_zeros(ratio.shape).index_put(
+                (bi, ki), self.pair_log_probs(enc, bi, ki)
+            )
+        else:
+            pair = self._pair_log_probs(
+                ratio, enc.best, enc.legal, enc.hs, enc.hp[:, None], enc.hd[:, None]
+            )
+        score = enc.slot_logit[:, :, None, None] + pair
+        return th.cat([score.reshape(b, -1), enc.value], dim=-1)
+
+    def encode(self, observations: dict[str, th.Tensor]) -> PDClusterEncoding:
+        """Everything of :meth:`forward` but the per-action pair scores: the slot logits, the
+        critic features and what :meth:`pair_log_probs` needs for any (batch, slot) rows."""
         slots, inst = observations["slots"], observations["instances"]
         ratio, stage = observations["ratio"], observations["stage"]
         b = slots.shape[0]
@@ -173,42 +216,52 @@ class PDClusterScorer(BaseFeaturesExtractor):
             s_pool = masked_pool(s, valid).unsqueeze(1).expand(b, self.K, -1)
             s = self.slot_ctx(th.cat([s, s_pool], dim=-1))
 
-        e = self.inst_in(inst)
-        pre, dec = e[:, : self.P], e[:, self.P :]
-        ones_p, ones_d = inst.new_ones(b, self.P), inst.new_ones(b, self.D)
-        if self.sparse:
-            # Every instance row is real: a plain mean/max pool is masked_pool with all-ones
-            # masks, in 4 tensor ops instead of ~15 (batch-of-1 inference is op-bound).
-            e_p = _mlp_rows_shared(self.inst_ctx, pre, _full_pool(pre))
-            e_d = _mlp_rows_shared(self.inst_ctx, dec, _full_pool(dec))
-            pool_p, pool_d = _full_pool(e_p), _full_pool(e_d)
-        else:
-            pre_pool = masked_pool(pre, ones_p).unsqueeze(1).expand(b, self.P, -1)
-            dec_pool = masked_pool(dec, ones_d).unsqueeze(1).expand(b, self.D, -1)
-            e_p = self.inst_ctx(th.cat([pre, pre_pool], dim=-1))
-            e_d = self.inst_ctx(th.cat([dec, dec_pool], dim=-1))
-            pool_p, pool_d = masked_pool(e_p, ones_p), masked_pool(e_d, ones_d)
-
+        e_p, e_d, pool_p, pool_d = self.encode_instances(inst)
         best = slots[..., 11] * 5.0  # log1p(min legal R), see the env docstring
         # Legal entries are exactly those with r > 0 (the env writes log1p(R) > 0 there, 0
         # elsewhere).
         legal = ratio > 0
         hs = self.to_hidden_slot(s)
         hp, hd = self.to_hidden_p(e_p), self.to_hidden_d(e_d)
-        if self.sparse:
-            bi, ki = legal.flatten(2).any(dim=-1).nonzero(as_tuple=True)
-            rows = self._pair_log_probs(
-                ratio[bi, ki], best[bi, ki], legal[bi, ki], hs[bi, ki], hp[bi], hd[bi]
-            )
-            pair = ratio.new_zeros(ratio.shape).index_put((bi, ki), rows)
-        else:
-            pair = self._pair_log_probs(ratio, best, legal, hs, hp[:, None], hd[:, None])
         slot_skip = th.cat([slots, best.unsqueeze(-1) * self.ratio_scale], dim=-1)
         slot_logit = self.slot_out(s).squeeze(-1) + self.slot_linear(slot_skip).squeeze(-1)
-        score = slot_logit[:, :, None, None] + pair
         value = th.cat([masked_pool(s, valid), pool_p, stage], dim=-1)
         value = th.cat([value, pool_d], dim=-1)
-        return th.cat([score.reshape(b, -1), value], dim=-1)
+        return PDClusterEncoding(ratio, legal, best, hs, hp, hd, slot_logit, value)
+
+    def encode_instances(
+        self, inst: th.Tensor
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor, th.Tensor]:
+        """Prefill and decode instance embeddings e_p (B, P, hidden), e_d (B, D, hidden) and
+        their pools (B, 2·hidden) each, from the ``instances`` observation (B, P + D, F)."""
+        b = inst.shape[0]
+        e = self.inst_in(inst)
+        pre, dec = e[:, : self.P], e[:, self.P :]
+        if self.sparse:
+            # Every instance row is real: a plain mean/max pool is masked_pool with all-ones
+            # masks, in 4 tensor ops instead of ~15 (batch-of-1 inference is op-bound).
+            e_p = _mlp_rows_shared(self.inst_ctx, pre, _full_pool(pre))
+            e_d = _mlp_rows_shared(self.inst_ctx, dec, _full_pool(dec))
+            return e_p, e_d, _full_pool(e_p), _full_pool(e_d)
+        ones_p, ones_d = inst.new_ones(b, self.P), inst.new_ones(b, self.D)
+        pre_pool = masked_pool(pre, ones_p).unsqueeze(1).expand(b, self.P, -1)
+        dec_pool = masked_pool(dec, ones_d).unsqueeze(1).expand(b, self.D, -1)
+        e_p = self.inst_ctx(th.cat([pre, pre_pool], dim=-1))
+        e_d = self.inst_ctx(th.cat([dec, dec_pool], dim=-1))
+        return e_p, e_d, masked_pool(e_p, ones_p), masked_pool(e_d, ones_d)
+
+    def pair_log_probs(self, enc: PDClusterEncoding, bi: th.Tensor, ki: th.Tensor) -> th.Tensor:
+        """(N, P, D) log-probabilities of the pairs of slot ``ki[n]`` of batch element
+        ``bi[n]`` (log_softmax over its legal pairs, 0 at illegal ones): the per-action hidden
+        layer only for those N slots."""
+        return self._pair_log_probs(
+            enc.ratio[bi, ki],
+            enc.best[bi, ki],
+            enc.legal[bi, ki],
+            enc.hs[bi, ki],
+            enc.hp[bi],
+            enc.hd[bi],
+        )
 
     def _pair_log_probs(
         self,

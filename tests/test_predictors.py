@@ -201,3 +201,63 @@ def test_moe_beats_the_task_mean_predictor_on_the_test_split(test_calls):
         tm.observe(c)
     assert np.abs(moe - truth).mean() < 0.75 * np.abs(np.array(online) - truth).mean()
     assert np.abs(moe - truth).mean() < np.abs(256 - truth).mean()
+
+
+def test_featurizer_tfidf_is_bit_identical_to_sklearns_transform(test_calls):
+    """The per-call TF-IDF path (no sklearn validation) computes exactly sklearn's values."""
+    from envs.predictors.base import prompt_of
+
+    f = make_predictor("moe", **SMALL).featurizer
+    vocab = sorted(f.vectorizer.vocabulary_)
+    extra = [
+        probe("sql", 0, prompt=None),  # no text: all-zero TF-IDF part
+        probe("sql", 0, prompt="zzqx unseenword qqq"),  # only out-of-vocabulary terms
+        probe("code", 0, prompt=" ".join([vocab[0]] * 7 + vocab[1:40:3])),  # repeated terms
+        probe("chat", 0, prompt=vocab[5].upper() + ", " + vocab[9] + "!"),
+    ]
+    calls = list(test_calls) + extra
+    ours = f.transform(calls)
+    ref = f.vectorizer.transform([prompt_of(c) for c in calls]).toarray()
+    text = ours[:, : ref.shape[1]]
+    assert text.dtype == ref.dtype == np.float32
+    assert np.array_equal(text, ref)
+    assert np.count_nonzero(text[-2]) > 0 and not text[-4].any() and not text[-3].any()
+    # one call at a time gives the same rows as the batch
+    assert np.array_equal(f.transform(calls[:1])[0], ours[0])
+
+
+def test_moe_batched_reprediction_equals_the_one_call_formula(test_calls):
+    """remaining_many (one risk check's calls in one pass) = the §3.4 re-prediction of each call
+    alone, MoE(features ++ standardised log(1 + g)) -> expm1, rounded, >= 1."""
+    p = make_predictor("moe", **SMALL)
+    rng = np.random.default_rng(0)
+    calls = []
+    for c in test_calls[:300]:
+        g = int(rng.integers(1, 2 * c.output_tokens + 2)) if rng.random() < 0.8 else 0
+        calls.append(Probe(c.uid, c.node, c.input_tokens, c.output_tokens, generated=g))
+    got = p.remaining_many(calls)
+    g_mean, g_std = p._g
+    log_mean, log_std = p._re_log
+    for c, left in zip(calls, got.tolist(), strict=True):
+        if c.generated == 0:
+            want = max(1, p.predict(c))
+        else:
+            gx = (np.log1p(c.generated) - g_mean) / g_std
+            x = np.concatenate([p.featurizer.transform([c])[0], np.float32([gx])])[None, :]
+            z = float(p.renet(x)[0]) * log_std + log_mean
+            want = max(1, int(round(np.expm1(z))))
+        assert left == want == p.remaining(c), (c, left, want)
+    # the base default (one call at a time, in order) for a predictor without a batched net
+    tm = make_predictor("task-mean")
+    assert tm.remaining_many(calls).tolist() == [tm.remaining(c) for c in calls]
+
+
+@pytest.mark.parametrize("name", ["moe", "mlp"])
+def test_memoised_one_call_prediction_equals_the_batched_one(name, test_calls):
+    """predict (memoised features, one row through the net) = predict_many over the batch."""
+    p = make_predictor(name, **SMALL)
+    calls = list(test_calls[:400])
+    batch = p.predict_many(calls).tolist()
+    assert [p.predict(c) for c in calls] == batch
+    assert [p.predict(c) for c in calls] == batch  # again, from the memo
+    assert bool(p._features) == (name == "moe")  # only the MoE keeps features for re-prediction

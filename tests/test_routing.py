@@ -411,3 +411,20 @@ def test_goodserve_moves_queued_requests_and_the_proxy_counts_still_drain():
         d[f"miss_{c}"] for c in ("unfinished", "under_prediction", "queueing", "prefill", "decode")
     ]
     assert d["misses"] == 0 or sum(causes) == pytest.approx(1.0)
+
+
+def test_live_migration_count_equals_the_sum_over_every_call_at_every_step():
+    """The per-step ``migrations`` metric (counted over the calls the env moved, recounted only
+    after a plan lands) equals Σ call.migrations over all the simulation's calls."""
+    env = RoutingEnv(slo_scale=1.0, workload_count=40, load_scale=3.0, output_predictor="oracle")
+    _, info = env.reset(seed=4)
+    rng = np.random.default_rng(1)
+    done, seen = False, set()
+    while not done:
+        seen.add(info["metrics"]["migrations"])
+        assert info["metrics"]["migrations"] == sum(c.migrations for c in env.sim.calls)
+        a = int(rng.choice(np.flatnonzero(info["action_mask"])))
+        _, _, term, trunc, info = env.step(a)
+        done = term or trunc
+    assert info["metrics"]["migrations"] == sum(c.migrations for c in env.sim.calls) > 0
+    assert len(seen) > 2  # the count moved during the episode

@@ -355,6 +355,8 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         self._latencies = np.full(len(arrivals), math.inf)  # seconds; inf until finished
         self._completed_seen = 0
         self._migration_decisions = 0
+        self._moved: dict[int, Call] = {}  # uid -> call, every call this env asked to migrate
+        self._migrations: int | None = None  # Σ call.migrations, None: recount
         self._queue: list[Call] = []
         self._plan: list[Assignment] = []
         self._inv: Invocation | None = None
@@ -397,6 +399,7 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         else:
             self.monitor.on_departed(call, ctx.current, action, prefill, queued=ctx.queued)
             self._diag.on_migrated(call, ctx)
+            self._moved[call.uid] = call
         self._plan.append(Assignment(call, call.revealed_at, self.sim.monolithic[action].index))
 
     def _advance(self) -> bool:
@@ -406,6 +409,7 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         while not self._queue:
             if self._inv is not None:  # every decision of the open invocation is made
                 sim.apply(self._plan)
+                self._migrations = None
                 self._plan = []
                 self._inv = None
             inv = sim.advance()
@@ -437,8 +441,8 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         self._remaining.clear()
         self._stay.clear()
         out = []
-        for c in calls:
-            left = self._predictor.remaining(c)
+        lefts = self._predictor.remaining_many(calls).tolist()  # one batched re-prediction
+        for c, left in zip(calls, lefts, strict=True):
             if c.stage == WAIT_PREFILL:
                 hit = sim.prefix_hits(c).get(instance, 0)
                 waited = max(0.0, sim.now - c.enqueued_at)

@@ -72,9 +72,17 @@ class ResultsMixin:
         assert sim is not None
         return {
             **super()._live_metrics(),
-            "migrations": float(sum(c.migrations for c in sim.calls)),
+            "migrations": float(self._migrations_started()),
             "migration_decisions": float(self._migration_decisions),
         }
+
+    def _migrations_started(self) -> int:
+        """Migrations the simulator started so far (Σ ``call.migrations``). Only a plan of this
+        env migrates a call (``Simulation.apply`` at a migrate stage), so the sum runs over the
+        calls it asked to move, and only after an apply, not over every call at every step."""
+        if self._migrations is None:
+            self._migrations = sum(c.migrations for c in self._moved.values())
+        return self._migrations
 
     def _final_info(self) -> dict[str, Any]:
         sim = self.sim

@@ -37,6 +37,10 @@ class OutputPredictor(Protocol):
         GoodServe §3.4 re-estimates this every τ decode iterations to track SLO risk."""
         ...
 
+    def remaining_many(self, calls: Sequence[Any]) -> np.ndarray:
+        """(n,) int64 :meth:`remaining` of each call, in order (one risk check's calls)."""
+        ...
+
     def observe(self, call: Any) -> None:
         """A finished call, whose ``output_tokens`` is now known (online predictors learn)."""
         ...
@@ -64,6 +68,10 @@ class BasePredictor:
 
     def remaining(self, call: Any) -> int:
         return max(1, self.predict(call) - int(call.generated))
+
+    def remaining_many(self, calls: Sequence[Any]) -> np.ndarray:
+        """:meth:`remaining` of each call, in order (learned predictors batch their net)."""
+        return np.asarray([self.remaining(c) for c in calls], dtype=np.int64)
 
     def observe(self, call: Any) -> None:
         return None

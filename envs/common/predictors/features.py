@@ -41,6 +41,10 @@ class Featurizer:
         self._task_index = {t: i for i, t in enumerate(self.tasks)}
         self.log_input_mean = float(log_input_mean)
         self.log_input_std = float(log_input_std)
+        self._analyze = vectorizer.build_analyzer()
+        self._vocabulary: dict[str, int] = dict(vectorizer.vocabulary_)
+        self._idf = np.asarray(vectorizer.idf_, dtype=np.float64)
+        self._text_dim = len(self._vocabulary)
 
     @classmethod
     def fit(cls, calls: Sequence[Any]) -> Featurizer:
@@ -56,15 +60,47 @@ class Featurizer:
         return len(self.vectorizer.vocabulary_) + 1 + len(self.tasks)
 
     def transform(self, calls: Sequence[Any]) -> np.ndarray:
-        """(n, dim) float32 features of ``calls``."""
-        text = self.vectorizer.transform([prompt_of(c) for c in calls]).toarray()
-        extra = np.zeros((len(calls), 1 + len(self.tasks)), dtype=np.float32)
+        """(n, dim) float32 features of ``calls``.
+
+        The TF-IDF part is computed row by row with the fitted vectorizer's own analyzer,
+        vocabulary and idf, in the same arithmetic as scikit-learn's
+        ``TfidfVectorizer.transform`` (float32 counts, ``log(tf) + 1``, times the float64 idf
+        rounded to float32, divided by the row's l2 norm summed in float64 in column order), so
+        the result is bit-identical to it (``tests/test_predictors.py``) without its per-call
+        validation overhead (~1 ms per call, on the router's per-arrival path).
+        """
+        out = np.zeros((len(calls), self.dim), dtype=np.float32)
+        base = self._text_dim
         for i, c in enumerate(calls):
-            extra[i, 0] = (np.log1p(c.input_tokens) - self.log_input_mean) / self.log_input_std
+            self._tfidf_row(prompt_of(c), out[i])
+            out[i, base] = (np.log1p(c.input_tokens) - self.log_input_mean) / self.log_input_std
             j = self._task_index.get(task_of(c))
             if j is not None:
-                extra[i, 1 + j] = 1.0
-        return np.concatenate([text.astype(np.float32), extra], axis=1)
+                out[i, base + 1 + j] = 1.0
+        return out
+
+    def _tfidf_row(self, text: str, row: np.ndarray) -> None:
+        """Write the l2-normalised sublinear TF-IDF of ``text`` into ``row[:vocabulary size]``."""
+        vocabulary = self._vocabulary
+        counts: dict[int, int] = {}
+        for term in self._analyze(text):
+            j = vocabulary.get(term)
+            if j is not None:
+                counts[j] = counts.get(j, 0) + 1
+        if not counts:
+            return
+        cols = np.fromiter(sorted(counts), dtype=np.int64, count=len(counts))
+        v = np.fromiter((counts[j] for j in cols.tolist()), dtype=np.float32, count=len(cols))
+        np.log(v, out=v)
+        v += 1.0
+        v *= self._idf[cols]  # computed in float64, stored as float32 (sklearn's in-place op)
+        # sklearn's inplace_csr_row_normalize_l2: float32 squares accumulated in a double, in
+        # column order; cumsum keeps that order (np.sum would sum pairwise).
+        sq = (v * v).astype(np.float64)
+        norm = float(np.sqrt(np.cumsum(sq)[-1]))
+        if norm == 0.0:
+            return
+        row[cols] = v.astype(np.float64) / norm  # double division, as sklearn's C loop
 
     def to_state(self) -> dict[str, Any]:
         """JSON-able state (vocabulary, idf, tasks, scaling) for the disk cache."""

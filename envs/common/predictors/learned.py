@@ -147,6 +147,9 @@ class LearnedPredictor(BasePredictor):
     """
 
     name = "learned"
+    #: Memoise each call's features (:meth:`features`): only a predictor that reads them again
+    #: after :meth:`predict` (the MoE's re-prediction) needs the memory (~1.5 KB per prompt).
+    keep_features = False
     #: ``cfg -> state`` (the training run) and ``state -> predictor``, set by each subclass.
     train_state: Any = None
     from_state: Any = None
@@ -166,6 +169,7 @@ class LearnedPredictor(BasePredictor):
         meta = json.loads(str(state["meta"]))
         self.net = net
         self._memo: dict[tuple[str, int, str], int] = {}
+        self._features: dict[tuple[str, int, str], np.ndarray] = {}
         self.featurizer = Featurizer.from_state(meta["featurizer"])
         self.log_mean = float(meta["log_mean"])
         self.log_std = float(meta["log_std"])
@@ -184,16 +188,31 @@ class LearnedPredictor(BasePredictor):
         z = self.net(self.featurizer.transform(calls)) * self.log_std + self.log_mean
         return np.maximum(0, np.rint(np.expm1(z))).astype(np.int64)
 
+    def features(self, call: Any) -> np.ndarray:
+        """(dim,) float32 features of ``call``; memoised on (prompt, prompt length, task) when
+        the predictor re-reads them (:attr:`keep_features`: the MoE's re-prediction at every
+        τ-iteration re-estimate, §3.4). The memo holds no episode state."""
+        key = (prompt_of(call), int(call.input_tokens), task_of(call))
+        x = self._features.get(key)
+        if x is None:
+            x = self.featurizer.transform([call])[0]
+            if self.keep_features:
+                if len(self._features) >= MEMO_SIZE:
+                    self._features.clear()
+                self._features[key] = x
+        return x
+
     def predict(self, call: Any) -> int:
         # A prediction is a function of (prompt, prompt length, task) only, so it is memoised on
-        # them: the τ-iteration re-estimates (§3.4) ask again for every running call, and the
-        # TF-IDF transform costs ~0.4 ms. The memo holds no episode state.
+        # them: the τ-iteration re-estimates (§3.4) ask again for every running call. The memo
+        # holds no episode state. One row through the net, as predict_many([call]) computes it.
         key = (prompt_of(call), int(call.input_tokens), task_of(call))
         pred = self._memo.get(key)
         if pred is None:
             if len(self._memo) >= MEMO_SIZE:
                 self._memo.clear()
-            pred = self._memo[key] = int(self.predict_many([call])[0])
+            z = self.net(self.features(call)[None, :]) * self.log_std + self.log_mean
+            pred = self._memo[key] = int(np.maximum(0, np.rint(np.expm1(z))).astype(np.int64)[0])
         return pred
 
     def remaining(self, call: Any) -> int:

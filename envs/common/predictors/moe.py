@@ -26,16 +26,14 @@ alternative ``moe-residual`` (:meth:`LearnedPredictor.remaining`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
 import envs.common.predictors.nets as nets
-from envs.common.predictors.base import task_of
-from envs.common.predictors.features import prompt_of
 from envs.common.predictors.learned import (
-    MEMO_SIZE,
     LearnedPredictor,
     TrainConfig,
     TrainingSet,
@@ -201,6 +199,7 @@ class MoEPredictor(LearnedPredictor):
     """
 
     name = "moe"
+    keep_features = True
     train_state = staticmethod(train_moe)
     from_state = staticmethod(_build)
 
@@ -216,7 +215,6 @@ class MoEPredictor(LearnedPredictor):
         scale = json.loads(str(state["meta"]))["repredict"]
         self._g = (scale["g_mean"], scale["g_std"])
         self._re_log = (scale["log_mean"], scale["log_std"])
-        self._features: dict[tuple[str, int, str], np.ndarray] = {}
         self.set_reprediction(reprediction)
 
     def set_reprediction(self, reprediction: str) -> None:
@@ -226,25 +224,32 @@ class MoEPredictor(LearnedPredictor):
         self.reprediction = reprediction
         self.name = "moe" if reprediction == "moe" else "moe-residual"
 
-    def _base_features(self, call: Any) -> np.ndarray:
-        key = (prompt_of(call), int(call.input_tokens), task_of(call))
-        x = self._features.get(key)
-        if x is None:
-            if len(self._features) >= MEMO_SIZE:
-                self._features.clear()
-            x = self._features[key] = self.featurizer.transform([call])[0]
-        return x
-
     def remaining(self, call: Any) -> int:
         """Predicted tokens still to generate after ``call.generated`` (>= 1): the
         re-prediction MoE on the prompt features and log(1 + generated) (see the module
         docstring), or the residual-life pool under ``reprediction="residual"``."""
         if self.reprediction == "residual":
             return super().remaining(call)
-        g = int(call.generated)
-        if g == 0:  # nothing generated yet: the §3.2 prediction itself
-            return max(1, self.predict(call))
-        gx = (np.log1p(g) - self._g[0]) / self._g[1]
-        x = np.concatenate([self._base_features(call), np.float32([gx])])[None, :]
-        z = float(self.renet(x)[0]) * self._re_log[1] + self._re_log[0]
-        return max(1, int(round(np.expm1(z))))
+        return int(self.remaining_many([call])[0])
+
+    def remaining_many(self, calls: Sequence[Any]) -> np.ndarray:
+        """:meth:`remaining` of each call, the re-prediction MoE run once on all their rows (a
+        τ-iteration risk check, §3.4, re-estimates every ongoing call of an instance at once)."""
+        if self.reprediction == "residual":
+            return super().remaining_many(calls)
+        out = np.empty(len(calls), dtype=np.int64)
+        rows, idx = [], []
+        for i, call in enumerate(calls):
+            g = int(call.generated)
+            if g == 0:  # nothing generated yet: the §3.2 prediction itself
+                out[i] = max(1, self.predict(call))
+                continue
+            gx = (np.log1p(g) - self._g[0]) / self._g[1]
+            rows.append(np.concatenate([self.features(call), np.float32([gx])]))
+            idx.append(i)
+        if rows:
+            # float64 from here, as the one-call formula float(net(x)) * std + mean computes it
+            z = self.renet(np.stack(rows)).astype(np.float64) * self._re_log[1] + self._re_log[0]
+            for i, zi in zip(idx, z.tolist(), strict=True):
+                out[i] = max(1, int(round(np.expm1(zi))))
+        return out

@@ -1,0 +1,300 @@
+"""A factorised (slot, then pair) action head for ``servegym/PDCluster-v0`` (issue 32).
+
+PDCluster's flat action is a = k·P·D + p·D + d. :class:`agents.policies.ActionScoresPolicy`
+scores every one of the K·P·D actions (16,384 at K = 256 on Hetero-1) and normalises them in one
+softmax. Its scores already factorise (``PDClusterScorer``: score = slot(k) + log-softmax over
+the legal pairs of pair(k, ·, ·)), so the same distribution is
+
+    π(k, p, d) = softmax over open slots of slot(k) × softmax over k's legal pairs of pair(k, p, d)
+
+and this module computes it that way (HexAgent's two decisions, §5.3 Algorithm 1: which call,
+then which pair for it): sampling draws the slot first, then the pair of that slot only;
+``log_prob`` of a stored action needs the pair scores of its slot only. A forward pass
+therefore never builds the K × P·D per-action hidden layer, only the slot logits and the P·D
+pair scores of one slot per observation; the slot encoder itself runs on the valid slots only
+(:func:`encode_valid_slots`; padding slots have no legal action).
+
+Same parameters, same distribution: :class:`FactoredActionPolicy` reads the same
+:class:`agents.extractors.PDClusterScorer`, so a checkpoint of either policy class loads into
+the other, and for an action mask equal to the observation's legal pairs (the env's, r > 0
+exactly where legal) the log-probabilities agree up to float rounding
+(``tests/test_factored_policy.py``). What differs, by design:
+
+* **deterministic action** = the most likely slot, then its most likely pair (greedy per head),
+  not the joint argmax over all K·P·D actions (which would need every slot's pair scores);
+* **entropy** is not computed analytically (it would need every slot's pair scores too):
+  ``evaluate_actions`` returns None and MaskablePPO uses its documented estimate −mean(log π(a))
+  for the entropy loss (identical in expectation on on-policy samples; with the default
+  ``ent_coef = 0`` it is only logged).
+
+Registered as the algorithm ``maskable-ppo-factored`` (:mod:`agents.algos`); ``maskable-ppo``
+keeps the flat head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch as th
+from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+from stable_baselines3.common.preprocessing import preprocess_obs
+from torch import nn
+
+from agents.extractors import PDClusterEncoding, PDClusterScorer
+
+#: Logit of a masked slot or pair (sb3-contrib's masking constant).
+MASKED_LOGIT = -1e8
+
+#: ``(batch indices (N,), slot indices (N,)) -> (N, P·D)`` pair log-probabilities.
+PairScores = Callable[[th.Tensor, th.Tensor], th.Tensor]
+
+
+def _rows_shared(
+    mlp: nn.Sequential, rows: th.Tensor, shared: th.Tensor, bi: th.Tensor
+) -> th.Tensor:
+    """``mlp(cat([rows, shared[bi]], -1))`` for gathered rows (N, F) of batch elements ``bi``;
+    the shared part's first layer is computed once per batch element (as
+    ``agents.extractors._mlp_rows_shared`` does for padded rows)."""
+    first: nn.Linear = mlp[0]  # type: ignore[assignment]
+    n = rows.shape[-1]
+    x = nn.functional.linear(rows, first.weight[:, :n])
+    x = x + nn.functional.linear(shared, first.weight[:, n:], first.bias)[bi]
+    return mlp[1:](x)
+
+
+def _segment_pool(x: th.Tensor, bi: th.Tensor, b: int) -> th.Tensor:
+    """Mean and max of the rows ``x`` (N, H) of each batch element (``bi``), (b, 2H); 0 for an
+    element without rows: ``agents.extractors.masked_pool`` of the valid rows only."""
+    h = x.shape[1]
+    count = th.zeros(b, dtype=x.dtype, device=x.device).index_add_(
+        0, bi, th.ones_like(bi, dtype=x.dtype)
+    )
+    mean = x.new_zeros(b, h).index_add_(0, bi, x) / count.clamp(min=1.0)[:, None]
+    neg = th.finfo(x.dtype).min
+    mx = x.new_full((b, h), neg).scatter_reduce(
+        0, bi[:, None].expand(-1, h), x, reduce="amax", include_self=True
+    )
+    mx = th.where(count[:, None] > 0, mx, th.zeros_like(mx))
+    return th.cat([mean, mx], dim=-1)
+
+
+def encode_valid_slots(
+    fe: PDClusterScorer, observations: dict[str, th.Tensor]
+) -> PDClusterEncoding:
+    """:meth:`PDClusterScorer.encode` computed on the valid slots only (``slots[:, 0] == 1``;
+    ~4 of K = 256 in a PDCluster observation on the mixed workload): the slot MLPs, pools, slot
+    logits and W_s s_k run on the gathered valid rows and are scattered back. Padding slots have
+    no legal action, so nothing the policy uses changes (their slot logit is set to
+    :data:`MASKED_LOGIT` and their W_s s_k to 0 instead of values no action can use); the
+    rest equals ``encode`` up to float rounding (the pools sum in another order)."""
+    slots, inst = observations["slots"], observations["instances"]
+    ratio, stage = observations["ratio"], observations["stage"]
+    b, k = slots.shape[:2]
+    bi, ki = (slots[..., 0] > 0).nonzero(as_tuple=True)
+    rows = slots[bi, ki]
+    s = _rows_shared(fe.slot_in, rows, stage, bi)
+    s = _rows_shared(fe.slot_ctx, s, _segment_pool(s, bi, b), bi)
+    e_p, e_d, pool_p, pool_d = fe.encode_instances(inst)
+    best = slots[..., 11] * 5.0  # log1p(min legal R), see the env docstring
+    skip = th.cat([rows, (best[bi, ki] * fe.ratio_scale)[:, None]], dim=-1)
+    logit_rows = fe.slot_out(s).squeeze(-1) + fe.slot_linear(skip).squeeze(-1)
+    slot_logit = slots.new_full((b, k), MASKED_LOGIT).index_put((bi, ki), logit_rows)
+    hs_rows = fe.to_hidden_slot(s)
+    hs = hs_rows.new_zeros(b, k, hs_rows.shape[-1]).index_put((bi, ki), hs_rows)
+    value = th.cat([_segment_pool(s, bi, b), pool_p, stage], dim=-1)
+    value = th.cat([value, pool_d], dim=-1)
+    hp, hd = fe.to_hidden_p(e_p), fe.to_hidden_d(e_d)
+    return PDClusterEncoding(ratio, ratio > 0, best, hs, hp, hd, slot_logit, value)
+
+
+class FactoredMaskableDistribution:
+    """π(a) = π_slot(k) · π_pair(j | k) over flat actions a = k·n_pairs + j (module docstring).
+
+    :param slot_logits: (B, K) unnormalised slot scores.
+    :param pair_scores: the pair log-probabilities of given (batch, slot) rows.
+    :param n_pairs: P·D, pairs per slot.
+    """
+
+    def __init__(self, slot_logits: th.Tensor, pair_scores: PairScores, n_pairs: int):
+        self.slot_logits = slot_logits
+        self.pair_scores = pair_scores
+        self.n_pairs = int(n_pairs)
+        self.masks: th.Tensor | None = None  # (B, K, n_pairs) bool
+        self.slot_log_probs = th.log_softmax(slot_logits, dim=-1)
+        self._sampled: tuple[th.Tensor, th.Tensor] | None = None  # (actions, their log π)
+
+    def apply_masking(self, masks: np.ndarray | th.Tensor | None) -> None:
+        """Restrict to the legal flat actions ``masks`` ((B, K·n_pairs) or (K·n_pairs,) bool):
+        a slot is open when any of its pairs is legal; a slot's pairs are renormalised over its
+        legal ones.
+
+        :raises ValueError: if the mask has the wrong size.
+        """
+        self._sampled = None
+        if masks is None:
+            self.masks = None
+            self.slot_log_probs = th.log_softmax(self.slot_logits, dim=-1)
+            return
+        b, k = self.slot_logits.shape
+        m = th.as_tensor(masks, dtype=th.bool, device=self.slot_logits.device)
+        if m.numel() != b * k * self.n_pairs:
+            raise ValueError(
+                f"action mask has {m.numel()} entries, expected batch {b} x {k} slots x "
+                f"{self.n_pairs} pairs = {b * k * self.n_pairs}"
+            )
+        self.masks = m.reshape(b, k, self.n_pairs)
+        open_slot = self.masks.any(dim=-1)
+        logits = th.where(open_slot, self.slot_logits, th.full_like(self.slot_logits, MASKED_LOGIT))
+        self.slot_log_probs = th.log_softmax(logits, dim=-1)
+
+    def _pair_log_probs(self, slot: th.Tensor) -> th.Tensor:
+        """(B, n_pairs) log π_pair(· | slot[b]) for every batch element b."""
+        bi = th.arange(slot.shape[0], device=slot.device)
+        scores = self.pair_scores(bi, slot)
+        if self.masks is not None:
+            scores = th.where(self.masks[bi, slot], scores, th.full_like(scores, MASKED_LOGIT))
+        return th.log_softmax(scores, dim=-1)
+
+    def get_actions(self, deterministic: bool = False) -> th.Tensor:
+        """Flat actions: a slot (argmax or a draw), then a pair of that slot (likewise)."""
+        if deterministic:
+            slot = self.slot_log_probs.argmax(dim=-1)
+        else:
+            slot = th.distributions.Categorical(logits=self.slot_log_probs).sample()
+        pair_lp = self._pair_log_probs(slot)
+        if deterministic:
+            pair = pair_lp.argmax(dim=-1)
+        else:
+            pair = th.distributions.Categorical(logits=pair_lp).sample()
+        actions = slot * self.n_pairs + pair
+        bi = th.arange(slot.shape[0], device=slot.device)
+        self._sampled = (actions, self.slot_log_probs[bi, slot] + pair_lp[bi, pair])
+        return actions
+
+    def sample(self) -> th.Tensor:
+        return self.get_actions(deterministic=False)
+
+    def mode(self) -> th.Tensor:
+        return self.get_actions(deterministic=True)
+
+    def log_prob(self, actions: th.Tensor) -> th.Tensor:
+        """(B,) log π(a) = log π_slot(k) + log π_pair(j | k)."""
+        if self._sampled is not None and actions is self._sampled[0]:
+            return self._sampled[1]
+        actions = actions.long().reshape(-1)
+        slot = th.div(actions, self.n_pairs, rounding_mode="floor")
+        pair = actions - slot * self.n_pairs
+        bi = th.arange(actions.shape[0], device=actions.device)
+        return self.slot_log_probs[bi, slot] + self._pair_log_probs(slot)[bi, pair]
+
+    def entropy(self) -> None:
+        """None: see the module docstring (MaskablePPO then estimates it from log π(a))."""
+        return None
+
+
+class CriticMLP(nn.Module):
+    """SB3 ``mlp_extractor`` of :class:`FactoredActionPolicy`: the critic MLP over the
+    encoding's value features. The actor has no latent (its scores come from the extractor),
+    so ``latent_dim_pi`` is 1 and SB3's discarded ``action_net`` stays tiny (a flat head would
+    be a K·P·D × K·P·D Linear, ~1 GB at K = 256).
+
+    :param value_dim: critic input features.
+    :param vf_arch: hidden layer widths.
+    :param activation_fn: activation between layers.
+    """
+
+    def __init__(self, value_dim: int, vf_arch: list[int], activation_fn: type[nn.Module]):
+        super().__init__()
+        layers: list[nn.Module] = []
+        last = value_dim
+        for width in vf_arch:
+            layers += [nn.Linear(last, width), activation_fn()]
+            last = width
+        self.value_net = nn.Sequential(*layers)
+        self.latent_dim_pi = 1
+        self.latent_dim_vf = last
+
+
+class FactoredActionPolicy(MaskableActorCriticPolicy):
+    """MaskablePPO policy with the factorised head (module docstring) over a
+    :class:`agents.extractors.PDClusterScorer` (:func:`encode_valid_slots` and its
+    ``pair_log_probs``). ``net_arch`` sets the critic MLP (a list or ``dict(vf=[...])``);
+    ``ortho_init`` defaults to False, as for :class:`agents.policies.ActionScoresPolicy`.
+    """
+
+    def __init__(self, *args: Any, ortho_init: bool = False, **kwargs: Any):
+        super().__init__(*args, ortho_init=ortho_init, **kwargs)
+
+    def _build_mlp_extractor(self) -> None:
+        fe = self.features_extractor
+        if not isinstance(fe, PDClusterScorer):
+            raise ValueError(
+                f"{type(self).__name__} needs agents.extractors.PDClusterScorer as its features "
+                f"extractor (servegym/PDCluster-v0), got {type(fe).__name__}"
+            )
+        n_actions = int(self.action_space.n)  # type: ignore[attr-defined]
+        if fe.action_scores_dim != n_actions:
+            raise ValueError(
+                f"extractor covers {fe.action_scores_dim} actions but the env has {n_actions}"
+            )
+        arch = self.net_arch
+        vf_arch = list(arch.get("vf", [])) if isinstance(arch, dict) else list(arch or [])
+        self.mlp_extractor = CriticMLP(fe.value_dim, vf_arch, self.activation_fn)
+
+    def _build(self, lr_schedule: Any) -> None:
+        super()._build(lr_schedule)
+        # The slot logits and pair scores come from the extractor: drop SB3's Linear head and
+        # rebuild the optimizer without it.
+        self.action_net = nn.Identity()
+        self.optimizer = self.optimizer_class(
+            self.parameters(),
+            lr=lr_schedule(1),  # type: ignore[call-arg]
+            **self.optimizer_kwargs,
+        )
+
+    def _encode(self, obs: Any) -> PDClusterEncoding:
+        x = preprocess_obs(obs, self.observation_space, normalize_images=self.normalize_images)
+        return encode_valid_slots(self.features_extractor, x)
+
+    def _distribution(self, enc: PDClusterEncoding) -> FactoredMaskableDistribution:
+        fe = self.features_extractor
+
+        def pair_scores(bi: th.Tensor, ki: th.Tensor) -> th.Tensor:
+            return fe.pair_log_probs(enc, bi, ki).flatten(1)
+
+        return FactoredMaskableDistribution(enc.slot_logit, pair_scores, fe.P * fe.D)
+
+    def _value(self, enc: PDClusterEncoding) -> th.Tensor:
+        return self.value_net(self.mlp_extractor.value_net(enc.value))
+
+    def forward(
+        self, obs: Any, deterministic: bool = False, action_masks: np.ndarray | None = None
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        enc = self._encode(obs)
+        dist = self._distribution(enc)
+        if action_masks is not None:
+            dist.apply_masking(action_masks)
+        actions = dist.get_actions(deterministic=deterministic)
+        return actions, self._value(enc), dist.log_prob(actions)
+
+    def evaluate_actions(
+        self, obs: Any, actions: th.Tensor, action_masks: th.Tensor | None = None
+    ) -> tuple[th.Tensor, th.Tensor, None]:
+        enc = self._encode(obs)
+        dist = self._distribution(enc)
+        if action_masks is not None:
+            dist.apply_masking(action_masks)
+        return self._value(enc), dist.log_prob(actions), dist.entropy()
+
+    def get_distribution(  # type: ignore[override]
+        self, obs: Any, action_masks: np.ndarray | None = None
+    ) -> FactoredMaskableDistribution:
+        dist = self._distribution(self._encode(obs))
+        if action_masks is not None:
+            dist.apply_masking(action_masks)
+        return dist
+
+    def predict_values(self, obs: Any) -> th.Tensor:
+        return self._value(self._encode(obs))
