@@ -205,7 +205,7 @@ def test_moe_beats_the_task_mean_predictor_on_the_test_split(test_calls):
 
 def test_featurizer_tfidf_is_bit_identical_to_sklearns_transform(test_calls):
     """The per-call TF-IDF path (no sklearn validation) computes exactly sklearn's values."""
-    from envs.predictors.base import prompt_of
+    from envs.common.predictors.base import prompt_of
 
     f = make_predictor("moe", **SMALL).featurizer
     vocab = sorted(f.vectorizer.vocabulary_)
