@@ -133,6 +133,12 @@ class TrainConfig:
         uploads it).
     :param wandb_project: W&B project.
     :param resume: continue from the latest checkpoint in ``out``.
+    :param randomize: domain randomisation of the training envs (BC demonstrations and RL
+        rollouts; never the evaluation envs): JSON/YAML mapping option -> {uniform: [low,
+        high]} or {choice: [...]}, redrawn every episode (agents.randomize).
+    :param family_defaults: unset env options take the env family's evaluation defaults
+        (``evaluate.py``'s: the shipped checkpoints' setting, e.g. Allocation's 4 GPUs and one
+        constant-rate period) instead of ``agents.TRAIN_ENVS``' shorter training defaults.
     :param quiet: no progress bars.
     """
 
@@ -192,6 +198,8 @@ class TrainConfig:
     wandb_project: str = "servegym"
     resume: bool = False
     quiet: bool = False
+    family_defaults: bool = False
+    randomize: dict[str, Any] = field(default_factory=dict)
 
 
 #: Where the training envs run (``agents.make_vec_env``).
@@ -280,6 +288,12 @@ def _config_value(path: str, name: str, value: Any) -> Any:
         if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             return tuple(value)
         raise TrainError(f"{where}: expected a list of policy names, got {_short(value)}")
+    if name == "randomize":
+        if isinstance(value, str):
+            value = json.loads(value)
+        if isinstance(value, dict):
+            return value
+        raise TrainError(f"{where}: expected a mapping of option -> draw, got {_short(value)}")
     if name == "hyperparams":
         if isinstance(value, dict) and all(isinstance(k, str) for k in value):
             return value
@@ -354,6 +368,7 @@ def _option_type(name: str) -> Callable[[str], Any]:
 
     special: dict[str, Callable[[str], Any]] = {
         "hyperparams": json.loads,
+        "randomize": json.loads,
         "baselines": lambda s: tuple(filter(None, s.split(","))),
         "workload": str,
         "reward": str,
@@ -458,7 +473,8 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     spec = train_env_spec(cfg.env)
     entry = evaluate.env_entry(cfg.env)
     family = {"cluster": entry.cluster, "model": entry.model, "workload": entry.workloads[0]}
-    defaults = {**evaluate.env_defaults(cfg.env), **family, **spec.defaults}
+    training = {} if cfg.family_defaults else spec.defaults
+    defaults = {**evaluate.env_defaults(cfg.env), **family, **training}
     filled = {
         name: defaults.get(name)
         for name in ENV_OPTIONS
@@ -519,6 +535,14 @@ def check_config(cfg: TrainConfig) -> None:
         raise TrainError(f"--val-episodes must be >= 1, got {cfg.val_episodes}")
     if cfg.count is not None and cfg.count < 1:
         raise TrainError(f"--count must be >= 1, got {cfg.count}")
+    if cfg.randomize:
+        from agents import train_env_spec
+        from agents.randomize import check_randomization
+
+        try:
+            check_randomization(cfg.randomize, train_env_spec(cfg.env).options)
+        except ValueError as exc:
+            raise TrainError(f"--{exc}") from exc
     if not isinstance(cfg.hyperparams, dict):
         raise TrainError(
             f"--hyperparams must be a JSON object of algorithm keyword -> value, got "
@@ -800,7 +824,10 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
     eval_env = make_env(spec, kwargs)
     vec = "ray" if cfg.ray is not None else cfg.vec
     vec_env = TimedVecEnv(
-        make_vec_env(cfg.env, kwargs, cfg.n_envs, cfg.seed, vec, ray_address=cfg.ray)
+        make_vec_env(
+            cfg.env, kwargs, cfg.n_envs, cfg.seed, vec, ray_address=cfg.ray,
+            randomize=cfg.randomize or None,
+        )  # fmt: skip
     )
     ckpt = latest_checkpoint(out) if cfg.resume else None
     hp = {**cfg.hyperparams}
@@ -832,7 +859,7 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
                 "returns so that RL starts with a trained critic; acc: share of the expert's "
                 "actions the clone ranks first)"
             )
-        bc_env = make_env(spec, kwargs)
+        bc_env = make_env(spec, kwargs, randomize=cfg.randomize or None, randomize_seed=cfg.seed)
         seed_rng = np.random.default_rng(cfg.seed + 12345)
         train_seeds = [int(s) for s in seed_rng.integers(0, EVAL_SEED_BASE, cfg.bc_episodes)]
         expert = functools.partial(evaluate.resolve_policy, cfg.bc_expert, bc_env, cfg.env)
