@@ -10,14 +10,17 @@ resets them, then times ``--steps`` vectorised steps: each step asks every env f
 mask (as MaskablePPO does) and plays a uniformly random legal action. Env steps/s counts the
 steps of all envs, so perfect scaling is ``n ×`` the one-worker rate; the learner is left out
 (it runs in the driver either way). Ray's start-up (``ray.init``) and actor creation are
-outside the clock, as on a long-lived cluster. Measure on a quiet machine with at least as many
-free cores as workers: the issue's target is ≥ 1.6× with 2 workers on 2+ cores.
+outside the clock, as on a long-lived cluster; the local Ray is told it has max(workers, cores)
+CPUs so that every row runs (with fewer cores than workers, envs share cores). Measure on a
+quiet machine with at least as many free cores as workers: the issue's target is ≥ 1.6× with 2
+workers on 2+ cores.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -70,8 +73,15 @@ def run(
     cfg = train.resolve(train.TrainConfig(env=env))
     kwargs = env_kwargs(train_env_spec(env), cfg.__dict__)
     if "ray" in backends:
+        import ray
+
         from agents.distributed import init_ray
 
+        if not ray.is_initialized():
+            # one CPU per env actor: declare at least max(workers) CPUs so that every row runs
+            # (on fewer cores than workers the extra actors share them, as subprocesses do)
+            cpus = max(max(workers), os.cpu_count() or 1)
+            ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
         init_ray("local")
     rows: list[dict[str, Any]] = []
     for backend in backends:
