@@ -32,7 +32,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
             )
         return model
     if not p.exists():
-        raise FileNotFoundError(f"no checkpoint at {str(p)!r} (a model.zip or a directory)")
+        raise FileNotFoundError(f"no saved model at {str(p)!r} (a model.zip or a directory)")
     return p
 
 
