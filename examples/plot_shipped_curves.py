@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 FAMILIES = ("pd-cluster", "routing", "allocation")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # evaluate.py, at the repo root
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         values = [bc["eval"][select.key]] + [h[select.key] for h in history]
         ax.plot(steps, values, marker="o", label="learned (0: after BC)")
         for name, ref in report.get("validation_references", {}).items():
-            label = "best baseline" if name == "best_baseline" else f"{name} (expert)"
+            label = "best baseline" if name == "best_baseline" else f"{name} (reference)"
             ax.axhline(ref[select.key], ls="--", lw=1, color="grey" if "best" in name else "k",
                        label=label)  # fmt: skip
         ax.set_xlabel("RL env steps")
