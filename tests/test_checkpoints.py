@@ -32,9 +32,13 @@ def test_shipped_checkpoint_acts_legally_on_every_default_workload(family: str) 
     # spaces are the family's defaults
     short = {"period_seconds": 10.0} if family == "allocation" else {"count": 6}
     config = evaluate.EvalConfig(env=family, policies=(spec,), quiet=True, **short)
+    policy = None
     for workload in entry.workloads:
         env = evaluate.make_env(config, workload)
-        policy = evaluate.resolve_policy(spec, env, family)
+        if policy is None:  # loading is the slow part; the workloads share the spaces
+            policy = evaluate.resolve_policy(spec, env, family)
+        assert policy.model.action_space == env.action_space
+        assert policy.model.observation_space == env.observation_space
         policy.reset()
         obs, info = env.reset(seed=1_000_000)
         actions = []
