@@ -11,6 +11,37 @@ import numpy as np
 
 from agents.algos import load_model
 
+#: The model file a checkpoint directory (``ckpt:checkpoints/<family>``) holds.
+MODEL_FILE = "model.zip"
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """The model file of ``path``: ``path`` itself when it is a file (``runs/x/model.zip``), or
+    ``path/model.zip`` when it is a directory (a shipped checkpoint, ``checkpoints/routing``).
+
+    :raises FileNotFoundError: if ``path`` does not exist, or is a directory without
+        ``model.zip``.
+    """
+    p = Path(path)
+    if p.is_dir():
+        model = p / MODEL_FILE
+        if not model.is_file():
+            raise FileNotFoundError(
+                f"checkpoint directory {str(p)!r} has no {MODEL_FILE} (a shipped checkpoint "
+                f"holds {MODEL_FILE} and config.json; see checkpoints/README.md)"
+            )
+        return model
+    if not p.exists():
+        raise FileNotFoundError(f"no saved model at {str(p)!r} (a model.zip or a directory)")
+    return p
+
+
+def checkpoint_config(path: str | Path) -> Path:
+    """Where the ``config.json`` of the run that wrote the checkpoint ``path`` lives: beside
+    the model file (for a directory, inside it). It may not exist (a bare model file)."""
+    p = Path(path)
+    return p / "config.json" if p.is_dir() else p.parent / "config.json"
+
 
 class SB3Policy:
     """A trained SB3 model acting deterministically (argmax over legal actions).
@@ -53,7 +84,8 @@ def load_policy(
 ) -> SB3Policy:
     """Load ``path`` (a ``model.zip``) as a :class:`SB3Policy`.
 
-    :param path: a saved SB3 model.
+    :param path: a saved SB3 model, or a directory holding one as ``model.zip``
+        (:func:`resolve_checkpoint`).
     :param env: if given, its observation and action spaces must match the model's.
     :param torch_threads: sets ``torch.set_num_threads`` for this process (None: leave it).
         One observation per call gains nothing from threads, and on a busy machine idle
@@ -66,7 +98,7 @@ def load_policy(
         import torch
 
         torch.set_num_threads(torch_threads)
-    model = load_model(str(path))
+    model = load_model(str(resolve_checkpoint(path)))
     if env is not None:
         if model.action_space != env.action_space:
             raise ValueError(

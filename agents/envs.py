@@ -171,7 +171,12 @@ class LeanInfo(gym.Wrapper):
 
 
 def make_env(
-    spec: TrainEnvSpec, kwargs: Mapping[str, Any], seed: int | None = None, lean: bool = False
+    spec: TrainEnvSpec,
+    kwargs: Mapping[str, Any],
+    seed: int | None = None,
+    lean: bool = False,
+    randomize: Mapping[str, Any] | None = None,
+    randomize_seed: int = 0,
 ) -> gym.Env:
     """One env of the family, optionally wrapped for training.
 
@@ -179,15 +184,22 @@ def make_env(
     :param kwargs: env keyword arguments (see :func:`env_kwargs`).
     :param seed: if given, wrap in :class:`TrainingSeeds` seeded with it.
     :param lean: wrap in :class:`LeanInfo` and SB3's ``Monitor`` (for vectorised training).
+    :param randomize: domain randomisation, option -> draw (:mod:`agents.randomize`); the env's
+        options are redrawn at every reset. None or empty: a fixed env.
+    :param randomize_seed: the randomisation's seed.
 
     The family's :attr:`TrainEnvSpec.reward_scale` applies to every env made here. Unless
     ``lean``, its ``info`` carries the decision context (experts act on it: BC, DAgger).
     """
     import envs  # noqa: F401  (registers the servegym ids)
 
-    env = gym.make(spec.gym_id, **{"decision_context": not lean, **kwargs})
-    if spec.reward_scale != 1.0:
-        env = ScaledReward(env, spec.reward_scale)
+    build = functools.partial(_build_env, spec, lean)
+    if randomize:
+        from agents.randomize import DomainRandomized
+
+        env: gym.Env = DomainRandomized(build, kwargs, randomize, spec.options, randomize_seed)
+    else:
+        env = build(kwargs)
     if seed is not None:
         env = TrainingSeeds(env, seed)
     if lean:
@@ -197,12 +209,26 @@ def make_env(
     return env
 
 
-def _worker_env(spec_name: str, kwargs: dict[str, Any], seed: int, threads: int | None) -> gym.Env:
+def _build_env(spec: TrainEnvSpec, lean: bool, kwargs: Mapping[str, Any]) -> gym.Env:
+    env = gym.make(spec.gym_id, **{"decision_context": not lean, **kwargs})
+    if spec.reward_scale != 1.0:
+        env = ScaledReward(env, spec.reward_scale)
+    return env
+
+
+def _worker_env(
+    spec_name: str,
+    kwargs: dict[str, Any],
+    seed: int,
+    threads: int | None,
+    randomize: Mapping[str, Any] | None = None,
+) -> gym.Env:
     if threads is not None:
         import torch
 
         torch.set_num_threads(threads)
-    return make_env(train_env_spec(spec_name), kwargs, seed=seed, lean=True)
+    spec = train_env_spec(spec_name)
+    return make_env(spec, kwargs, seed=seed, lean=True, randomize=randomize, randomize_seed=seed)
 
 
 def make_vec_env(
@@ -212,6 +238,7 @@ def make_vec_env(
     seed: int,
     vec: str = "subproc",
     ray_address: str | None = None,
+    randomize: Mapping[str, Any] | None = None,
 ) -> Any:
     """``n_envs`` training envs, env i seeded with ``seed + i`` (workloads differ per env).
 
@@ -223,14 +250,21 @@ def make_vec_env(
         ``dummy`` (all in this process) or ``ray`` (one Ray actor per env,
         :class:`agents.distributed.RayVecEnv`, also with ``torch`` limited to 1 thread).
     :param ray_address: with ``vec="ray"``: ``local`` / None (this machine) or a cluster address.
+    :param randomize: domain randomisation of every env (:mod:`agents.randomize`), env i's
+        draws seeded with ``seed + i``.
     :raises ValueError: for an unknown ``vec``.
     """
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-    train_env_spec(spec_name)
+    spec = train_env_spec(spec_name)
+    if randomize:
+        from agents.randomize import check_randomization
+
+        check_randomization(randomize, spec.options)
     threads = 1 if vec in ("subproc", "ray") else None
+    dr = dict(randomize) if randomize else None
     fns: list[Callable[[], gym.Env]] = [
-        functools.partial(_worker_env, spec_name, dict(kwargs), seed + i, threads)
+        functools.partial(_worker_env, spec_name, dict(kwargs), seed + i, threads, dr)
         for i in range(n_envs)
     ]
     if vec == "subproc":

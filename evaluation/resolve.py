@@ -100,7 +100,9 @@ def checkpoint_settings(config: EvalConfig, policies: Sequence[str]) -> dict[str
     for spec in policies:
         if not spec.startswith("ckpt:"):
             continue
-        path = Path(spec.removeprefix("ckpt:")).parent / "config.json"
+        from agents.checkpoint import checkpoint_config
+
+        path = checkpoint_config(spec.removeprefix("ckpt:"))
         if not path.is_file():
             continue
         try:

@@ -60,6 +60,14 @@ def check_config(cfg: TrainConfig) -> None:
         raise TrainError(f"--val-episodes must be >= 1, got {cfg.val_episodes}")
     if cfg.count is not None and cfg.count < 1:
         raise TrainError(f"--count must be >= 1, got {cfg.count}")
+    if cfg.randomize:
+        from agents import train_env_spec
+        from agents.randomize import check_randomization
+
+        try:
+            check_randomization(cfg.randomize, train_env_spec(cfg.env).options)
+        except ValueError as exc:
+            raise TrainError(f"--{exc}") from exc
     if not isinstance(cfg.hyperparams, dict):
         raise TrainError(
             f"--hyperparams must be a JSON object of algorithm keyword -> value, got "

@@ -90,6 +90,12 @@ class TrainConfig:
         uploads it).
     :param wandb_project: W&B project.
     :param resume: continue from the latest checkpoint in ``out``.
+    :param randomize: domain randomisation of the training envs (BC demonstrations and RL
+        rollouts; never the evaluation envs): JSON/YAML mapping option -> {uniform: [low,
+        high]} or {choice: [...]}, redrawn every episode (agents.randomize).
+    :param family_defaults: unset env options take the env family's evaluation defaults
+        (``evaluate.py``'s: the shipped checkpoints' setting, e.g. Allocation's 4 GPUs and one
+        constant-rate period) instead of the registry's shorter training defaults.
     :param quiet: no progress bars.
     """
 
@@ -149,6 +155,8 @@ class TrainConfig:
     wandb_project: str = "servegym"
     resume: bool = False
     quiet: bool = False
+    family_defaults: bool = False
+    randomize: dict[str, Any] = field(default_factory=dict)
 
 
 #: Where the training envs run (``agents.make_vec_env``).
@@ -239,6 +247,12 @@ def _config_value(path: str, name: str, value: Any) -> Any:
         if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             return tuple(value)
         raise TrainError(f"{where}: expected a list of policy names, got {short_repr(value)}")
+    if name == "randomize":
+        if isinstance(value, str):
+            value = json.loads(value)
+        if isinstance(value, dict):
+            return value
+        raise TrainError(f"{where}: expected a mapping of option -> draw, got {short_repr(value)}")
     if name == "hyperparams":
         if isinstance(value, dict) and all(isinstance(k, str) for k in value):
             return value
@@ -313,6 +327,7 @@ def option_type(name: str) -> Callable[[str], Any]:
 
     special: dict[str, Callable[[str], Any]] = {
         "hyperparams": json.loads,
+        "randomize": json.loads,
         "baselines": lambda s: tuple(filter(None, s.split(","))),
         "workload": str,
         "reward": str,
@@ -338,7 +353,8 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     spec = train_env_spec(cfg.env)
     entry = family(cfg.env)
     evaluated = {"cluster": entry.cluster, "model": entry.model, "workload": entry.workloads[0]}
-    defaults = {**evaluation.env_defaults(cfg.env), **evaluated, **entry.train_defaults}
+    training = {} if cfg.family_defaults else entry.train_defaults
+    defaults = {**evaluation.env_defaults(cfg.env), **evaluated, **training}
     filled = {
         name: defaults.get(name)
         for name in ENV_OPTIONS

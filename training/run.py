@@ -128,7 +128,10 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
     eval_env = make_env(spec, kwargs)
     vec = "ray" if cfg.ray is not None else cfg.vec
     vec_env = TimedVecEnv(
-        make_vec_env(cfg.env, kwargs, cfg.n_envs, cfg.seed, vec, ray_address=cfg.ray)
+        make_vec_env(
+            cfg.env, kwargs, cfg.n_envs, cfg.seed, vec, ray_address=cfg.ray,
+            randomize=cfg.randomize or None,
+        )  # fmt: skip
     )
     ckpt = latest_checkpoint(out) if cfg.resume else None
     hp = {**cfg.hyperparams}
@@ -160,7 +163,7 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
                 "returns so that RL starts with a trained critic; acc: share of the expert's "
                 "actions the clone ranks first)"
             )
-        bc_env = make_env(spec, kwargs)
+        bc_env = make_env(spec, kwargs, randomize=cfg.randomize or None, randomize_seed=cfg.seed)
         seed_rng = np.random.default_rng(cfg.seed + 12345)
         train_seeds = [int(s) for s in seed_rng.integers(0, EVAL_SEED_BASE, cfg.bc_episodes)]
         expert = functools.partial(evaluation.resolve_policy, cfg.bc_expert, bc_env, cfg.env)
