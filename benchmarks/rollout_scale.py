@@ -67,10 +67,10 @@ def run(
 ) -> list[dict[str, Any]]:
     """One row per (backend, workers): env steps/s and the speed-up over the backend's one
     worker (and over ``dummy``, one env in this process, when measured)."""
-    import train
+    import training
     from agents import env_kwargs, train_env_spec
 
-    cfg = train.resolve(train.TrainConfig(env=env))
+    cfg = training.resolve(training.TrainConfig(env=env))
     kwargs = env_kwargs(train_env_spec(env), cfg.__dict__)
     if "ray" in backends:
         import ray
