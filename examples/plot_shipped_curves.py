@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 FAMILIES = ("pd-cluster", "routing", "allocation")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # evaluate.py, at the repo root
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root (evaluation/)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    import evaluate
+    import evaluation
 
     found = [f for f in FAMILIES if (Path(args.runs) / f"train_{f}" / "eval.json").is_file()]
     for f in FAMILIES:
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     for col, family in enumerate(found):
         run = Path(args.runs) / f"train_{family}"
         report = json.loads((run / "eval.json").read_text())
-        select = evaluate.env_entry(family).select_metric
+        select = evaluation.env_entry(family).select_metric
         bc = report.get("bc", {})
         epochs = [h["epoch"] for h in bc.get("history", [])]
         ax = axes[0][col]

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import evaluate
+import evaluation
 from agents.checkpoint import resolve_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,16 +27,16 @@ def test_shipped_checkpoint_acts_legally_on_every_default_workload(family: str) 
     spec = f"ckpt:checkpoints/{family}"
     assert (ROOT / "checkpoints" / family / "model.zip").is_file()
     assert (ROOT / "checkpoints" / family / "README.md").is_file()
-    entry = evaluate.env_entry(family)
+    entry = evaluation.env_entry(family)
     # count (PDCluster, Routing) and period_seconds (Allocation) only shorten the episode; the
     # spaces are the family's defaults
     short = {"period_seconds": 10.0} if family == "allocation" else {"count": 6}
-    config = evaluate.EvalConfig(env=family, policies=(spec,), quiet=True, **short)
+    config = evaluation.EvalConfig(env=family, policies=(spec,), quiet=True, **short)
     policy = None
     for workload in entry.workloads:
-        env = evaluate.make_env(config, workload)
+        env = evaluation.make_env(config, workload)
         if policy is None:  # loading is the slow part; the workloads share the spaces
-            policy = evaluate.resolve_policy(spec, env, family)
+            policy = evaluation.resolve_policy(spec, env, family)
         assert policy.model.action_space == env.action_space
         assert policy.model.observation_space == env.observation_space
         policy.reset()
@@ -56,10 +56,10 @@ def test_shipped_checkpoint_acts_legally_on_every_default_workload(family: str) 
 
 def test_shipped_checkpoints_adopt_the_default_spaces() -> None:
     for family in FAMILIES:
-        config = evaluate.EvalConfig(env=family, policies=(f"ckpt:checkpoints/{family}",))
-        adopted = evaluate.checkpoint_settings(config, config.policies)
-        defaults = evaluate.env_defaults(family)
-        entry = evaluate.env_entry(family)
+        config = evaluation.EvalConfig(env=family, policies=(f"ckpt:checkpoints/{family}",))
+        adopted = evaluation.checkpoint_settings(config, config.policies)
+        defaults = evaluation.env_defaults(family)
+        entry = evaluation.env_entry(family)
         for name, value in adopted.items():
             expected = entry.cluster if name == "cluster" else defaults.get(name)
             assert value == expected, f"{family}: trained with {name}={value}, default {expected}"
@@ -69,9 +69,9 @@ def test_a_checkpoint_directory_without_a_model_is_a_clear_error(tmp_path: Path)
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="has no model.zip"):
         resolve_checkpoint(tmp_path / "empty")
-    env = evaluate.make_env(evaluate.EvalConfig(env="allocation"), "rag_reranker")
-    with pytest.raises(evaluate.EvaluationError, match="has no model.zip"):
-        evaluate.resolve_policy(f"ckpt:{tmp_path / 'empty'}", env, "allocation")
+    env = evaluation.make_env(evaluation.EvalConfig(env="allocation"), "rag_reranker")
+    with pytest.raises(evaluation.EvaluationError, match="has no model.zip"):
+        evaluation.resolve_policy(f"ckpt:{tmp_path / 'empty'}", env, "allocation")
     assert resolve_checkpoint(ROOT / "checkpoints" / "allocation") == (
         ROOT / "checkpoints" / "allocation" / "model.zip"
     )
