@@ -43,6 +43,7 @@ from stable_baselines3.common.preprocessing import preprocess_obs
 from torch import nn
 
 from agents.extractors import PDClusterEncoding, PDClusterScorer
+from agents.policies import value_mlp
 
 #: Logit of a masked slot or pair (sb3-contrib's masking constant).
 MASKED_LOGIT = -1e8
@@ -207,14 +208,8 @@ class CriticMLP(nn.Module):
 
     def __init__(self, value_dim: int, vf_arch: list[int], activation_fn: type[nn.Module]):
         super().__init__()
-        layers: list[nn.Module] = []
-        last = value_dim
-        for width in vf_arch:
-            layers += [nn.Linear(last, width), activation_fn()]
-            last = width
-        self.value_net = nn.Sequential(*layers)
+        self.value_net, self.latent_dim_vf = value_mlp(value_dim, vf_arch, activation_fn)
         self.latent_dim_pi = 1
-        self.latent_dim_vf = last
 
 
 class FactoredActionPolicy(MaskableActorCriticPolicy):

@@ -25,6 +25,19 @@ from stable_baselines3.common.type_aliases import Schedule
 from torch import nn
 
 
+def value_mlp(
+    value_dim: int, vf_arch: list[int], activation_fn: type[nn.Module]
+) -> tuple[nn.Sequential, int]:
+    """The critic's hidden layers (Linear + activation per width in ``vf_arch``) over
+    ``value_dim`` input features, and the width of their output."""
+    layers: list[nn.Module] = []
+    last = value_dim
+    for width in vf_arch:
+        layers += [nn.Linear(last, width), activation_fn()]
+        last = width
+    return nn.Sequential(*layers), last
+
+
 class ScoresValueSplit(nn.Module):
     """SB3 ``mlp_extractor`` replacement: actor latent = the first ``n_scores`` features (the
     logits), critic latent = an MLP of the rest.
@@ -44,14 +57,8 @@ class ScoresValueSplit(nn.Module):
     ):
         super().__init__()
         self.n_scores = n_scores
-        layers: list[nn.Module] = []
-        last = value_dim
-        for width in vf_arch:
-            layers += [nn.Linear(last, width), activation_fn()]
-            last = width
-        self.value_net = nn.Sequential(*layers)
+        self.value_net, self.latent_dim_vf = value_mlp(value_dim, vf_arch, activation_fn)
         self.latent_dim_pi = n_scores
-        self.latent_dim_vf = last
 
     def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
         return self.forward_actor(features), self.forward_critic(features)
