@@ -15,6 +15,16 @@ from evaluation.results import safe_name
 from evaluation.rows import column_key, column_label, headline_of, mean_metric
 
 
+def _save(fig: Any, path: Path) -> Path:
+    """Lay ``fig`` out, write it to ``path`` at 120 dpi, close it; returns ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def _distinct_colours(ax: Any, n: int) -> None:
     """One colour per line: matplotlib's default cycle repeats after 10."""
     import matplotlib.pyplot as plt
@@ -88,11 +98,7 @@ def plot_attainment(
         )
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right", fontsize=8)
-        fig.tight_layout()
-        path = out / f"attainment_{safe_name(label.replace(' ', '_'))}.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_save(fig, out / f"attainment_{safe_name(label.replace(' ', '_'))}.png"))
     return paths
 
 
@@ -155,11 +161,7 @@ def plot_curve(
         ax.set_title(f"{workload} — {first['cluster']} (hollow: not sustainable)", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = out / f"curve_{safe_name(workload)}.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_save(fig, out / f"curve_{safe_name(workload)}.png"))
     return paths
 
 
@@ -219,9 +221,5 @@ def plot_sweep(
         )
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = out / f"{metric.key}_vs_{option}_{safe_name(workload)}.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_save(fig, out / f"{metric.key}_vs_{option}_{safe_name(workload)}.png"))
     return paths
