@@ -1,7 +1,8 @@
 """How close is the simulated engine to real deployments it was not fitted to? Held-out errors.
 
     python -m benchmarks.serving_fidelity [--data-dir D] [--deployment aiconfigurator]
-        [--client lockstep] [--jobs 2] [--plot serving_fidelity.png] [--rows]
+        [--client lockstep] [--latency-override FIELD=VALUE] [--jobs 2]
+        [--plot serving_fidelity.png] [--rows] [--causes]
 
 Not a speed benchmark: an audit of the serving engine at system level. Every deployment of
 ``aiconfigurator/silicon_sample_calibration.csv`` (section 1b of the measured-latency folder's
@@ -128,9 +129,65 @@ def plot(held: dict[str, list], path: str) -> None:
     plt.close(fig)
 
 
+#: Groupings of ``--causes``: what a held-out error is broken down by.
+CAUSES = {
+    "engine, model, precision": lambda r: f"{r.backend} {r.model} {r.precision}",
+    "engine, GPU, TP": lambda r: f"{r.backend} {r.gpu} tp{r.tp}",
+    "engine, prompt tokens": lambda r: f"{r.backend} isl {r.isl}",
+    "engine, clients": lambda r: f"{r.backend} {_client_band(r.concurrency)}",
+}
+
+
+def _client_band(concurrency: int) -> str:
+    for bound in (8, 32, 128):
+        if concurrency <= bound:
+            return f"c<={bound}"
+    return "c>128"
+
+
+def signed_errors(pairs: list, metric: str) -> np.ndarray:
+    """predicted / measured - 1 of ``metric`` for (row, prediction) pairs."""
+    return np.array([p[f"{metric}_s"] / measured(r, metric) - 1 for r, p in pairs])
+
+
+def causes(pairs: list) -> str:
+    """The held-out errors broken down by :data:`CAUSES`: per group its rows, the median
+    |error| and median signed error of mean TTFT and mean TPOT, and the number of rows off by
+    more than the targets (TTFT > 20 %, TPOT > 10 %)."""
+    lines = []
+    for title, key in CAUSES.items():
+        groups: dict[str, list] = {}
+        for r, p in pairs:
+            groups.setdefault(key(r), []).append((r, p))
+        lines.append(f"  by {title}:")
+        lines.append(
+            f"    {'group':34} {'rows':>4}  {'TTFT |e|':>8} {'signed':>8} {'>20%':>5}"
+            f"  {'TPOT |e|':>8} {'signed':>8} {'>10%':>5}"
+        )
+        for name in sorted(groups):
+            g = groups[name]
+            t, d = signed_errors(g, "ttft"), signed_errors(g, "tpot")
+            lines.append(
+                f"    {name:34} {len(g):4d}  {np.median(np.abs(t)):8.1%} {np.median(t):+8.1%} "
+                f"{int((np.abs(t) > TARGETS['ttft_median']).sum()):5d}  "
+                f"{np.median(np.abs(d)):8.1%} {np.median(d):+8.1%} "
+                f"{int((np.abs(d) > TARGETS['tpot_median']).sum()):5d}"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
+    import dataclasses
+
     from envs.sim.calibrate_serving import DEPLOYMENTS, load_rows, predict_rows
-    from envs.sim.serving import CALIBRATION_CLIENT, STEADY_CLIENT
+    from envs.sim.efficiency import Calibration
+
+    CALIBRATION_FIELDS = {f.name for f in dataclasses.fields(Calibration)} - {
+        "families",
+        "links",
+        "source",
+    }
+    from envs.sim.serving import AIPERF_DATASET_CLIENT, CALIBRATION_CLIENT, STEADY_CLIENT
     from envs.sim.serving_fit import fit_frontends, leave_one_group_out, with_frontend
 
     parser = argparse.ArgumentParser(
@@ -141,12 +198,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--client",
         default="lockstep",
-        choices=("lockstep", "steady"),
-        help="closed-loop clients: CALIBRATION_CLIENT (lockstep) or STEADY_CLIENT",
+        choices=("lockstep", "steady", "aiperf-dataset"),
+        help="closed-loop clients: CALIBRATION_CLIENT (lockstep), STEADY_CLIENT or "
+        "AIPERF_DATASET_CLIENT (100 prompts reused, prefix caches hit)",
+    )
+    parser.add_argument(
+        "--latency-override",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="replace a latency-model constant (envs.sim.efficiency.Calibration field) for "
+        "every engine, e.g. iteration_overhead_per_extra_gpu_seconds=0 (repeatable)",
     )
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--plot", help="write the scatter plot to this PNG")
     parser.add_argument("--rows", action="store_true", help="print every held-out prediction")
+    parser.add_argument(
+        "--causes",
+        action="store_true",
+        help="break the held-out errors down by engine/model/precision, GPU/TP, prompt "
+        "length and client count",
+    )
     args = parser.parse_args(argv)
     try:
         rows, skipped = load_rows(args.data_dir)
@@ -156,9 +228,29 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(rows)} deployments the simulator can represent; left out:")
     for reason, n in skipped.most_common():
         print(f"  {n:4d}  {reason}")
-    client = CALIBRATION_CLIENT if args.client == "lockstep" else STEADY_CLIENT
+    client = {
+        "lockstep": CALIBRATION_CLIENT,
+        "steady": STEADY_CLIENT,
+        "aiperf-dataset": AIPERF_DATASET_CLIENT,
+    }[args.client]
+    override = {}
+    for item in args.latency_override:
+        key, sep, value = item.partition("=")
+        try:
+            override[key] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            parser.error(f"--latency-override {item!r}: expected FIELD=NUMBER")
+        if key not in CALIBRATION_FIELDS:
+            parser.error(
+                f"--latency-override {item!r}: {key!r} is not a latency-model constant; "
+                f"expected one of {sorted(CALIBRATION_FIELDS)}"
+            )
     print(f"engine configuration: --deployment {args.deployment}; clients: {client}")
-    engines = {r.backend: {} for r in rows}
+    if override:
+        print(f"latency-model overrides for every engine: {override}")
+    engines = {r.backend: dict(override) for r in rows}
     preds0 = predict_rows(
         rows, engines, jobs=args.jobs, progress=True, deployment=args.deployment, client=client
     )
@@ -188,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"worst {e_t.max():7.1%}  TPOT median {np.median(e_p):6.1%}  "
                 f"(frontend ms: {consts})"
             )
+        if args.causes:
+            print(causes(pairs))
         if args.rows:
             for r, p in pairs:
                 print(

@@ -59,6 +59,7 @@ from envs.sim.calibration.data import find_data_dir
 from envs.sim.catalog import get_gpu, get_model
 from envs.sim.engines import ENGINES_YAML, get_engine
 from envs.sim.progress import progress as progress_bar
+from envs.sim.serving import AIC_BUDGET_SLACK_TOKENS, benchmark_token_budget
 from envs.sim.serving_fit import fit_frontends, leave_one_group_out
 
 SILICON_CSV = Path("aiconfigurator") / "silicon_sample_calibration.csv"
@@ -121,10 +122,15 @@ PRECISIONS = {"": "bf16", "bf16": "bf16", "fp8": "fp8"}
 #:   rows worse (vLLM held-out TTFT median 49.5 % against 29.7 %), so which template produced
 #:   them is uncertain and the default keeps the generated budget.
 #: - ``aiconfigurator-all``: the generator's flags for all three engines.
-#: - ``defaults``: every engine at its documented defaults (``envs/configs/engines.yaml``).
+#: - ``defaults``: every engine at its documented defaults (``envs/configs/engines.yaml``),
+#:   TensorRT-LLM's ``max_num_tokens`` included (``budget_sizing="engine-default"``).
+#:
+#: TensorRT-LLM's generated ``extra_engine_args`` also write ``kv_cache_config.enable_block_reuse:
+#: false`` (no shared prefix in the workload), so its replays run without prefix caching; vLLM and
+#: SGLang keep theirs (the generator passes ``--no-enable-prefix-caching`` /
+#: ``--disable-radix-cache`` only when asked). It matters only for clients that repeat prompts
+#: (``dataset_entries``).
 DEPLOYMENTS = ("aiconfigurator", "aiconfigurator-versioned", "aiconfigurator-all", "defaults")
-#: Extra tokens aiconfigurator's generator adds to the prompt in its token budgets.
-AIC_BUDGET_SLACK_TOKENS = 1500
 
 
 @dataclass(frozen=True)
@@ -186,10 +192,13 @@ class SiliconRow:
             **(CALIBRATION_CLIENT if client is None else client),
         }
         if deployment == "defaults":
+            kwargs["budget_sizing"] = "engine-default"
             return kwargs
-        budget = self.concurrency + self.isl + AIC_BUDGET_SLACK_TOKENS
+        budget = benchmark_token_budget(self.isl, self.concurrency, block_tokens=1)
         if self.backend == "trtllm":
-            kwargs["token_budget"] = -(-budget // 32) * 32
+            kwargs["token_budget"] = benchmark_token_budget(self.isl, self.concurrency)
+            # the generated extra_engine_args write enable_block_reuse: false (no shared prefix)
+            kwargs["prefix_caching"] = False
         elif self.backend == "vllm" and (
             deployment != "aiconfigurator-versioned" or _version(self.backend_version) >= (0, 14)
         ):

@@ -11,6 +11,9 @@ constants fitted for it on measured deployments (``python -m envs.sim.calibrate_
 - ``kv_policy``: ``reserve`` (final footprint reserved at admission) or ``paged`` (on-demand KV,
   recompute preemption);
 - ``memory_utilization``: share of GPU memory the engine manages;
+- ``prefix_caching``: whether the engine reuses the KV of a prompt prefix it has already
+  computed, by default (vLLM V1's automatic prefix caching, SGLang's radix cache, TensorRT-LLM's
+  KV block reuse); read by :func:`envs.sim.serving.closed_loop`;
 - ``calibrated``: overrides of :class:`envs.sim.latency.Calibration` fields (per-iteration
   framework overhead, its growth with the TP degree and batch, MoE kernel efficiency), plus
   ``frontend_seconds``: the API server's per-request path (HTTP, tokenisation, hand-off to the
@@ -82,6 +85,7 @@ class EnginePreset:
     :param memory_utilization: share of GPU memory the engine manages, in (0, 1].
     :param small_tier_families: GPU families that always take the first tier.
     :param calibrated: :class:`Calibration` fields this engine overrides.
+    :param prefix_caching: the engine reuses cached prompt prefixes by default.
     """
 
     name: str
@@ -93,6 +97,7 @@ class EnginePreset:
     memory_utilization: float
     small_tier_families: tuple[str, ...] = ()
     calibrated: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    prefix_caching: bool = False
 
     def _tier(self, tiers: tuple[tuple[float, int], ...], gpu: GPUSpec) -> int:
         if gpu.family in self.small_tier_families:
@@ -140,6 +145,7 @@ def _preset_from_entry(name: str, entry: Mapping[str, Any], source: str) -> Engi
         "memory_utilization",
         "small_tier_families",
         "calibrated",
+        "prefix_caching",
     }
     unknown = set(entry) - known
     if unknown:
@@ -158,6 +164,9 @@ def _preset_from_entry(name: str, entry: Mapping[str, Any], source: str) -> Engi
     mem = float(entry.get("memory_utilization", 0.9))
     if not 0 < mem <= 1:
         raise ValueError(f"{where}: memory_utilization={mem}; expected a share in (0, 1]")
+    prefix_caching = entry.get("prefix_caching", False)
+    if not isinstance(prefix_caching, bool):
+        raise ValueError(f"{where}: prefix_caching={prefix_caching!r}; expected true or false")
     calibrated = dict(entry.get("calibrated") or {})
     fields = {f.name for f in dataclasses.fields(Calibration)} | set(ENGINE_CONSTANTS)
     bad = set(calibrated) - fields
@@ -179,6 +188,7 @@ def _preset_from_entry(name: str, entry: Mapping[str, Any], source: str) -> Engi
         memory_utilization=mem,
         small_tier_families=tuple(entry.get("small_tier_families") or ()),
         calibrated={k: float(v) for k, v in calibrated.items()},
+        prefix_caching=prefix_caching,
     )
 
 

@@ -21,6 +21,28 @@ How the clients start and which requests are measured (the benchmark tools' knob
   first client ran out of requests, i.e. while every client was still sending (the drain at the
   end, where fewer clients remain, is excluded); throughput is then concurrency / mean latency
   of those requests (Little's law for a closed loop without think time).
+- ``dataset_entries``: the number of distinct prompts the clients draw from (aiperf's
+  ``--num-dataset-entries``, 100 by default there; genai-perf's likewise). Requests take the
+  entries in a seeded shuffled order, reshuffled when exhausted (aiperf's default ``shuffle``
+  sampling), so with fewer entries than requests the same prompts come back; ``None`` gives
+  every request its own prompt. A repeated prompt hits the engine's prefix cache when the
+  engine keeps one (``prefix_caching``, by default the preset's): it prefills only its
+  uncached tail, at least one token. The cache holds the KV that is not holding the clients'
+  generated tokens, (capacity − concurrency × osl) tokens, least recently used blocks evicted
+  first: vLLM and SGLang keep prompt blocks cached (a running request's prompt blocks are
+  cache entries too) and evict the least recently used ones when requests need the room.
+
+Token budget of engines that cannot chunk a prompt (``mixed-whole``: TensorRT-LLM without chunked
+context): at the engine's documented default (``max_num_tokens`` 8,192) a prompt runs only when
+it fits whole beside the running decodes, so a prompt about as long as the budget waits until
+(almost) every decode has finished and a closed loop is served nearly one request at a time
+(TensorRT-LLM's tuning guide, "Tuning Max Batch Size and Max Num Tokens", describes exactly this
+and recommends chunked context or a larger ``max_num_tokens``). Its benchmark tools never run it
+that way: ``trtllm-bench`` sizes ``max_num_tokens`` from the dataset and aiconfigurator's
+generated configurations set ``max_batch_size + isl + 1500`` (rounded up to 32-token blocks).
+``budget_sizing="benchmark"`` (the default, with ``token_budget=None``) does the same whenever
+the default cannot hold one prompt beside ``concurrency`` decodes; ``"engine-default"`` keeps the
+documented default (and its serialisation).
 
 :data:`CALIBRATION_CLIENT` is the setting the fidelity benchmark and the engine calibration use.
 
@@ -73,7 +95,34 @@ CALIBRATION_CLIENT: dict[str, Any] = {
 }
 #: The steady-state alternative (even stagger over one period, one warm-up request per client).
 STEADY_CLIENT: dict[str, Any] = {"stagger": "even", "warmup_requests": 1, "steady_state": True}
+#: aiconfigurator's generated benchmark script (``bench_run.sh.j2``: ``aiperf profile --concurrency
+#: N --num-requests 20N --warmup-request-count 2N``, no ``--num-dataset-entries``, so aiperf's
+#: 100 prompts): all clients at once, two warm-up requests per client, 100 distinct prompts
+#: reused (hitting the engines' prefix caches).
+AIPERF_DATASET_CLIENT: dict[str, Any] = {
+    "stagger": "none",
+    "warmup_requests": 2,
+    "steady_state": False,
+    "dataset_entries": 100,
+}
 STAGGERS = ("none", "even", "random")
+BUDGET_SIZINGS = ("benchmark", "engine-default")
+#: Extra tokens aiconfigurator's generator adds to the prompt in its token budgets
+#: (``max_batch_size + isl + 1500``; ai-dynamo/aiconfigurator,
+#: src/aiconfigurator/generator/rule_plugin/benchmark/{trtllm,vllm}.rule).
+AIC_BUDGET_SLACK_TOKENS = 1500
+#: Block size of the prompt hashes of :func:`closed_loop_workload`, tokens (coarser than the
+#: engines' 16-32-token KV blocks: the benchmark prompts are either identical or share nothing,
+#: so only the cost of hashing changes).
+PROMPT_BLOCK_TOKENS = 256
+
+
+def benchmark_token_budget(isl: int, concurrency: int, block_tokens: int = 32) -> int:
+    """Tokens per iteration aiconfigurator's generator gives an aggregated deployment:
+    ``concurrency + isl + 1500`` rounded up to whole ``block_tokens`` blocks (TensorRT-LLM
+    requires a multiple of ``tokens_per_block``, 32; pass 1 for vLLM, which takes it as is)."""
+    budget = concurrency + isl + AIC_BUDGET_SLACK_TOKENS
+    return -(-budget // block_tokens) * block_tokens
 
 
 class ServingConfigError(ValueError):
@@ -97,6 +146,7 @@ def closed_loop_workload(
     seed: int = 0,
     frontend_seconds: float = 0.0,
     starts: np.ndarray | None = None,
+    dataset_entries: int | None = None,
 ) -> list[Workflow]:
     """The clients as workflows: one chain of ``requests_per_client`` calls per client, each
     call behind a ``frontend_seconds`` tool node (the API server's path to the engine) when
@@ -104,6 +154,9 @@ def closed_loop_workload(
 
     :param start_spread_s: clients start at uniform random times in [0, start_spread_s).
     :param starts: explicit start time of each client, seconds (overrides ``start_spread_s``).
+    :param dataset_entries: distinct prompts (see the module docstring); each call carries the
+        ``prefix_hashes`` of its entry (blocks of :data:`PROMPT_BLOCK_TOKENS` tokens). None:
+        no hashes (every prompt distinct).
     """
     if starts is None:
         rng = np.random.default_rng(seed)
@@ -114,6 +167,8 @@ def closed_loop_workload(
         )
     elif len(starts) != concurrency:
         raise ServingConfigError(f"{len(starts)} start times for {concurrency} clients")
+    entries = prompt_entries(concurrency, requests_per_client, dataset_entries, seed)
+    blocks = -(-isl // PROMPT_BLOCK_TOKENS)
     out = []
     for i in range(concurrency):
         nodes: list[LLMNode | ToolNode] = []
@@ -122,6 +177,10 @@ def closed_loop_workload(
             if frontend_seconds > 0:
                 nodes.append(ToolNode(id=f"f{j}", latency=frontend_seconds, parents=parents))
                 parents = (f"f{j}",)
+            hashes = None
+            if entries is not None:
+                e = int(entries[j, i])
+                hashes = tuple(hash((e, k)) for k in range(blocks))
             nodes.append(
                 LLMNode(
                     id=f"r{j}",
@@ -130,11 +189,28 @@ def closed_loop_workload(
                     output_tokens=osl,
                     parents=parents,
                     task="benchmark",
+                    prefix_hashes=hashes,
                 )
             )
         nodes = tuple(nodes)
         out.append(Workflow(id=f"client-{i}", arrival=float(starts[i]), nodes=nodes))
     return out
+
+
+def prompt_entries(
+    concurrency: int, requests_per_client: int, dataset_entries: int | None, seed: int = 0
+) -> np.ndarray | None:
+    """Dataset entry of request j of client i, ``[j, i]``: the entries in a seeded shuffled
+    order, reshuffled each time they are used up, handed out round by round (aiperf's
+    ``shuffle`` sampling as the clients send); None when ``dataset_entries`` is None."""
+    if dataset_entries is None:
+        return None
+    rng = np.random.default_rng([seed, 0x5EED])
+    n = concurrency * requests_per_client
+    order = np.concatenate(
+        [rng.permutation(dataset_entries) for _ in range(-(-n // dataset_entries))]
+    )
+    return order[:n].reshape(requests_per_client, concurrency)
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -185,6 +261,9 @@ def closed_loop(
     stagger: str = "none",
     warmup_requests: int = 0,
     steady_state: bool = False,
+    dataset_entries: int | None = None,
+    prefix_caching: bool | None = None,
+    budget_sizing: str = "benchmark",
 ) -> dict[str, Any]:
     """Simulate one deployment under a closed-loop client and report what the client measures.
 
@@ -206,6 +285,10 @@ def closed_loop(
     :param stagger: ``none``, ``even`` or ``random`` client starts (module docstring).
     :param warmup_requests: requests per client sent but not measured (< requests_per_client).
     :param steady_state: measure only while every client is still sending (module docstring).
+    :param dataset_entries: distinct prompts the clients draw from (None: all distinct).
+    :param prefix_caching: the engine reuses cached prompts (None: the preset's default).
+    :param budget_sizing: ``benchmark`` or ``engine-default`` (module docstring); only used
+        when ``token_budget`` is None.
     :return: ``ttft_mean_s``, ``ttft_p50_s``, ``ttft_p90_s``, ``ttft_p99_s``, ``tpot_mean_s``,
         ``tpot_p50_s``, ``tpot_p90_s``, ``tpot_p99_s``, ``latency_mean_s``, ``latency_p99_s``,
         ``requests`` (measured), ``duration_s`` (the measurement window, seconds),
@@ -214,6 +297,7 @@ def closed_loop(
         ``output_token_throughput`` (tokens/s),
         ``preemptions``, ``kv_capacity_tokens``, ``token_budget``, ``max_batch``,
         ``period_s`` (one request's run-alone latency), ``starts_s`` (client start times),
+        ``cached_tokens`` (prompt tokens served from the prefix cache, all requests),
         ``events``, ``wall_seconds`` and the configuration (client setting included).
     :raises ServingConfigError: for a combination the simulator cannot represent (unknown
         engine/GPU/model, unsupported precision on the GPU, bad TP, weights that do not fit,
@@ -227,6 +311,14 @@ def closed_loop(
         raise ServingConfigError(f"start_spread_s={start_spread_s!r}; expected seconds >= 0")
     if stagger not in STAGGERS:
         raise ServingConfigError(f"stagger={stagger!r}; expected one of {STAGGERS}")
+    if budget_sizing not in BUDGET_SIZINGS:
+        raise ServingConfigError(
+            f"budget_sizing={budget_sizing!r}; expected one of {BUDGET_SIZINGS}"
+        )
+    if dataset_entries is not None:
+        dataset_entries = _positive_int("dataset_entries", dataset_entries)
+    if prefix_caching is not None and not isinstance(prefix_caching, bool):
+        raise ServingConfigError(f"prefix_caching={prefix_caching!r}; expected True, False or None")
     if (
         isinstance(warmup_requests, bool)
         or not isinstance(warmup_requests, int | np.integer)
@@ -251,8 +343,9 @@ def closed_loop(
         "stagger": stagger,
         "warmup_requests": int(warmup_requests),
         "steady_state": bool(steady_state),
+        "dataset_entries": dataset_entries,
     }
-    client_keys = ("seed", "stagger", "warmup_requests", "steady_state")
+    client_keys = ("seed", "stagger", "warmup_requests", "steady_state", "dataset_entries")
     where = ", ".join(f"{k}={v}" for k, v in config.items() if k not in client_keys)
     try:
         preset = get_engine(engine)
@@ -272,6 +365,17 @@ def closed_loop(
             f"but the instance holds {lat.kv_capacity_tokens}"
         )
     frontend = preset.frontend_seconds
+    whole_prompts = preset.scheduling == "mixed-whole"
+    if token_budget is None and budget_sizing == "benchmark" and whole_prompts:
+        default = preset.token_budget_for(lat.gpu)
+        if isl + concurrency > default:  # the default cannot hold a prompt beside the decodes
+            token_budget = benchmark_token_budget(isl, concurrency)
+    caching = preset.prefix_caching if prefix_caching is None else prefix_caching
+    cache_blocks = 0
+    if caching and dataset_entries is not None:
+        free = lat.kv_capacity_tokens - concurrency * osl
+        cache_blocks = max(0, free // PROMPT_BLOCK_TOKENS)
+    config["prefix_caching"] = caching
     period = run_alone_seconds(lat, isl, osl)
     starts = client_starts(concurrency, stagger, period, start_spread_s, seed)
     workload = closed_loop_workload(
@@ -282,6 +386,7 @@ def closed_loop(
         requests_per_client,
         seed=seed,
         starts=starts,
+        dataset_entries=dataset_entries,
     )
     sim = Simulation(
         cluster,
@@ -292,6 +397,8 @@ def closed_loop(
         latency_cache=cache,
         engine=preset,
         token_budget=token_budget,
+        prefix_cache_blocks=cache_blocks,
+        prefix_block_tokens=PROMPT_BLOCK_TOKENS,
     )
     res = sim.run(_FCFSRouter())
     calls = res.calls
@@ -333,6 +440,7 @@ def closed_loop(
             "period_s": period,
             "starts_s": starts.tolist(),
             "preemptions": int(sum(c.preemptions for c in calls)),
+            "cached_tokens": int(sum(c.cached_tokens for c in calls)),
             "kv_capacity_tokens": inst.capacity,
             "token_budget": inst.token_budget,
             "max_batch": inst.max_batch,
