@@ -534,6 +534,24 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--steady-state", action="store_true", help="measure only while every client sends"
     )
+    parser.add_argument(
+        "--dataset-entries",
+        type=int,
+        default=None,
+        help="distinct prompts the clients draw from (default: every prompt distinct)",
+    )
+    parser.add_argument(
+        "--prefix-caching",
+        choices=("preset", "on", "off"),
+        default="preset",
+        help="engine prefix cache (default: the preset's)",
+    )
+    parser.add_argument(
+        "--budget-sizing",
+        choices=BUDGET_SIZINGS,
+        default="benchmark",
+        help="token budget of engines that cannot chunk prompts (see the module docstring)",
+    )
     args = parser.parse_args(argv)
     try:
         r = closed_loop(
@@ -551,6 +569,9 @@ def _main(argv: list[str] | None = None) -> int:
             stagger=args.stagger,
             warmup_requests=args.warmup_requests,
             steady_state=args.steady_state,
+            dataset_entries=args.dataset_entries,
+            prefix_caching={"preset": None, "on": True, "off": False}[args.prefix_caching],
+            budget_sizing=args.budget_sizing,
         )
     except ServingConfigError as exc:
         parser.exit(2, f"error: {exc}\n")
@@ -572,7 +593,8 @@ def _main(argv: list[str] | None = None) -> int:
     print(
         f"  latency mean {r['latency_mean_s']:.3f} s, throughput {r['request_throughput']:.2f} "
         f"req/s = {r['output_token_throughput']:,.0f} output tokens/s, "
-        f"{r['preemptions']} preemptions ({r['wall_seconds']:.2f} s wall)"
+        f"{r['preemptions']} preemptions, {r['cached_tokens']:,} prompt tokens from the prefix "
+        f"cache ({r['wall_seconds']:.2f} s wall)"
     )
     return 0
 
