@@ -132,7 +132,7 @@ def plot(held: dict[str, list], path: str) -> None:
 #: Groupings of ``--causes``: what a held-out error is broken down by.
 CAUSES = {
     "engine, model, precision": lambda r: f"{r.backend} {r.model} {r.precision}",
-    "engine, GPU, TP": lambda r: f"{r.backend} {r.gpu} tp{r.tp}",
+    "engine, model, GPU, TP": lambda r: f"{r.backend} {r.model} {r.gpu} tp{r.tp}",
     "engine, prompt tokens": lambda r: f"{r.backend} isl {r.isl}",
     "engine, clients": lambda r: f"{r.backend} {_client_band(r.concurrency)}",
 }
@@ -161,14 +161,14 @@ def causes(pairs: list) -> str:
             groups.setdefault(key(r), []).append((r, p))
         lines.append(f"  by {title}:")
         lines.append(
-            f"    {'group':34} {'rows':>4}  {'TTFT |e|':>8} {'signed':>8} {'>20%':>5}"
+            f"    {'group':40} {'rows':>4}  {'TTFT |e|':>8} {'signed':>8} {'>20%':>5}"
             f"  {'TPOT |e|':>8} {'signed':>8} {'>10%':>5}"
         )
         for name in sorted(groups):
             g = groups[name]
             t, d = signed_errors(g, "ttft"), signed_errors(g, "tpot")
             lines.append(
-                f"    {name:34} {len(g):4d}  {np.median(np.abs(t)):8.1%} {np.median(t):+8.1%} "
+                f"    {name:40} {len(g):4d}  {np.median(np.abs(t)):8.1%} {np.median(t):+8.1%} "
                 f"{int((np.abs(t) > TARGETS['ttft_median']).sum()):5d}  "
                 f"{np.median(np.abs(d)):8.1%} {np.median(d):+8.1%} "
                 f"{int((np.abs(d) > TARGETS['tpot_median']).sum()):5d}"
@@ -220,19 +220,6 @@ def main(argv: list[str] | None = None) -> int:
         "length and client count",
     )
     args = parser.parse_args(argv)
-    try:
-        rows, skipped = load_rows(args.data_dir)
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"{len(rows)} deployments the simulator can represent; left out:")
-    for reason, n in skipped.most_common():
-        print(f"  {n:4d}  {reason}")
-    client = {
-        "lockstep": CALIBRATION_CLIENT,
-        "steady": STEADY_CLIENT,
-        "aiperf-dataset": AIPERF_DATASET_CLIENT,
-    }[args.client]
     override = {}
     for item in args.latency_override:
         key, sep, value = item.partition("=")
@@ -247,6 +234,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"--latency-override {item!r}: {key!r} is not a latency-model constant; "
                 f"expected one of {sorted(CALIBRATION_FIELDS)}"
             )
+    try:
+        rows, skipped = load_rows(args.data_dir)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(rows)} deployments the simulator can represent; left out:")
+    for reason, n in skipped.most_common():
+        print(f"  {n:4d}  {reason}")
+    client = {
+        "lockstep": CALIBRATION_CLIENT,
+        "steady": STEADY_CLIENT,
+        "aiperf-dataset": AIPERF_DATASET_CLIENT,
+    }[args.client]
     print(f"engine configuration: --deployment {args.deployment}; clients: {client}")
     if override:
         print(f"latency-model overrides for every engine: {override}")
