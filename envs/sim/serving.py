@@ -33,16 +33,13 @@ How the clients start and which requests are measured (the benchmark tools' knob
   cache entries too) and evict the least recently used ones when requests need the room.
 
 Token budget of engines that cannot chunk a prompt (``mixed-whole``: TensorRT-LLM without chunked
-context): at the engine's documented default (``max_num_tokens`` 8,192) a prompt runs only when
-it fits whole beside the running decodes, so a prompt about as long as the budget waits until
-(almost) every decode has finished and a closed loop is served nearly one request at a time
-(TensorRT-LLM's tuning guide, "Tuning Max Batch Size and Max Num Tokens", describes exactly this
-and recommends chunked context or a larger ``max_num_tokens``). Its benchmark tools never run it
-that way: ``trtllm-bench`` sizes ``max_num_tokens`` from the dataset and aiconfigurator's
-generated configurations set ``max_batch_size + isl + 1500`` (rounded up to 32-token blocks).
-``budget_sizing="benchmark"`` (the default, with ``token_budget=None``) does the same whenever
-the default cannot hold one prompt beside ``concurrency`` decodes; ``"engine-default"`` keeps the
-documented default (and its serialisation).
+context): at the documented ``max_num_tokens`` 8,192 a prompt runs only when it fits whole beside
+the running decodes, so prompts about as long as the budget are served nearly one at a time (as
+TensorRT-LLM's tuning guide, "Tuning Max Batch Size and Max Num Tokens", describes). Its
+benchmark tools size the budget instead (``trtllm-bench`` from the dataset; aiconfigurator
+``max_batch_size + isl + 1500``, 32-token blocks); ``budget_sizing="benchmark"`` (default, with
+``token_budget=None``) does the same whenever the default cannot hold one prompt beside
+``concurrency`` decodes; ``"engine-default"`` keeps the documented default.
 
 :data:`CALIBRATION_CLIENT` is the setting the fidelity benchmark and the engine calibration use.
 
@@ -95,10 +92,8 @@ CALIBRATION_CLIENT: dict[str, Any] = {
 }
 #: The steady-state alternative (even stagger over one period, one warm-up request per client).
 STEADY_CLIENT: dict[str, Any] = {"stagger": "even", "warmup_requests": 1, "steady_state": True}
-#: aiconfigurator's generated benchmark script (``bench_run.sh.j2``: ``aiperf profile --concurrency
-#: N --num-requests 20N --warmup-request-count 2N``, no ``--num-dataset-entries``, so aiperf's
-#: 100 prompts): all clients at once, two warm-up requests per client, 100 distinct prompts
-#: reused (hitting the engines' prefix caches).
+#: aiconfigurator's generated benchmark (``bench_run.sh.j2``: ``aiperf --concurrency N
+#: --num-requests 20N --warmup-request-count 2N``, aiperf's 100 prompts reused via prefix caches).
 AIPERF_DATASET_CLIENT: dict[str, Any] = {
     "stagger": "none",
     "warmup_requests": 2,
