@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from envs.sim.events import callback
 from envs.sim.prefill import PrefillInstance
 from envs.sim.protocol import (
     ASYNC_STAGES,
@@ -70,7 +69,7 @@ class EventHandlersMixin:
             if isinstance(node, ToolNode):
                 estimate = run.tool_estimates[node.id] = self.tool_time_estimate(node)
                 run.path_end[node.id] = parent_end + estimate
-                self.schedule(node.latency, callback(self._tool_done, run, node))
+                self.call_later(node.latency, self._tool_done, run, node)
                 continue
             call = Call(len(self.calls), run, node, now)
             self.calls.append(call)
@@ -107,7 +106,7 @@ class EventHandlersMixin:
         call.stage = TRANSFER
         assert call.decode_instance is not None
         dt = self.transfer_time(call, inst.index, call.decode_instance)
-        self.schedule(dt, callback(self._on_transfer_done, call))
+        self.call_later(dt, self._on_transfer_done, call)
 
     def _on_transfer_done(self, call: Call) -> None:
         call.transfer_end = self.env.now
@@ -125,12 +124,14 @@ class EventHandlersMixin:
         """An engine started serving ``call`` at this stage: it can no longer be re-planned.
         (A migrated call is in neither waiting dict: it was never re-plannable.)"""
         if call.stage == WAIT_DECODE:
-            if self.waiting_decode.pop(call.uid, None) is not None:
+            left = self.waiting_decode.pop(call.uid, None)
+            if left is not None:
                 del self.decode_inbound[call.decode_instance][call.uid]
         else:
-            self.waiting_prefill.pop(call.uid, None)
-        if self.pending:
-            self._started_while_pending = True
+            left = self.waiting_prefill.pop(call.uid, None)
+        if left is not None and self.pending:
+            # It may be listed by a pending invocation (see Simulation._drop_started_calls).
+            self._started_while_pending.append(call)
         stage = "decode" if call.stage == WAIT_DECODE else "prefill"
         fallback = self._on_fallback[stage]
         if fallback and call.uid in fallback:

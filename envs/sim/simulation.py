@@ -64,14 +64,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import simpy
 
 from envs.sim.batching import DecodeInstance
 from envs.sim.catalog import get_model
 from envs.sim.cluster import ClusterSpec
 from envs.sim.engines import EnginePreset, get_engine
 from envs.sim.estimates import EstimatesMixin
-from envs.sim.events import PicklableEnvironment
+from envs.sim.events import LATE, NORMAL, PicklableEnvironment
 from envs.sim.handlers import EventHandlersMixin
 from envs.sim.instances import MonolithicInstance
 from envs.sim.migration import MigrationMixin
@@ -355,7 +354,9 @@ class Simulation(
         # plan must cover exactly the unplanned calls below that bound (see ``_validate``).
         self._unplanned: dict[int, Call] = {}
         self._uid_bound: dict[int, int] = {}
-        self._started_while_pending = False  # see _drop_started_calls
+        # Calls that left a waiting dict (started) while an invocation was pending: the only
+        # calls a pending invocation may list that it must no longer show (_drop_started_calls).
+        self._started_while_pending: list[Call] = []
         # Asynchronous planning (see ``apply``): per P-D stage, the plan in flight (the calls
         # of its invocation and its assignments; None: none), whether the stage absorbed
         # invocations meanwhile (dirty), the calls it absorbed, and the uids of waiting calls
@@ -407,14 +408,19 @@ class Simulation(
             )
 
     def schedule(self, delay: float, fn: Callable[[Any], None]) -> None:
-        """Run ``fn(event)`` after ``delay`` seconds of simulated time."""
-        ev = self.env.timeout(delay)
-        ev.callbacks.append(fn)
+        """Run ``fn(None)`` after ``delay`` seconds of simulated time (``fn`` takes the place of
+        a SimPy event callback; no event object is made: see :class:`envs.sim.events.Due`)."""
+        self.env.call_at(delay, NORMAL, fn, None)
 
-    def schedule_late(self, fn: Callable[[Any], None]) -> None:
-        """Run ``fn(event)`` at the current instant, after every other event of this instant
-        (including those scheduled later at the same time)."""
-        _LateEvent(self.env).callbacks.append(fn)
+    def call_later(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` after ``delay`` seconds of simulated time (as :meth:`schedule`)."""
+        self.env.call_at(delay, NORMAL, fn, *args)
+
+    def schedule_late(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` at the current instant, after every other event of this instant
+        (including those scheduled later at the same time): SimPy orders its queue by time,
+        then priority (URGENT 0, NORMAL 1); this uses 2."""
+        self.env.call_at(0.0, LATE, fn, *args)
 
     @property
     def done(self) -> bool:
@@ -443,13 +449,19 @@ class Simulation(
         was raised but within the same event (an engine that finished a call starts its next
         queued one in the callback that revealed the finished call's children): a scheduler is
         shown only calls it can still plan."""
-        self._started_while_pending = False
+        started, self._started_while_pending = self._started_while_pending, []
+        # Only a call that left a waiting dict can have left an invocation's list (a call is
+        # listed only while it waits, and re-enters no waiting dict once started), so the lists
+        # are rebuilt only when one of them names such a call: the same lists as filtering every
+        # call by ``uid in waiting``, without a pass over every waiting call per event.
+        gone = {id(c) for c in started}
         for inv in self.pending:
             if inv.stage == "migrate":
                 continue
-            waiting = self.waiting_decode if inv.stage == "decode" else self.waiting_prefill
-            inv.calls = [c for c in inv.calls if c.uid in waiting]
-            inv.new_calls = [c for c in inv.new_calls if c.uid in waiting]
+            if any(id(c) in gone for c in inv.new_calls) or any(c in inv.calls for c in started):
+                waiting = self.waiting_decode if inv.stage == "decode" else self.waiting_prefill
+                inv.calls = [c for c in inv.calls if c.uid in waiting]
+                inv.new_calls = [c for c in inv.new_calls if c.uid in waiting]
 
     def run(self, scheduler: Any, planning_delay: float = 0.0) -> SimulationResult:
         """Run to the end, asking ``scheduler.plan(sim, invocation)`` for every decision.
@@ -562,17 +574,6 @@ class Simulation(
                 touched[target.index] = target
         for inst in touched.values():
             inst.on_queue_changed()
-
-
-class _LateEvent(simpy.events.Event):
-    """A zero-delay event processed after all normal-priority events of the same instant
-    (SimPy orders its queue by time, then priority: URGENT 0, NORMAL 1; this uses 2)."""
-
-    def __init__(self, env: simpy.Environment) -> None:
-        super().__init__(env)
-        self._ok = True
-        self._value = None
-        env.schedule(self, 2, 0)
 
 
 __all__ = [
