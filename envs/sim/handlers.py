@@ -171,6 +171,20 @@ class EventHandlersMixin:
         service = (call.prefill_end - call.prefill_start) + (call.decode_end - call.decode_start)
         self._node_done(run, call.node.id, service)
 
+    def _pack_run(self, run: WorkflowRun) -> None:
+        """``record_store`` ``compact``/``disk``: pack finished ``run``'s calls into the store and
+        drop the per-node state nothing reads once the workflow is done."""
+        table = self.calls
+        for call in run.calls.values():
+            table.pack(call)
+        self._store.forget_run(run.index)
+        run.calls = {}
+        run.path_end = {}
+        run.service_path = {}
+        run.tool_estimates = {}
+        run.children = {}
+        run.waiting_parents = {}
+
     def _node_done(self, run: WorkflowRun, node_id: str, service: float = 0.0) -> None:
         node = run.nodes[node_id]
         path = _latest(run.service_path, node.parents) + service
@@ -182,6 +196,8 @@ class EventHandlersMixin:
             run.finish_time = self.env.now
             self.finished_runs += 1
             self.completed.append(run)
+            if self._store is not None:
+                self._pack_run(run)
             return
         if children:
             self._reveal(run, children, "reveal")

@@ -93,6 +93,8 @@ from envs.sim.protocol import (
 from envs.sim.reconfiguration import ReconfigurationMixin
 from envs.sim.records import (
     CallRecord,
+    CallStore,
+    CallTable,
     LatencyCache,
     PlanningStats,
     SimulationResult,
@@ -107,6 +109,9 @@ from envs.sim.workload import (
     as_workflow,
 )
 from traces.schema import LLMNode, Request, Workflow
+
+#: What a simulation keeps of a finished workflow (``Simulation(record_store=...)``).
+RECORD_STORES = ("objects", "compact", "disk")
 
 
 class Simulation(
@@ -169,6 +174,19 @@ class Simulation(
         name has; 0 s before any tool finished), ``oracle`` its true trace latency (what a
         scheduler cannot know before the tool returns). A finished tool is charged its measured
         latency either way. The simulation always runs tools for their true latency.
+    :param record_store: what is kept of a finished workflow (see :data:`RECORD_STORES`):
+        ``objects`` (default) its :class:`Call` objects and the run's per-node state, as
+        while it ran; ``compact`` its calls packed into fixed-width rows
+        (:class:`envs.sim.records.CallStore`, 152 bytes a call) and the run's per-node
+        bookkeeping dropped, so a long episode holds a fraction of the memory; ``disk`` as
+        ``compact`` with the packed rows appended to an anonymous temporary file, 8,192 at a
+        time, so memory stays flat. Either way :meth:`result` returns the same records and
+        metrics (pinned by a test). Under ``compact``/``disk`` :attr:`calls` is a
+        :class:`envs.sim.records.CallTable`: a finished workflow's calls read back as
+        :class:`envs.sim.records.PackedCall` (their record fields, no engine bookkeeping), and
+        a finished run keeps ``nodes``, ``revealed``, ``finished`` and its times but not its
+        ``calls``, ``path_end``, ``service_path``, ``tool_estimates`` or reveal counters. For
+        bare simulations (the envs read finished runs' state and use ``objects``).
     """
 
     def __init__(
@@ -196,6 +214,7 @@ class Simulation(
         kv_policy: str | None = None,
         prefix_block_tokens: int = 512,
         tool_estimate: str = "history",
+        record_store: str = "objects",
     ):
         if cluster.architecture == "pool":
             raise WorkloadError(
@@ -232,6 +251,9 @@ class Simulation(
             raise ValueError(
                 f"tool_estimate must be one of {TOOL_ESTIMATES}, got {tool_estimate!r}"
             )
+        if record_store not in RECORD_STORES:
+            raise ValueError(f"record_store must be one of {RECORD_STORES}, got {record_store!r}")
+        self.record_store = record_store
         self.tool_estimate = tool_estimate
         # Finished tools' measured latencies, per tool name and over all tools: [sum, count].
         self._tool_seen: dict[str | None, list[float]] = {}
@@ -373,7 +395,11 @@ class Simulation(
         # or running prefill, transferring, or waiting for decode. Lets schedulers see the decode
         # load that is on its way.
         self.decode_inbound: dict[int, dict[int, Call]] = {d.index: {} for d in self.decode}
-        self.calls: list[Call] = []
+        self.calls: list[Call] | CallTable = []
+        self._store: CallStore | None = None
+        if record_store != "objects":
+            self._store = CallStore(self.runs, spill=record_store == "disk")
+            self.calls = CallTable(self._store)
         self.completed: list[WorkflowRun] = []  # in completion order
         self.finished_runs = 0
         self.events = 0
@@ -589,6 +615,7 @@ __all__ = [
     "Invocation",
     "LatencyCache",
     "PlanningStats",
+    "RECORD_STORES",
     "SchedulingError",
     "Simulation",
     "SimulationResult",
