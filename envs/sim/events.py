@@ -32,21 +32,13 @@ def _call_ignoring_event(fn: Callable[..., None], args: tuple[Any, ...], _event:
     fn(*args)
 
 
-class Due:
-    """A call ``fn(*args)`` waiting in the SimPy queue: what a :class:`simpy.events.Timeout` with
-    one callback does, without the event object, its callback list and the partial around the
-    callback (the simulator schedules ~100,000 of them per 1,000 workflows, and none is ever
-    waited on by a process). :meth:`PicklableEnvironment.step` runs it; it takes one event id
-    and one queue slot, exactly as the ``Timeout`` it replaces, so the event order is the same."""
-
-    __slots__ = ("fn", "args")
-
-    def __init__(self, fn: Callable[..., None], args: tuple[Any, ...]):
-        self.fn = fn
-        self.args = args
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Due, (self.fn, self.args))
+#: A due call in the SimPy queue is the tuple ``(fn, args)`` in an entry's event slot: what a
+#: :class:`simpy.events.Timeout` with one callback does, without the event object, its callback
+#: list and the partial around the callback (the simulator schedules ~100,000 of them per 1,000
+#: workflows, and no process ever waits on one). :meth:`PicklableEnvironment.step` runs it; it
+#: takes one event id and one queue entry, exactly as the ``Timeout`` it replaces, so the event
+#: order is the same (entries compare by time, priority, then the unique id).
+DUE = tuple
 
 
 class PicklableEnvironment(simpy.Environment):
@@ -57,19 +49,20 @@ class PicklableEnvironment(simpy.Environment):
 
     def call_at(self, delay: float, priority: int, fn: Callable[..., None], *args: Any) -> None:
         """Queue ``fn(*args)`` at ``now + delay`` seconds with SimPy queue ``priority`` (see
-        :class:`Due`); the same time arithmetic and tie-breaking as ``timeout(delay)``."""
+        :data:`DUE`); the same time arithmetic and tie-breaking as ``timeout(delay)``."""
         if delay < 0:
             raise ValueError(f"Negative delay {delay}")
-        heappush(self._queue, (self._now + delay, priority, next(self._eid), Due(fn, args)))
+        heappush(self._queue, (self._now + delay, priority, next(self._eid), (fn, args)))
 
     def step(self) -> None:
-        """Process the next event: a :class:`Due` call directly, any other event as SimPy does."""
+        """Process the next event: a due call (:data:`DUE`) directly, any other event as SimPy
+        does."""
         queue = self._queue
-        if not queue or type(queue[0][3]) is not Due:
+        if not queue or type(queue[0][3]) is not DUE:
             super().step()
             return
-        self._now, _, _, due = heappop(queue)
-        due.fn(*due.args)
+        self._now, _, _, (fn, args) = heappop(queue)
+        fn(*args)
 
     def __getstate__(self) -> dict[str, Any]:
         state = {k: v for k, v in self.__dict__.items() if not _is_bound_class(self, k)}

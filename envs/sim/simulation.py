@@ -61,6 +61,7 @@ from __future__ import annotations
 import math
 import time as _time
 from collections.abc import Callable, Sequence
+from heapq import heappush
 from typing import Any
 
 import numpy as np
@@ -413,7 +414,7 @@ class Simulation(
     @property
     def now(self) -> float:
         """Current simulated time in seconds."""
-        return self.env.now
+        return self.env._now  # SimPy's ``Environment.now``, without its property call
 
     def next_seq(self) -> int:
         self._seq += 1
@@ -435,12 +436,16 @@ class Simulation(
 
     def schedule(self, delay: float, fn: Callable[[Any], None]) -> None:
         """Run ``fn(None)`` after ``delay`` seconds of simulated time (``fn`` takes the place of
-        a SimPy event callback; no event object is made: see :class:`envs.sim.events.Due`)."""
+        a SimPy event callback; no event object is made: see :data:`envs.sim.events.DUE`)."""
         self.env.call_at(delay, NORMAL, fn, None)
 
     def call_later(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
-        """Run ``fn(*args)`` after ``delay`` seconds of simulated time (as :meth:`schedule`)."""
-        self.env.call_at(delay, NORMAL, fn, *args)
+        """Run ``fn(*args)`` after ``delay`` seconds of simulated time (as :meth:`schedule`;
+        :meth:`envs.sim.events.PicklableEnvironment.call_at` inlined: the hottest call)."""
+        if delay < 0:
+            raise ValueError(f"Negative delay {delay}")
+        env = self.env
+        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), (fn, args)))
 
     def schedule_late(self, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` at the current instant, after every other event of this instant
@@ -483,6 +488,11 @@ class Simulation(
         gone = {id(c) for c in started}
         for inv in self.pending:
             if inv.stage == "migrate":
+                continue
+            if inv.__dict__.get("_calls", ()) is None:  # built lazily from the waiting calls
+                if any(id(c) in gone for c in inv.new_calls):
+                    waiting = self.waiting_prefill
+                    inv.new_calls = [c for c in inv.new_calls if c.uid in waiting]
                 continue
             if any(id(c) in gone for c in inv.new_calls) or any(c in inv.calls for c in started):
                 waiting = self.waiting_decode if inv.stage == "decode" else self.waiting_prefill
