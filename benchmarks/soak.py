@@ -35,6 +35,8 @@ import gc
 import resource
 import sys
 import time
+import tracemalloc
+from pathlib import Path
 
 import numpy as np
 
@@ -89,8 +91,11 @@ def long_episode(
     seed: int,
     horizons: bool,
     record_store: str = "disk",
+    trace: bool = False,
 ) -> list[tuple[int, float]]:
-    """Phase 1: RSS while one simulation serves ``count`` workflows."""
+    """Phase 1: RSS while one simulation serves ``count`` workflows; with ``trace``, the
+    ``tracemalloc`` growth by source line from the first mark (a tenth of the workflows done)
+    to the end, largest first."""
     records = generate(workload, seed=seed, count=count)
     sim = Simulation(
         load_cluster(cluster),
@@ -113,11 +118,28 @@ def long_episode(
             sim.apply(scheduler.plan(sim, inv))
         while nxt < len(marks) and sim.finished_runs >= marks[nxt]:
             points.append((marks[nxt], rss_mb()))
+            if trace and nxt == 0:
+                tracemalloc.start()
+                first = tracemalloc.take_snapshot()
             print(
                 f"  {marks[nxt]:>7} workflows done  RSS {points[-1][1]:8.1f} MB  "
                 f"sim t={sim.now:9.1f} s  wall {time.perf_counter() - start:6.1f} s"
             )
             nxt += 1
+    if trace:
+        gc.collect()
+        stats = tracemalloc.take_snapshot().compare_to(first, "lineno")
+        total = sum(s.size_diff for s in stats)
+        print(
+            f"  tracemalloc growth from {marks[0]} workflows done to the end: {total / 1e6:.2f} MB"
+        )
+        for s in stats[:10]:
+            frame = s.traceback[0]
+            where = "/".join(Path(frame.filename).parts[-3:])
+            print(
+                f"    {s.size_diff / 1e6:7.2f} MB ({100 * s.size_diff / total:5.1f} %) "
+                f"{s.count_diff:+8d} blocks  {where}:{frame.lineno}"
+            )
     result = sim.result()
     done = sum(1 for w in result.workflows if w.finish < float("inf"))
     print(
@@ -176,6 +198,11 @@ def main(argv: list[str] | None = None) -> None:
         help="phase 1 passes when RSS grows by at most this many bytes per workflow",
     )
     ap.add_argument("--skip-resets", action="store_true", help="run phase 1 only")
+    ap.add_argument(
+        "--trace",
+        action="store_true",
+        help="phase 1 prints the tracemalloc growth by line after the first mark (slow)",
+    )
     args = ap.parse_args(argv)
 
     start = time.perf_counter()
@@ -192,6 +219,7 @@ def main(argv: list[str] | None = None) -> None:
         args.seed,
         args.horizons,
         args.record_store,
+        args.trace,
     )
     p2 = None
     if not args.skip_resets:

@@ -123,7 +123,7 @@ def test_packed_store_reproduces_the_object_records_exactly(make: Any, store: st
     # a finished run kept what the workflow records need and dropped the per-node state
     run = sim.runs[0]
     assert run.finish_time >= 0 and not run.calls and not run.path_end
-    assert not run.service_path and not run.children
+    assert not run.service_path and not run.children and not run.finished and run.done
 
 
 def test_packed_store_survives_a_pickle_mid_run() -> None:

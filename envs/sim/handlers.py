@@ -214,6 +214,8 @@ class EventHandlersMixin:
         run.tool_estimates = {}
         run.children = {}
         run.waiting_parents = {}
+        run.finished = set()
+        run.revealed = []
 
     def _node_done(self, run: WorkflowRun, node_id: str, service: float = 0.0) -> None:
         node = run.nodes[node_id]

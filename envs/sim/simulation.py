@@ -185,9 +185,9 @@ class Simulation(
         metrics (pinned by a test). Under ``compact``/``disk`` :attr:`calls` is a
         :class:`envs.sim.records.CallTable`: a finished workflow's calls read back as
         :class:`envs.sim.records.PackedCall` (their record fields, no engine bookkeeping), and
-        a finished run keeps ``nodes``, ``revealed``, ``finished`` and its times but not its
-        ``calls``, ``path_end``, ``service_path``, ``tool_estimates`` or reveal counters. For
-        bare simulations (the envs read finished runs' state and use ``objects``).
+        a finished run keeps ``nodes``, ``done`` and its times but not its ``calls``,
+        ``path_end``, ``service_path``, ``tool_estimates``, ``revealed``, ``finished`` or reveal
+        counters. For bare simulations (the envs read finished runs' state and use ``objects``).
     """
 
     def __init__(

@@ -213,7 +213,9 @@ class WorkflowRun:
 
     @property
     def done(self) -> bool:
-        return len(self.finished) == len(self.nodes)
+        """Every node finished (``finish_time`` is set then; a run packed by a compact record
+        store keeps no ``finished`` set)."""
+        return self.finish_time >= 0 or len(self.finished) == len(self.nodes)
 
     def sources(self) -> list[LLMNode | ToolNode]:
         """Nodes with no parents: the ones revealed at arrival."""
