@@ -26,7 +26,7 @@ from envs.sim import DefaultScheduler, Simulation, load_cluster
 from envs.sim import estimates as sim_estimates
 from envs.sim.protocol import Assignment
 from envs.sim.records import CallStore, CallTable, PackedCall
-from envs.sim.workload import DONE
+from envs.sim.workload import DONE, WorkflowRun
 from traces.generators import generate
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -206,3 +206,20 @@ def test_isolated_time_cache_bound_changes_nothing(monkeypatch: pytest.MonkeyPat
     res = sim.run(DefaultScheduler())
     assert len(sim._isolated_cache) <= 3
     assert digest(res) == digest(ref)
+
+
+def test_incremental_path_end_max_equals_a_rescan() -> None:
+    """``WorkflowRun.max_path_end`` (kept as ends are set) equals ``max(path_end.values())``
+    after every update of random ends, up and down, ties included."""
+    run = WorkflowRun(generate("mixed", seed=0, count=1)[0], 0)
+    rng = np.random.default_rng(0)
+    ids = list(run.nodes)
+    assert len(ids) > 3
+    for _ in range(3000):
+        node = ids[int(rng.integers(len(ids)))]
+        end = float(rng.integers(0, 20)) / 4.0  # coarse values: many ties
+        run.set_path_end(node, end)
+        assert run.max_path_end() == max(run.path_end.values())
+    run.clear_path_ends()
+    run.set_path_end(ids[0], 0.5)
+    assert run.max_path_end() == 0.5

@@ -98,7 +98,7 @@ class EventHandlersMixin:
             parent_end = _latest(run.path_end, node.parents) if online else 0.0
             if isinstance(node, ToolNode):
                 estimate = run.tool_estimates[node.id] = self.tool_time_estimate(node)
-                run.path_end[node.id] = parent_end + estimate
+                run.set_path_end(node.id, parent_end + estimate)
                 self.call_later(node.latency, self._tool_done, run, node)
                 continue
             call = Call(len(self.calls), run, node, now)
@@ -106,12 +106,12 @@ class EventHandlersMixin:
             run.calls[node.id] = call
             self._draw_estimates(call)
             if self.online_horizons:
-                run.path_end[node.id] = parent_end + self.isolated_call_time(call)
+                run.set_path_end(node.id, parent_end + self.isolated_call_time(call))
             self.waiting_prefill[call.uid] = call
             self._unplanned[call.uid] = call
             new_calls.append(call)
         if run.path_end:
-            run.online_horizon = max(run.path_end.values())
+            run.online_horizon = run.max_path_end()
         if new_calls:
             self._raise("prefill" if self.pd else "route", trigger, new_calls)
 
@@ -187,8 +187,8 @@ class EventHandlersMixin:
         self._tool_all[0] += node.latency
         self._tool_all[1] += 1
         if self.online_horizons:
-            run.path_end[node.id] = _latest(run.path_end, node.parents) + node.latency
-            run.online_horizon = max(run.path_end.values())
+            run.set_path_end(node.id, _latest(run.path_end, node.parents) + node.latency)
+            run.online_horizon = run.max_path_end()
         self._node_done(run, node.id)
 
     def _call_done(self, call: Call) -> None:
@@ -196,8 +196,10 @@ class EventHandlersMixin:
         if self.online_horizons:
             # Refine H_w(t) with the true isolated duration now that the output length is known.
             parent_end = _latest(run.path_end, call.node.parents)
-            run.path_end[call.node.id] = parent_end + self.isolated_call_time(call, use_truth=True)
-            run.online_horizon = max(run.path_end.values())
+            run.set_path_end(
+                call.node.id, parent_end + self.isolated_call_time(call, use_truth=True)
+            )
+            run.online_horizon = run.max_path_end()
         service = (call.prefill_end - call.prefill_start) + (call.decode_end - call.decode_start)
         self._node_done(run, call.node.id, service)
 
@@ -209,7 +211,7 @@ class EventHandlersMixin:
             table.pack(call)
         self._store.forget_run(run.index)
         run.calls = {}
-        run.path_end = {}
+        run.clear_path_ends()
         run.service_path = {}
         run.tool_estimates = {}
         run.children = {}
