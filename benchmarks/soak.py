@@ -1,6 +1,7 @@
 """Soak: memory over one long episode and over many consecutive resets (issue 13).
 
     python -m benchmarks.soak [--workflows 10000] [--resets 1000] [--every 10]
+                             [--record-store disk|compact|objects] [--skip-resets]
 
 Two phases, each printing the process's resident memory (RSS, ``VmRSS`` of /proc/self/status;
 ``ru_maxrss``, the peak, where /proc is missing) at ``--every`` evenly spaced points, then the
@@ -9,8 +10,14 @@ growth from the first point to the last in MB and %:
 1. **Long episode**: the bare simulator (:class:`envs.sim.Simulation`, its
    :class:`envs.sim.DefaultScheduler`, no RL) serving ``--workflows`` generated workflows on
    ``--cluster``, driven decision by decision; RSS after every tenth of the workflows has
-   finished. The simulator keeps every call's state until the episode ends (the records are its
-   result), so this phase grows by design; the figure to read is bytes per workflow, printed too.
+   finished. ``--record-store`` (default ``disk``) is what the simulator keeps of a finished
+   workflow (``Simulation(record_store=...)``): ``objects`` keeps every call object and run state
+   until the episode ends, so that phase grows by design; ``compact`` packs a finished
+   workflow's calls into 152-byte rows; ``disk`` appends those rows to a temporary file. The
+   figure to read is the slope: the least-squares fit of RSS against finished workflows over
+   the points after the first (warm-up: caches fill, the backlog builds), in bytes per workflow,
+   printed with a PASS/FAIL line against the target (issue 32: flat, read as a slope of at most
+   ``--flat-bytes`` per workflow, 1 KB by default: under 10 MB over 10,000 workflows).
    Standalone horizons are off (``--horizons`` turns them on: one small simulation per distinct
    workflow, cached for the episode).
 2. **Resets**: one ``servegym/PDCluster-v0`` env reset ``--resets`` times (a new seed each time:
@@ -28,11 +35,14 @@ import gc
 import resource
 import sys
 import time
+import tracemalloc
+from pathlib import Path
 
 import numpy as np
 
 from envs.pd_cluster import PDClusterEnv
 from envs.sim import DefaultScheduler, Simulation, load_cluster
+from envs.sim.simulation import RECORD_STORES
 from traces.generators import generate
 
 
@@ -62,12 +72,38 @@ def report(label: str, points: list[tuple[int, float]], unit: str) -> tuple[floa
     return growth, pct
 
 
+def slope(points: list[tuple[int, float]]) -> float:
+    """Least-squares slope of RSS (MB) against workflows done, in bytes per workflow, over the
+    points after the first (NaN with fewer than two of them)."""
+    pts = points[1:]
+    if len(pts) < 2:
+        return float("nan")
+    x = np.array([p[0] for p in pts], dtype=float)
+    y = np.array([p[1] for p in pts], dtype=float) * 1e6
+    return float(np.polyfit(x, y, 1)[0])
+
+
 def long_episode(
-    cluster: str, workload: str, count: int, every: int, seed: int, horizons: bool
+    cluster: str,
+    workload: str,
+    count: int,
+    every: int,
+    seed: int,
+    horizons: bool,
+    record_store: str = "disk",
+    trace: bool = False,
 ) -> list[tuple[int, float]]:
-    """Phase 1: RSS while one simulation serves ``count`` workflows."""
+    """Phase 1: RSS while one simulation serves ``count`` workflows; with ``trace``, the
+    ``tracemalloc`` growth by source line from the first mark (a tenth of the workflows done)
+    to the end, largest first."""
     records = generate(workload, seed=seed, count=count)
-    sim = Simulation(load_cluster(cluster), records, seed=seed, compute_horizons=horizons)
+    sim = Simulation(
+        load_cluster(cluster),
+        records,
+        seed=seed,
+        compute_horizons=horizons,
+        record_store=record_store,
+    )
     scheduler = DefaultScheduler()
     marks = sorted({max(1, round(count * k / every)) for k in range(1, every + 1)})
     points = [(0, rss_mb())]
@@ -82,11 +118,28 @@ def long_episode(
             sim.apply(scheduler.plan(sim, inv))
         while nxt < len(marks) and sim.finished_runs >= marks[nxt]:
             points.append((marks[nxt], rss_mb()))
+            if trace and nxt == 0:
+                tracemalloc.start()
+                first = tracemalloc.take_snapshot()
             print(
                 f"  {marks[nxt]:>7} workflows done  RSS {points[-1][1]:8.1f} MB  "
                 f"sim t={sim.now:9.1f} s  wall {time.perf_counter() - start:6.1f} s"
             )
             nxt += 1
+    if trace:
+        gc.collect()
+        stats = tracemalloc.take_snapshot().compare_to(first, "lineno")
+        total = sum(s.size_diff for s in stats)
+        print(
+            f"  tracemalloc growth from {marks[0]} workflows done to the end: {total / 1e6:.2f} MB"
+        )
+        for s in stats[:10]:
+            frame = s.traceback[0]
+            where = "/".join(Path(frame.filename).parts[-3:])
+            print(
+                f"    {s.size_diff / 1e6:7.2f} MB ({100 * s.size_diff / total:5.1f} %) "
+                f"{s.count_diff:+8d} blocks  {where}:{frame.lineno}"
+            )
     result = sim.result()
     done = sum(1 for w in result.workflows if w.finish < float("inf"))
     print(
@@ -132,28 +185,64 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--every", type=int, default=10, help="RSS points per phase")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--horizons", action="store_true", help="phase 1 computes H_w as well")
+    ap.add_argument(
+        "--record-store",
+        choices=RECORD_STORES,
+        default="disk",
+        help="what phase 1's simulator keeps of a finished workflow",
+    )
+    ap.add_argument(
+        "--flat-bytes",
+        type=float,
+        default=1000.0,
+        help="phase 1 passes when RSS grows by at most this many bytes per workflow",
+    )
+    ap.add_argument("--skip-resets", action="store_true", help="run phase 1 only")
+    ap.add_argument(
+        "--trace",
+        action="store_true",
+        help="phase 1 prints the tracemalloc growth by line after the first mark (slow)",
+    )
     args = ap.parse_args(argv)
 
     start = time.perf_counter()
     print(
         f"phase 1: one episode of {args.workflows} {args.workload} workflows on {args.cluster} "
-        f"(bare Simulation, DefaultScheduler, horizons {'on' if args.horizons else 'off'})"
+        f"(bare Simulation, DefaultScheduler, horizons {'on' if args.horizons else 'off'}, "
+        f"record store {args.record_store})"
     )
     p1 = long_episode(
-        args.cluster, args.workload, args.workflows, args.every, args.seed, args.horizons
+        args.cluster,
+        args.workload,
+        args.workflows,
+        args.every,
+        args.seed,
+        args.horizons,
+        args.record_store,
+        args.trace,
     )
-    print(
-        f"phase 2: {args.resets} resets of PDCluster-v0 ({args.reset_workflows} workflows, "
-        f"{args.steps} random legal steps each)"
-    )
-    p2 = resets(
-        args.cluster, args.workload, args.reset_workflows, args.resets, args.steps, args.every
-    )
+    p2 = None
+    if not args.skip_resets:
+        print(
+            f"phase 2: {args.resets} resets of PDCluster-v0 ({args.reset_workflows} workflows, "
+            f"{args.steps} random legal steps each)"
+        )
+        p2 = resets(
+            args.cluster, args.workload, args.reset_workflows, args.resets, args.steps, args.every
+        )
     print("summary")
     g1, _ = report("  long episode", p1, "workflows")
     per_wf = 1e6 * g1 / max(1, p1[-1][0])
-    print(f"    = {per_wf:.0f} bytes per workflow kept (the episode's records and run state)")
-    report("  resets", p2, "resets")
+    print(f"    = {per_wf:.0f} bytes per workflow from the first point to the last")
+    s = slope(p1)
+    verdict = "PASS" if s <= args.flat_bytes else "FAIL"
+    print(
+        f"  {verdict}: long-episode slope {s:+.0f} bytes per workflow after the first point "
+        f"(target: flat, <= {args.flat_bytes:g} bytes per workflow; record store "
+        f"{args.record_store})"
+    )
+    if p2 is not None:
+        report("  resets", p2, "resets")
     print(f"  total wall {time.perf_counter() - start:.0f} s")
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from envs.sim.cluster import InstanceSpec
-from envs.sim.events import callback
 from envs.sim.protocol import KV_POLICIES, InstanceHost
 from envs.sim.shared_gpus import SharedGPUs
 from envs.sim.workload import DECODE, DONE, PREFILL, WAIT_PREFILL, Call
@@ -192,9 +191,9 @@ class _BatchEngine:
         self.seg_end = self.sim.now + delay
         version = self._version
         if late:
-            self.sim.schedule_late(callback(self._boundary, version))
+            self.sim.schedule_late(self._boundary, version)
         else:
-            self.sim.schedule(delay, callback(self._boundary, version))
+            self.sim.call_later(delay, self._boundary, version)
 
     def _boundary(self, version: int) -> None:
         if version != self._version:

@@ -14,6 +14,10 @@ from envs.sim.workload import (
     Call,
 )
 
+#: Entries of the isolated-time cache (keyed on model, prompt and output tokens) before it is
+#: cleared: a long episode's distinct calls would otherwise grow it without bound.
+ISOLATED_CACHE_ENTRIES = 1 << 15
+
 
 class EstimatesMixin:
     """The scheduler-visible estimates of :class:`envs.sim.simulation.Simulation`."""
@@ -27,6 +31,8 @@ class EstimatesMixin:
         t = self._isolated_cache.get(key)
         if t is None:
             t = self._isolated_time(call.model, call.input_tokens, out)
+            if len(self._isolated_cache) >= ISOLATED_CACHE_ENTRIES:
+                self._isolated_cache.clear()  # a pure function's cache: bounded, same values
             self._isolated_cache[key] = t
         return t if use_truth else t * call.time_error
 

@@ -10,10 +10,16 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable
+from heapq import heappop, heappush
 from typing import Any
 
 import simpy
 from simpy.core import BoundClass
+
+#: SimPy's queue priorities: ``NORMAL`` (timeouts) and the one after every normal event of an
+#: instant (``Simulation.schedule_late``).
+NORMAL = 1
+LATE = 2
 
 
 def callback(fn: Callable[..., None], *args: Any) -> Callable[[Any], None]:
@@ -26,11 +32,37 @@ def _call_ignoring_event(fn: Callable[..., None], args: tuple[Any, ...], _event:
     fn(*args)
 
 
+#: A due call in the SimPy queue is the tuple ``(fn, args)`` in an entry's event slot: what a
+#: :class:`simpy.events.Timeout` with one callback does, without the event object, its callback
+#: list and the partial around the callback (the simulator schedules ~100,000 of them per 1,000
+#: workflows, and no process ever waits on one). :meth:`PicklableEnvironment.step` runs it; it
+#: takes one event id and one queue entry, exactly as the ``Timeout`` it replaces, so the event
+#: order is the same (entries compare by time, priority, then the unique id).
+DUE = tuple
+
+
 class PicklableEnvironment(simpy.Environment):
     """A :class:`simpy.Environment` that pickles: SimPy binds its event classes to the instance
     (``BoundClass.bind_early``), and those bound classes are rebuilt on load rather than pickled;
     the event-id counter is stored as its next value (``itertools.count`` is not picklable
     on every Python)."""
+
+    def call_at(self, delay: float, priority: int, fn: Callable[..., None], *args: Any) -> None:
+        """Queue ``fn(*args)`` at ``now + delay`` seconds with SimPy queue ``priority`` (see
+        :data:`DUE`); the same time arithmetic and tie-breaking as ``timeout(delay)``."""
+        if delay < 0:
+            raise ValueError(f"Negative delay {delay}")
+        heappush(self._queue, (self._now + delay, priority, next(self._eid), (fn, args)))
+
+    def step(self) -> None:
+        """Process the next event: a due call (:data:`DUE`) directly, any other event as SimPy
+        does."""
+        queue = self._queue
+        if not queue or type(queue[0][3]) is not DUE:
+            super().step()
+            return
+        self._now, _, _, (fn, args) = heappop(queue)
+        fn(*args)
 
     def __getstate__(self) -> dict[str, Any]:
         state = {k: v for k, v in self.__dict__.items() if not _is_bound_class(self, k)}

@@ -50,7 +50,6 @@ from typing import Any
 
 from envs.sim.batching import DecodeInstance, _BatchEngine
 from envs.sim.cluster import InstanceSpec
-from envs.sim.events import callback
 from envs.sim.prefill import PrefillInstance
 from envs.sim.prefix_cache import PrefixCache
 from envs.sim.protocol import DEFAULT_TOKEN_BUDGET, SCHEDULING_MODES, InstanceHost
@@ -197,7 +196,7 @@ class MonolithicInstance(PrefixCache, _BatchEngine):
         self.seg_start = self.sim.now
         self.seg_prefill = True
         self.seg_calls = []
-        self.sim.schedule(dt, callback(self._prefill_done, calls))
+        self.sim.call_later(dt, self._prefill_done, calls)
         self._schedule_boundary(dt, 0)
 
     def _prefill_done(self, calls: list[Call]) -> None:

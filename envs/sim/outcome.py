@@ -14,6 +14,7 @@ from envs.sim.records import (
     WorkflowRecord,
 )
 from envs.sim.workload import (
+    Call,
     WorkflowRun,
 )
 from traces.schema import LLMNode, Workflow
@@ -25,6 +26,32 @@ def _workflow_key(wf: Workflow) -> tuple:
         if isinstance(n, LLMNode)
         else (n.id, n.parents, n.latency)
         for n in wf.nodes
+    )
+
+
+def _call_record(c: Call) -> CallRecord:
+    """``c``'s :class:`CallRecord` (fields in declaration order)."""
+    return CallRecord(
+        c.workflow.id,
+        c.node.id,
+        c.model,
+        c.node.task,
+        c.input_tokens,
+        c.output_tokens,
+        c.predicted_output_tokens,
+        c.revealed_at,
+        -1 if c.prefill_instance is None else c.prefill_instance,
+        -1 if c.decode_instance is None else c.decode_instance,
+        c.prefill_start,
+        c.prefill_end,
+        c.transfer_end,
+        c.decode_start,
+        c.decode_end,
+        c.cached_tokens,
+        c.migrations,
+        c.migration_seconds,
+        c.preemptions,
+        c.recomputed_tokens,
     )
 
 
@@ -68,31 +95,15 @@ class OutcomeMixin:
 
     def result(self) -> SimulationResult:
         """Per-call and per-workflow records, metrics and utilisation at the current time."""
-        calls = [
-            CallRecord(
-                workflow_id=c.workflow.id,
-                node_id=c.node.id,
-                model=c.model,
-                task=c.node.task,
-                input_tokens=c.input_tokens,
-                output_tokens=c.output_tokens,
-                predicted_output_tokens=c.predicted_output_tokens,
-                revealed_at=c.revealed_at,
-                prefill_instance=-1 if c.prefill_instance is None else c.prefill_instance,
-                decode_instance=-1 if c.decode_instance is None else c.decode_instance,
-                prefill_start=c.prefill_start,
-                prefill_end=c.prefill_end,
-                transfer_end=c.transfer_end,
-                decode_start=c.decode_start,
-                decode_end=c.decode_end,
-                cached_tokens=c.cached_tokens,
-                migrations=c.migrations,
-                migration_seconds=c.migration_seconds,
-                preemptions=c.preemptions,
-                recomputed_tokens=c.recomputed_tokens,
-            )
-            for c in self.calls
-        ]
+        if self._store is None:
+            calls = [_call_record(c) for c in self.calls]
+        else:
+            packed = self._store.records()
+            live = self.calls.live
+            calls = [
+                packed[uid] if uid in packed else _call_record(live[uid])
+                for uid in range(len(self.calls))
+            ]
         workflows = []
         for run in self.runs:
             finished = run.finish_time >= 0

@@ -124,9 +124,14 @@ class PrefillInstance(PrefixCache):
     def queued_work_seconds(self) -> float:
         """Remaining seconds of the call in service plus all queued prefill work (truthful; with
         a prefix cache each queued call is priced with its hits when it was enqueued)."""
-        now = self.sim.now
-        work = max(0.0, self.busy_until - now) if self.current is not None else 0.0
-        return work + max(0.0, self.queued_seconds)
+        # ``x if x > 0.0 else 0.0`` is ``max(0.0, x)`` (the same float, NaN included), inline
+        work = 0.0
+        if self.current is not None:
+            left = self.busy_until - self.sim.now
+            if left > 0.0:
+                work = left
+        queued = self.queued_seconds
+        return work + (queued if queued > 0.0 else 0.0)
 
     def _start_next(self, _event: Any = None) -> None:
         self._kick_pending = False

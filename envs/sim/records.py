@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import tempfile
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from envs.sim.cluster import InstanceSpec
 from envs.sim.engines import EnginePreset
@@ -192,3 +197,251 @@ class LatencyCache:
             )
             self._models[key] = m
         return m
+
+
+# -- compact records of finished workflows (Simulation(compact_records=True)) ------------------
+
+#: The fields of a packed call, in :class:`CallRecord` order where they are record fields: the
+#: call's uid, its workflow's index in the workload and its node's position in the workflow (the
+#: strings ``workflow_id``, ``node_id``, ``model`` and ``task`` are read back from the workload),
+#: then every numeric field of :class:`CallRecord`. Floats are stored as float64 and ints as int64,
+#: so every value reads back bit-identical (a Python float is a float64).
+PACKED_DTYPE = np.dtype(
+    [
+        ("uid", np.int64),
+        ("run", np.int64),
+        ("node", np.int64),
+        ("input_tokens", np.int64),
+        ("output_tokens", np.int64),
+        ("predicted_output_tokens", np.int64),
+        ("revealed_at", np.float64),
+        ("prefill_instance", np.int64),
+        ("decode_instance", np.int64),
+        ("prefill_start", np.float64),
+        ("prefill_end", np.float64),
+        ("transfer_end", np.float64),
+        ("decode_start", np.float64),
+        ("decode_end", np.float64),
+        ("cached_tokens", np.int64),
+        ("migrations", np.int64),
+        ("migration_seconds", np.float64),
+        ("preemptions", np.int64),
+        ("recomputed_tokens", np.int64),
+    ]
+)
+_NUMERIC = PACKED_DTYPE.names[3:]
+_INT_FIELDS = frozenset(n for n in _NUMERIC if PACKED_DTYPE[n].kind == "i")
+_INSTANCE_FIELDS = ("prefill_instance", "decode_instance")
+
+
+class PackedCall:
+    """A finished call read back from a :class:`CallStore`: its :class:`CallRecord` fields under
+    :class:`envs.sim.workload.Call`'s attribute names (``uid``, ``workflow``, ``node``,
+    ``stage`` = ``"done"``, ``prefill_instance`` / ``decode_instance`` None where the call had
+    none), and ``id`` / ``model``. The engine bookkeeping of a live call (``generated``,
+    ``kv_held``, priorities, ...) is not kept."""
+
+    __slots__ = ("uid", "workflow", "node", "stage", *_NUMERIC)
+
+    @property
+    def id(self) -> str:
+        """``<workflow id>/<node id>``."""
+        return f"{self.workflow.id}/{self.node.id}"
+
+    @property
+    def model(self) -> str:
+        return self.node.model
+
+    @property
+    def kv_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __repr__(self) -> str:
+        return f"PackedCall({self.id}, stage={self.stage}, in={self.input_tokens})"
+
+
+class CallStore:
+    """The records of finished calls, packed: fixed-width rows (:data:`PACKED_DTYPE`, 152 bytes a
+    call) in chunks of ``chunk_rows``; with ``spill`` a full chunk is appended to an anonymous
+    temporary file (deleted when closed) instead of kept, so the memory the store holds is one
+    chunk plus a uid -> row index (8 bytes a call).
+
+    :param runs: the simulation's workflow runs (``Simulation.runs``), to name a row's workflow
+        and node.
+    """
+
+    def __init__(self, runs: list[Any], chunk_rows: int = 8192, spill: bool = False):
+        if chunk_rows < 1:
+            raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
+        self.runs = runs
+        self.chunk_rows = chunk_rows
+        self.spill = spill
+        self._chunks: list[np.ndarray] = []  # full chunks kept in memory (spill off)
+        self._chunk = np.zeros(chunk_rows, dtype=PACKED_DTYPE)  # the chunk being filled
+        self._fill = 0
+        self._spilled = 0  # rows in the file
+        self._file: Any = None
+        self._row_of = array("q")  # uid -> row (-1: not packed)
+        self._node_pos: dict[int, dict[str, int]] = {}  # run index -> node id -> position
+
+    def __len__(self) -> int:
+        return self._spilled + len(self._chunks) * self.chunk_rows + self._fill
+
+    def __contains__(self, uid: int) -> bool:
+        return 0 <= uid < len(self._row_of) and self._row_of[uid] >= 0
+
+    def add(self, call: Any) -> None:
+        """Pack finished ``call`` (a :class:`envs.sim.workload.Call`)."""
+        run = call.workflow
+        pos = self._node_pos.get(run.index)
+        if pos is None:
+            pos = {n.id: i for i, n in enumerate(run.workflow.nodes)}
+            self._node_pos[run.index] = pos  # dropped in forget_run
+        values = [call.uid, run.index, pos[call.node.id]]
+        for name in _NUMERIC:
+            value = getattr(call, name)
+            if name in _INSTANCE_FIELDS and value is None:
+                value = -1
+            if type(value) is not (int if name in _INT_FIELDS else float):
+                raise TypeError(
+                    f"call {call.id}: {name} is {value!r} ({type(value).__name__}); the compact "
+                    "store keeps Python ints and floats only (it would not read back identical)"
+                )
+            values.append(value)
+        self._chunk[self._fill] = tuple(values)
+        missing = call.uid + 1 - len(self._row_of)
+        if missing > 0:
+            self._row_of.extend([-1] * missing)
+        self._row_of[call.uid] = len(self)
+        self._fill += 1
+        if self._fill == self.chunk_rows:
+            self._flush()
+
+    def forget_run(self, run_index: int) -> None:
+        """Every call of workflow ``run_index`` was packed: drop its node-position map."""
+        self._node_pos.pop(run_index, None)
+
+    def _flush(self) -> None:
+        if self.spill:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="servegym-calls-")
+            self._file.seek(0, 2)
+            self._file.write(self._chunk.tobytes())
+            self._spilled += self.chunk_rows
+            self._chunk = np.zeros(self.chunk_rows, dtype=PACKED_DTYPE)
+        else:
+            self._chunks.append(self._chunk)
+            self._chunk = np.zeros(self.chunk_rows, dtype=PACKED_DTYPE)
+        self._fill = 0
+
+    def rows(self) -> np.ndarray:
+        """Every packed row, in packing order (a new array)."""
+        parts = []
+        if self._spilled:
+            self._file.seek(0)
+            parts.append(np.frombuffer(self._file.read(), dtype=PACKED_DTYPE).copy())
+        parts.extend(self._chunks)
+        parts.append(self._chunk[: self._fill])
+        return np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
+
+    def _row(self, row: int) -> np.void:
+        if row < self._spilled:
+            self._file.seek(row * PACKED_DTYPE.itemsize)
+            return np.frombuffer(self._file.read(PACKED_DTYPE.itemsize), dtype=PACKED_DTYPE)[0]
+        row -= self._spilled
+        k, i = divmod(row, self.chunk_rows)
+        return self._chunks[k][i] if k < len(self._chunks) else self._chunk[i]
+
+    def call(self, uid: int) -> PackedCall:
+        """The packed call ``uid``."""
+        if uid not in self:
+            raise KeyError(f"call {uid} is not packed")
+        return self._unpack(self._row(self._row_of[uid]).tolist())
+
+    def _unpack(self, values: tuple) -> PackedCall:
+        p = PackedCall()
+        uid, run_index, node_pos, *numeric = values
+        run = self.runs[run_index]
+        p.uid = uid
+        p.workflow = run
+        p.node = run.workflow.nodes[node_pos]
+        p.stage = "done"
+        for name, value in zip(_NUMERIC, numeric, strict=True):
+            setattr(p, name, value)
+        if p.prefill_instance < 0:
+            p.prefill_instance = None
+        if p.decode_instance < 0:
+            p.decode_instance = None
+        return p
+
+    def records(self) -> dict[int, CallRecord]:
+        """uid -> :class:`CallRecord` of every packed call."""
+        out = {}
+        for values in self.rows().tolist():
+            uid, run_index, node_pos, *numeric = values
+            run = self.runs[run_index]
+            node = run.workflow.nodes[node_pos]
+            out[uid] = CallRecord(run.id, node.id, node.model, node.task, *numeric)
+        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickles with every row in memory (a temporary file does not pickle)."""
+        state = dict(self.__dict__)
+        rows = self.rows()
+        state.update(_file=None, _spilled=0, _chunks=[], _fill=0)
+        n = len(rows)
+        full, rest = divmod(n, self.chunk_rows)
+        state["_chunks"] = [
+            rows[k * self.chunk_rows : (k + 1) * self.chunk_rows].copy() for k in range(full)
+        ]
+        chunk = np.zeros(self.chunk_rows, dtype=PACKED_DTYPE)
+        chunk[:rest] = rows[full * self.chunk_rows :]
+        state["_chunk"] = chunk
+        state["_fill"] = rest
+        # row indices are positions in packing order, unchanged by the move into memory
+        return state
+
+    def close(self) -> None:
+        """Delete the spill file (the packed rows in it are lost)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class CallTable(Sequence):
+    """``Simulation.calls`` under ``compact_records``: every call by uid, the live ones as their
+    :class:`envs.sim.workload.Call` objects and the packed ones read back from the
+    :class:`CallStore` as :class:`PackedCall` (a new object on each access)."""
+
+    def __init__(self, store: CallStore):
+        self.store = store
+        self.live: dict[int, Any] = {}  # uid -> Call, calls not packed yet
+        self._n = 0
+
+    def append(self, call: Any) -> None:
+        if call.uid != self._n:
+            raise ValueError(f"call uid {call.uid} appended as call {self._n}")
+        self.live[call.uid] = call
+        self._n += 1
+
+    def pack(self, call: Any) -> None:
+        """Move finished ``call`` into the store."""
+        self.store.add(call)
+        del self.live[call.uid]
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._n))]
+        i = index + self._n if index < 0 else index
+        if not 0 <= i < self._n:
+            raise IndexError(f"call index {index} out of range ({self._n} calls)")
+        call = self.live.get(i)
+        return call if call is not None else self.store.call(i)
+
+    def __iter__(self) -> Iterator[Any]:
+        for i in range(self._n):
+            call = self.live.get(i)
+            yield call if call is not None else self.store.call(i)

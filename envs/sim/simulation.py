@@ -61,17 +61,17 @@ from __future__ import annotations
 import math
 import time as _time
 from collections.abc import Callable, Sequence
+from heapq import heappush
 from typing import Any
 
 import numpy as np
-import simpy
 
 from envs.sim.batching import DecodeInstance
 from envs.sim.catalog import get_model
 from envs.sim.cluster import ClusterSpec
 from envs.sim.engines import EnginePreset, get_engine
 from envs.sim.estimates import EstimatesMixin
-from envs.sim.events import PicklableEnvironment
+from envs.sim.events import LATE, NORMAL, PicklableEnvironment
 from envs.sim.handlers import EventHandlersMixin
 from envs.sim.instances import MonolithicInstance
 from envs.sim.migration import MigrationMixin
@@ -94,6 +94,8 @@ from envs.sim.protocol import (
 from envs.sim.reconfiguration import ReconfigurationMixin
 from envs.sim.records import (
     CallRecord,
+    CallStore,
+    CallTable,
     LatencyCache,
     PlanningStats,
     SimulationResult,
@@ -108,6 +110,9 @@ from envs.sim.workload import (
     as_workflow,
 )
 from traces.schema import LLMNode, Request, Workflow
+
+#: What a simulation keeps of a finished workflow (``Simulation(record_store=...)``).
+RECORD_STORES = ("objects", "compact", "disk")
 
 
 class Simulation(
@@ -170,6 +175,19 @@ class Simulation(
         name has; 0 s before any tool finished), ``oracle`` its true trace latency (what a
         scheduler cannot know before the tool returns). A finished tool is charged its measured
         latency either way. The simulation always runs tools for their true latency.
+    :param record_store: what is kept of a finished workflow (see :data:`RECORD_STORES`):
+        ``objects`` (default) its :class:`Call` objects and the run's per-node state, as
+        while it ran; ``compact`` its calls packed into fixed-width rows
+        (:class:`envs.sim.records.CallStore`, 152 bytes a call) and the run's per-node
+        bookkeeping dropped, so a long episode holds a fraction of the memory; ``disk`` as
+        ``compact`` with the packed rows appended to an anonymous temporary file, 8,192 at a
+        time, so memory stays flat. Either way :meth:`result` returns the same records and
+        metrics (pinned by a test). Under ``compact``/``disk`` :attr:`calls` is a
+        :class:`envs.sim.records.CallTable`: a finished workflow's calls read back as
+        :class:`envs.sim.records.PackedCall` (their record fields, no engine bookkeeping), and
+        a finished run keeps ``nodes``, ``done`` and its times but not its ``calls``,
+        ``path_end``, ``service_path``, ``tool_estimates``, ``revealed``, ``finished`` or reveal
+        counters. For bare simulations (the envs read finished runs' state and use ``objects``).
     """
 
     def __init__(
@@ -197,6 +215,7 @@ class Simulation(
         kv_policy: str | None = None,
         prefix_block_tokens: int = 512,
         tool_estimate: str = "history",
+        record_store: str = "objects",
     ):
         if cluster.architecture == "pool":
             raise WorkloadError(
@@ -233,6 +252,9 @@ class Simulation(
             raise ValueError(
                 f"tool_estimate must be one of {TOOL_ESTIMATES}, got {tool_estimate!r}"
             )
+        if record_store not in RECORD_STORES:
+            raise ValueError(f"record_store must be one of {RECORD_STORES}, got {record_store!r}")
+        self.record_store = record_store
         self.tool_estimate = tool_estimate
         # Finished tools' measured latencies, per tool name and over all tools: [sum, count].
         self._tool_seen: dict[str | None, list[float]] = {}
@@ -355,7 +377,9 @@ class Simulation(
         # plan must cover exactly the unplanned calls below that bound (see ``_validate``).
         self._unplanned: dict[int, Call] = {}
         self._uid_bound: dict[int, int] = {}
-        self._started_while_pending = False  # see _drop_started_calls
+        # Calls that left a waiting dict (started) while an invocation was pending: the only
+        # calls a pending invocation may list that it must no longer show (_drop_started_calls).
+        self._started_while_pending: list[Call] = []
         # Asynchronous planning (see ``apply``): per P-D stage, the plan in flight (the calls
         # of its invocation and its assignments; None: none), whether the stage absorbed
         # invocations meanwhile (dirty), the calls it absorbed, and the uids of waiting calls
@@ -372,7 +396,11 @@ class Simulation(
         # or running prefill, transferring, or waiting for decode. Lets schedulers see the decode
         # load that is on its way.
         self.decode_inbound: dict[int, dict[int, Call]] = {d.index: {} for d in self.decode}
-        self.calls: list[Call] = []
+        self.calls: list[Call] | CallTable = []
+        self._store: CallStore | None = None
+        if record_store != "objects":
+            self._store = CallStore(self.runs, spill=record_store == "disk")
+            self.calls = CallTable(self._store)
         self.completed: list[WorkflowRun] = []  # in completion order
         self.finished_runs = 0
         self.events = 0
@@ -386,7 +414,7 @@ class Simulation(
     @property
     def now(self) -> float:
         """Current simulated time in seconds."""
-        return self.env.now
+        return self.env._now  # SimPy's ``Environment.now``, without its property call
 
     def next_seq(self) -> int:
         self._seq += 1
@@ -407,14 +435,23 @@ class Simulation(
             )
 
     def schedule(self, delay: float, fn: Callable[[Any], None]) -> None:
-        """Run ``fn(event)`` after ``delay`` seconds of simulated time."""
-        ev = self.env.timeout(delay)
-        ev.callbacks.append(fn)
+        """Run ``fn(None)`` after ``delay`` seconds of simulated time (``fn`` takes the place of
+        a SimPy event callback; no event object is made: see :data:`envs.sim.events.DUE`)."""
+        self.env.call_at(delay, NORMAL, fn, None)
 
-    def schedule_late(self, fn: Callable[[Any], None]) -> None:
-        """Run ``fn(event)`` at the current instant, after every other event of this instant
-        (including those scheduled later at the same time)."""
-        _LateEvent(self.env).callbacks.append(fn)
+    def call_later(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` after ``delay`` seconds of simulated time (as :meth:`schedule`;
+        :meth:`envs.sim.events.PicklableEnvironment.call_at` inlined: the hottest call)."""
+        if delay < 0:
+            raise ValueError(f"Negative delay {delay}")
+        env = self.env
+        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), (fn, args)))
+
+    def schedule_late(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` at the current instant, after every other event of this instant
+        (including those scheduled later at the same time): SimPy orders its queue by time,
+        then priority (URGENT 0, NORMAL 1); this uses 2."""
+        self.env.call_at(0.0, LATE, fn, *args)
 
     @property
     def done(self) -> bool:
@@ -443,13 +480,24 @@ class Simulation(
         was raised but within the same event (an engine that finished a call starts its next
         queued one in the callback that revealed the finished call's children): a scheduler is
         shown only calls it can still plan."""
-        self._started_while_pending = False
+        started, self._started_while_pending = self._started_while_pending, []
+        # Only a call that left a waiting dict can have left an invocation's list (a call is
+        # listed only while it waits, and re-enters no waiting dict once started), so the lists
+        # are rebuilt only when one of them names such a call: the same lists as filtering every
+        # call by ``uid in waiting``, without a pass over every waiting call per event.
+        gone = {id(c) for c in started}
         for inv in self.pending:
             if inv.stage == "migrate":
                 continue
-            waiting = self.waiting_decode if inv.stage == "decode" else self.waiting_prefill
-            inv.calls = [c for c in inv.calls if c.uid in waiting]
-            inv.new_calls = [c for c in inv.new_calls if c.uid in waiting]
+            if inv.__dict__.get("_calls", ()) is None:  # built lazily from the waiting calls
+                if any(id(c) in gone for c in inv.new_calls):
+                    waiting = self.waiting_prefill
+                    inv.new_calls = [c for c in inv.new_calls if c.uid in waiting]
+                continue
+            if any(id(c) in gone for c in inv.new_calls) or any(c in inv.calls for c in started):
+                waiting = self.waiting_decode if inv.stage == "decode" else self.waiting_prefill
+                inv.calls = [c for c in inv.calls if c.uid in waiting]
+                inv.new_calls = [c for c in inv.new_calls if c.uid in waiting]
 
     def run(self, scheduler: Any, planning_delay: float = 0.0) -> SimulationResult:
         """Run to the end, asking ``scheduler.plan(sim, invocation)`` for every decision.
@@ -564,17 +612,6 @@ class Simulation(
             inst.on_queue_changed()
 
 
-class _LateEvent(simpy.events.Event):
-    """A zero-delay event processed after all normal-priority events of the same instant
-    (SimPy orders its queue by time, then priority: URGENT 0, NORMAL 1; this uses 2)."""
-
-    def __init__(self, env: simpy.Environment) -> None:
-        super().__init__(env)
-        self._ok = True
-        self._value = None
-        env.schedule(self, 2, 0)
-
-
 __all__ = [
     "ASYNC_STAGES",
     "LISTENER_METHODS",
@@ -588,6 +625,7 @@ __all__ = [
     "Invocation",
     "LatencyCache",
     "PlanningStats",
+    "RECORD_STORES",
     "SchedulingError",
     "Simulation",
     "SimulationResult",

@@ -197,7 +197,11 @@ class WorkflowRun:
         self.finish_time = -1.0
         self.horizon = -1.0
         # Online horizon H_w(t): longest isolated path through the revealed subgraph (seconds).
+        # ``path_end`` is written through :meth:`set_path_end`, which keeps its largest value
+        # and a node holding it (``_top_end``, ``_top_node``) for :meth:`max_path_end`.
         self.path_end: dict[str, float] = {}
+        self._top_node: str | None = None
+        self._top_end = 0.0
         # What H_w(t) charged each revealed tool while it ran (Simulation.tool_time_estimate).
         self.tool_estimates: dict[str, float] = {}
         self.online_horizon = 0.0
@@ -207,13 +211,38 @@ class WorkflowRun:
         self.attained_critical = 0.0
         self.service_path: dict[str, float] = {}
 
+    def set_path_end(self, node_id: str, end: float) -> None:
+        """Set ``path_end[node_id]`` (seconds; a revealed node's isolated path end), keeping
+        the maximum: O(1) unless the node holding it moves down (a finished call re-costed
+        with a shorter true length), which rescans."""
+        ends = self.path_end
+        ends[node_id] = end
+        if node_id == self._top_node:
+            if end >= self._top_end:
+                self._top_end = end
+            else:
+                self._top_node = max(ends, key=ends.__getitem__)
+                self._top_end = ends[self._top_node]
+        elif self._top_node is None or end > self._top_end:
+            self._top_node, self._top_end = node_id, end
+
+    def max_path_end(self) -> float:
+        """``max(path_end.values())``, the online horizon H_w(t) (``path_end`` not empty)."""
+        return self._top_end
+
+    def clear_path_ends(self) -> None:
+        self.path_end = {}
+        self._top_node, self._top_end = None, 0.0
+
     @property
     def num_llm_calls(self) -> int:
         return sum(1 for n in self.workflow.nodes if isinstance(n, LLMNode))
 
     @property
     def done(self) -> bool:
-        return len(self.finished) == len(self.nodes)
+        """Every node finished (``finish_time`` is set then; a run packed by a compact record
+        store keeps no ``finished`` set)."""
+        return self.finish_time >= 0 or len(self.finished) == len(self.nodes)
 
     def sources(self) -> list[LLMNode | ToolNode]:
         """Nodes with no parents: the ones revealed at arrival."""
