@@ -35,6 +35,8 @@ class TrainConfig:
     :param slots: PDCluster: K, calls re-planned per invocation.
     :param slo_scale: Routing: SLO = scale × run-alone latency.
     :param slo_basis: Routing: ``request`` or ``task`` (see ``envs.routing``).
+    :param observation: Routing: ``default`` or ``extended`` (opt-in features,
+        ``envs.routing.observation``; ours).
     :param instances: Routing: grow the cluster to this many instances.
     :param output_predictor: output-length predictor (``envs.common.predictors``).
     :param predictor_error: Routing: error e of ``oracle-error``.
@@ -109,6 +111,7 @@ class TrainConfig:
     slots: int | None = None
     slo_scale: float | None = None
     slo_basis: str | None = None
+    observation: str | None = None
     instances: int | None = None
     output_predictor: str | None = None
     predictor_error: float | None = None
@@ -170,8 +173,8 @@ UNSET_SHOWN = {"val_episodes": "--eval-episodes", "reference": "the env's expert
 #: TrainConfig fields that configure the env (``envs.registry`` option names).
 ENV_OPTIONS = (
     "cluster", "model", "workload", "count", "load_scale", "estimate_error", "slots", "slo_scale",
-    "slo_basis", "instances", "output_predictor", "predictor_error", "engine", "prefill_mode",
-    "token_budget",
+    "slo_basis", "observation", "instances", "output_predictor", "predictor_error", "engine",
+    "prefill_mode", "token_budget",
     "check_interval", "migration", "gpus", "workflow_rate", "rate_trace", "rate_window", "periods",
     "period_seconds", "warmup_seconds", "units_per_gpu", "apl_info", "reward",
 )  # fmt: skip
@@ -333,6 +336,7 @@ def option_type(name: str) -> Callable[[str], Any]:
         "reward": str,
         "bc_expert": str,
         "reference": str,
+        "observation": str,
     }
     if name in special:
         return special[name]

@@ -108,7 +108,15 @@ from envs.common.run_alone import RunAloneLatency
 from envs.common.workloads import TraceSource
 from envs.routing.context import InstanceMonitor, RoutingContext
 from envs.routing.diagnosis import RoutingDiagnosis
-from envs.routing.observation import INSTANCE_FEATURES, REQUEST_FEATURES, ObservationMixin
+from envs.routing.observation import (
+    EXTENDED_INSTANCE_FEATURES,
+    EXTENDED_REQUEST_FEATURES,
+    INSTANCE_FEATURES,
+    OBSERVATIONS,
+    REQUEST_FEATURES,
+    ExtendedObservationMixin,
+    ObservationMixin,
+)
 from envs.routing.render import RenderMixin
 from envs.routing.results import ResultsMixin
 from envs.routing.workloads import (
@@ -132,7 +140,9 @@ from envs.sim.simulation import (
 from envs.sim.workload import WAIT_PREFILL, Call
 
 
-class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
+class RoutingEnv(
+    ObservationMixin, ExtendedObservationMixin, ResultsMixin, RenderMixin, ServegymEnv
+):
     """GoodServe's request routing problem (see the module docstring for the full table).
 
     :param cluster: preset name or YAML path (``goodserve-4``) or a :class:`ClusterSpec`.
@@ -216,6 +226,7 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         workload_seed: int | None = None,
         render_mode: str | None = None,
         decision_context: bool = True,
+        observation: str = "default",
     ):
         super().__init__()
         base = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster, model=model)
@@ -260,10 +271,16 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
 
         self.M = len(self.cluster.instances)
         self.action_space = spaces.Discrete(self.M)
+        if observation not in OBSERVATIONS:
+            raise ValueError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
+        self.observation = observation
+        extended = observation == "extended"
+        n_req = REQUEST_FEATURES + (EXTENDED_REQUEST_FEATURES if extended else 0)
+        n_inst = INSTANCE_FEATURES + (EXTENDED_INSTANCE_FEATURES if extended else 0)
         self.observation_space = spaces.Dict(
             {
-                "request": spaces.Box(0.0, 10.0, (REQUEST_FEATURES,), np.float32),
-                "instances": spaces.Box(0.0, 10.0, (self.M, INSTANCE_FEATURES), np.float32),
+                "request": spaces.Box(0.0, 10.0, (n_req,), np.float32),
+                "instances": spaces.Box(0.0, 10.0, (self.M, n_inst), np.float32),
             }
         )
         self._latency_cache = LatencyCache()
@@ -309,6 +326,10 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         self.sim: Simulation | None = None
         self._ctx: RoutingContext | None = None
         self._predictor: Any = None
+        if extended:  # opt-in features (envs.routing.observation.ExtendedObservationMixin)
+            self._observe = self._observation_extended
+        else:
+            self._observe = self._observation
 
     # -- gymnasium API -----------------------------------------------------------------------
     def reset(
@@ -366,7 +387,7 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         self._diag = RoutingDiagnosis(self._run_alone, self.slo_scale)
         if not self._advance():
             raise ValueError("the workload is empty: no routing decision ever arises")
-        return self._observation(), self._info()
+        return self._observe(), self._info()
 
     def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         if self.sim is None or self._ctx is None:
@@ -382,7 +403,7 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
             reward += self._terminal_reward()
         if truncated and not terminated:
             reward += self._reward.on_truncate(self._unfinished_ratios())
-        obs = self._observation() if not terminated else self._terminal_observation()
+        obs = self._observe() if not terminated else self._terminal_observation()
         return obs, float(reward), terminated, truncated, self._info(final=terminated or truncated)
 
     # -- decision machinery ------------------------------------------------------------------
