@@ -38,13 +38,18 @@ def test_shipped_checkpoint_acts_legally_on_every_default_workload(family: str) 
         if policy is None:  # loading is the slow part; the workloads share the spaces
             policy = evaluation.resolve_policy(spec, env, family)
         assert policy.model.action_space == env.action_space
-        assert policy.model.observation_space == env.observation_space
+        if policy.observe is None:
+            assert policy.model.observation_space == env.observation_space
+        else:  # trained with an opt-in observation (config.json), computed from the env
+            assert policy.model.observation_space.contains(policy.observe())
         policy.reset()
         obs, info = env.reset(seed=1_000_000)
         actions = []
         for _ in range(STEPS):
             mask = np.asarray(info["action_mask"], dtype=bool)
             action = policy.act(obs, info)
+            if policy.observe is not None:
+                assert policy.model.observation_space.contains(policy.observe())
             assert mask[action], f"{family}/{workload}: illegal action {action}"
             actions.append(action)
             obs, _, terminated, truncated, info = env.step(action)

@@ -65,6 +65,8 @@ class TrainConfig:
     :param bc_epochs: BC passes over the data.
     :param bc_batch_size: BC minibatch size.
     :param bc_lr: BC learning rate.
+    :param bc_vf_coef: BC: weight of the critic's squared error against the expert's discounted
+        returns in the loss (the critic shares the features extractor with the policy).
     :param dagger_rounds: DAgger rounds after BC (0 = plain BC).
     :param dagger_episodes: episodes per DAgger round.
     :param dagger_beta: probability the expert acts in a DAgger episode step.
@@ -137,6 +139,7 @@ class TrainConfig:
     bc_epochs: int = 8
     bc_batch_size: int = 128
     bc_lr: float = 3e-3
+    bc_vf_coef: float = 0.5
     dagger_rounds: int = 0
     dagger_episodes: int = 4
     dagger_beta: float = 0.5

@@ -45,6 +45,11 @@ key             shape    meaning
                          is current, log1p(tokens per minute)/15
 ==============  =======  ===================================================================
 
+``observation="extended"`` (opt-in, ours; issue 33) appends 3 request and 4 instance columns
+(:class:`envs.routing.observation.ExtendedObservationMixin`: the deadline-implied over the
+predicted length, run-alone times on each GPU and Eq. 2 with the implied length over the
+slack); the default observation is unchanged.
+
 All values are in [0, 10]. With ``decision_context=True``, ``info["decision_context"]`` is the
 structured state (:class:`envs.routing.context.RoutingContext`) that experts act on
 (``env.decision_context()`` returns it either way); neither carries a request's true output
