@@ -57,7 +57,8 @@ class SB3Policy:
         self.name = name
         self.masked = isinstance(model.policy, MaskableActorCriticPolicy)
         #: None: act on the env's observation; else a callable returning the observation the
-        #: model was trained on (an opt-in observation option the env was not built with).
+        #: model was trained on (an opt-in observation option the env was not built with), read
+        #: from the env the policy was loaded for -- load one policy per env (as evaluate.py does).
         self.observe = observe
 
     def reset(self) -> None:

@@ -108,7 +108,7 @@ class HindsightTriageRouter:
                 f"{self.name}: the env's pending call {call.id!r} is not the context's "
                 f"{ctx.call_id!r}"
             )
-        out_tokens = int(call.output_tokens)
+        out_tokens = self._length(base, ctx, call)
         feasible = feasible_indices(ctx)
         alone = self._run_alone(base)
         if ctx.kind == "migrate":
@@ -121,6 +121,10 @@ class HindsightTriageRouter:
             return self._choose(ctx, can)
         slowest = feasible[a[feasible] == a[feasible].max()]
         return argmin_lex(ctx, slowest, [preble_load(ctx)])
+
+    def _length(self, base: Any, ctx: RoutingContext, call: Any) -> int:
+        """The request's output length: the truth (privileged)."""
+        return int(call.output_tokens)
 
     def _migrate(self, ctx: RoutingContext, call: Any, feasible: np.ndarray, alone: list) -> int:
         """Stay if the request still makes it where it is (true remaining length); else move it
@@ -163,6 +167,35 @@ def _restricted(ctx: RoutingContext, keep: np.ndarray) -> RoutingContext:
             changes[f.name] = [v[i] for i in keep]
     changes["current"] = -1
     return replace(ctx, **changes)
+
+
+class ImpliedTriageRouter(HindsightTriageRouter):
+    """:class:`HindsightTriageRouter`'s rule on the length the deadline implies instead of the
+    true one: ``L̂_out · ρ`` with ρ of ``observation="extended"``
+    (:class:`envs.routing.observation.ExtendedObservationMixin`), from the request's SLO, its
+    prompt and the public run-alone model of the SLO's reference GPU. **Not privileged**: a
+    hand-written rule on the per-request SLO's leak (``slo_basis="request"``), written to measure
+    how much of a learned router's gain that leak explains (README "Learned policies
+    (shipped)"); not a registered policy. Route decisions only (it stays at migrate ones)."""
+
+    name = "implied-triage"
+
+    def _length(self, base: Any, ctx: RoutingContext, call: Any) -> int:
+        from envs.routing.observation import RHO_MAX
+
+        ref = base._run_alone
+        predicted = max(1, int(ctx.predicted_output_tokens))
+        first = ref(ctx.input_tokens, 1)
+        decode_pred = ref(ctx.input_tokens, predicted) - first
+        implied = ctx.slo / base.slo_scale - first
+        rho = float(np.clip(implied / decode_pred, 0.0, RHO_MAX)) if decode_pred > 0 else 1.0
+        return max(1, int(round(rho * predicted)))
+
+
+def routing_implied_triage(env: Any) -> ImpliedTriageRouter:
+    """Plugin factory (``py:agents/teachers.py:routing_implied_triage``): see
+    :class:`ImpliedTriageRouter`."""
+    return ImpliedTriageRouter(env)
 
 
 def routing_hindsight_triage(env: Any) -> HindsightTriageRouter:

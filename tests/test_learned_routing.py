@@ -154,3 +154,18 @@ def test_extended_checkpoint_acts_in_a_default_env(tmp_path: Path) -> None:
         obs, _, term, trunc, info = plain.step(action)
         if term or trunc:
             break
+
+
+def test_implied_triage_reads_the_length_off_the_deadline_not_the_simulator() -> None:
+    from agents.teachers import ImpliedTriageRouter
+
+    env = RoutingEnv(workload_count=COUNT)
+    router = ImpliedTriageRouter(env)
+    obs, info = env.reset(seed=7)
+    ctx = info["decision_context"]
+    call = env._queue[0]
+    true = call.output_tokens
+    assert router._length(env, ctx, call) == pytest.approx(true, rel=0.03)
+    call.output_tokens = true * 5  # the simulator's truth is not what it reads
+    assert router._length(env, ctx, call) == pytest.approx(true, rel=0.03)
+    call.output_tokens = true
