@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         epochs = [h["epoch"] for h in bc.get("history", [])]
         ax = axes[0][col]
         ax.plot(range(1, len(epochs) + 1), [h["accuracy"] for h in bc["history"]], marker="o")
-        ax.set_title(f"{family}: BC from {report['config']['bc_expert']}")
+        expert = str(report["config"]["bc_expert"]).split(":")[-1]  # a py: spec's factory name
+        ax.set_title(f"{family}: BC from {expert}", fontsize=9)
         ax.set_xlabel("BC epoch (incl. DAgger rounds)")
         ax.set_ylabel("share of expert actions ranked first")
         ax.set_ylim(0, 1.02)
