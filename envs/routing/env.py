@@ -46,9 +46,7 @@ key             shape    meaning
 ==============  =======  ===================================================================
 
 ``observation="extended"`` (opt-in, ours; issue 33) appends 3 request and 4 instance columns
-(:class:`envs.routing.observation.ExtendedObservationMixin`: the deadline-implied over the
-predicted length, run-alone times on each GPU and Eq. 2 with the implied length over the
-slack); the default observation is unchanged.
+(:class:`envs.routing.observation.ExtendedObservationMixin`); the default is unchanged.
 
 All values are in [0, 10]. With ``decision_context=True``, ``info["decision_context"]`` is the
 structured state (:class:`envs.routing.context.RoutingContext`) that experts act on
@@ -113,15 +111,7 @@ from envs.common.run_alone import RunAloneLatency
 from envs.common.workloads import TraceSource
 from envs.routing.context import InstanceMonitor, RoutingContext
 from envs.routing.diagnosis import RoutingDiagnosis
-from envs.routing.observation import (
-    EXTENDED_INSTANCE_FEATURES,
-    EXTENDED_REQUEST_FEATURES,
-    INSTANCE_FEATURES,
-    OBSERVATIONS,
-    REQUEST_FEATURES,
-    ExtendedObservationMixin,
-    ObservationMixin,
-)
+from envs.routing.observation import ExtendedObservationMixin, ObservationMixin, observation_space
 from envs.routing.render import RenderMixin
 from envs.routing.results import ResultsMixin
 from envs.routing.workloads import (
@@ -276,18 +266,7 @@ class RoutingEnv(
 
         self.M = len(self.cluster.instances)
         self.action_space = spaces.Discrete(self.M)
-        if observation not in OBSERVATIONS:
-            raise ValueError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
-        self.observation = observation
-        extended = observation == "extended"
-        n_req = REQUEST_FEATURES + (EXTENDED_REQUEST_FEATURES if extended else 0)
-        n_inst = INSTANCE_FEATURES + (EXTENDED_INSTANCE_FEATURES if extended else 0)
-        self.observation_space = spaces.Dict(
-            {
-                "request": spaces.Box(0.0, 10.0, (n_req,), np.float32),
-                "instances": spaces.Box(0.0, 10.0, (self.M, n_inst), np.float32),
-            }
-        )
+        self.observation_space = observation_space(self.M, observation)
         self._latency_cache = LatencyCache()
         lat = [self._latency_cache.get(s, self.engine) for s in self.cluster.instances]
         ref_spec = InstanceSpec(
@@ -331,10 +310,7 @@ class RoutingEnv(
         self.sim: Simulation | None = None
         self._ctx: RoutingContext | None = None
         self._predictor: Any = None
-        if extended:  # opt-in features (envs.routing.observation.ExtendedObservationMixin)
-            self._observe = self._observation_extended
-        else:
-            self._observe = self._observation
+        self._bind_observation(observation)
 
     # -- gymnasium API -----------------------------------------------------------------------
     def reset(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 
 from envs.routing.workloads import TASKS
 
@@ -62,6 +63,24 @@ EXTENDED_INSTANCE_FEATURES = 4
 RHO_MAX = 20.0
 
 
+def observation_space(m: int, observation: str = "default") -> spaces.Dict:
+    """Routing-v0's observation space over ``m`` instances for the option ``observation``.
+
+    :raises ValueError: for an option not in :data:`OBSERVATIONS`.
+    """
+    if observation not in OBSERVATIONS:
+        raise ValueError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
+    extended = observation == "extended"
+    n_req = REQUEST_FEATURES + (EXTENDED_REQUEST_FEATURES if extended else 0)
+    n_inst = INSTANCE_FEATURES + (EXTENDED_INSTANCE_FEATURES if extended else 0)
+    return spaces.Dict(
+        {
+            "request": spaces.Box(0.0, 10.0, (n_req,), np.float32),
+            "instances": spaces.Box(0.0, 10.0, (m, n_inst), np.float32),
+        }
+    )
+
+
 def _over_slack(seconds: np.ndarray, slack: float) -> np.ndarray:
     """``seconds / slack`` clipped to [0, 10]; 10 when no slack is left."""
     if slack <= 0:
@@ -93,6 +112,12 @@ class ExtendedObservationMixin:
 
     Ratios over the slack are clipped to [0, 10] (10 when no slack is left).
     """
+
+    def _bind_observation(self, observation: str) -> None:
+        """``self._observe``: the observation method of the option ``observation``."""
+        self.observation = observation
+        extended = observation == "extended"
+        self._observe = self._observation_extended if extended else self._observation  # type: ignore[attr-defined]
 
     def _alone_per_instance(self) -> list[Any]:
         """Per instance, its GPU's run-alone model (built once per env)."""
