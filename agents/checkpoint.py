@@ -50,12 +50,16 @@ class SB3Policy:
     :param name: display name (e.g. ``ckpt:runs/x/model.zip``).
     """
 
-    def __init__(self, model: Any, name: str):
+    def __init__(self, model: Any, name: str, observe: Any = None):
         from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 
         self.model = model
         self.name = name
         self.masked = isinstance(model.policy, MaskableActorCriticPolicy)
+        #: None: act on the env's observation; else a callable returning the observation the
+        #: model was trained on (an opt-in observation option the env was not built with), read
+        #: from the env the policy was loaded for -- load one policy per env (as evaluate.py does).
+        self.observe = observe
 
     def reset(self) -> None:
         """Stateless: nothing to forget."""
@@ -67,6 +71,8 @@ class SB3Policy:
         :param info: the step's info dict.
         :raises ValueError: if a masked model gets no ``action_mask``.
         """
+        if self.observe is not None:
+            obs = self.observe()
         if not self.masked:
             action, _ = self.model.predict(obs, deterministic=True)
             return int(action)
@@ -106,8 +112,62 @@ def load_policy(
                 f"{env.action_space} (a different cluster or slot count?)"
             )
         if model.observation_space != env.observation_space:
-            raise ValueError(
-                f"model {str(path)!r} was trained on observations {model.observation_space}, the "
-                f"env gives {env.observation_space}"
-            )
+            observe = trained_observation(path, model, env)
+            if observe is None:
+                raise ValueError(
+                    f"model {str(path)!r} was trained on observations {model.observation_space}, "
+                    f"the env gives {env.observation_space}"
+                )
+            return SB3Policy(model, f"ckpt:{path}", observe=observe)
     return SB3Policy(model, f"ckpt:{path}")
+
+
+def trained_observation(path: str | Path, model: Any, env: Any) -> Any:
+    """For a model trained with an opt-in observation option (``observation`` in the run's
+    ``config.json``, e.g. Routing-v0's ``"extended"``) acting in an env built without it: a
+    callable that returns the model's observation from the env's current state, or None when
+    the run used no such option.
+
+    :raises ValueError: if the option is set but the env cannot give that observation, or the
+        result does not fit the model's observation space.
+    """
+    import json
+
+    cfg_path = checkpoint_config(path)
+    if not cfg_path.is_file():
+        return None
+    try:
+        option = json.loads(cfg_path.read_text()).get("observation")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if option in (None, "default"):
+        return None
+    base = getattr(env, "unwrapped", env)
+    method = getattr(base, f"_observation_{option}", None)
+    if method is None:
+        raise ValueError(
+            f"model {str(path)!r} was trained with observation={option!r} ({cfg_path}); the env "
+            f"{type(base).__name__} has no such observation option"
+        )
+    space = model.observation_space
+    want = {k: s.shape for k, s in space.spaces.items()}
+    have = {
+        k: (*s.shape[:-1], s.shape[-1] + extra)
+        for (k, s), extra in zip(
+            env.observation_space.spaces.items(), _extended_widths(base, option), strict=True
+        )
+    }
+    if want != have:
+        raise ValueError(
+            f"model {str(path)!r} was trained with observation={option!r} on shapes {want}; "
+            f"this env's {option!r} observation has shapes {have} (another cluster size?)"
+        )
+    return method
+
+
+def _extended_widths(env: Any, option: str) -> tuple[int, ...]:
+    """Extra columns per observation key (in the space's key order) of ``option``."""
+    from envs.routing.observation import EXTENDED_INSTANCE_FEATURES, EXTENDED_REQUEST_FEATURES
+
+    extra = {"request": EXTENDED_REQUEST_FEATURES, "instances": EXTENDED_INSTANCE_FEATURES}
+    return tuple(extra.get(k, 0) for k in env.observation_space.spaces)

@@ -73,10 +73,14 @@ _EXTRACTORS: dict[str, tuple[type[BaseFeaturesExtractor], dict[str, Any], bool]]
     "allocation": (SetPoolingExtractor, {"hidden": 32, "valid_columns": {"llms": 0}}, False),
 }
 
+#: Training-only env options (not ``evaluate.py`` flags): Routing-v0's opt-in observation
+#: (a ``ckpt:`` policy trained with it computes it itself, ``agents.checkpoint``).
+_TRAIN_ONLY_OPTIONS: dict[str, dict[str, str]] = {"routing": {"observation": "observation"}}
+
 TRAIN_ENVS: dict[str, TrainEnvSpec] = {
     name: TrainEnvSpec(
         gym_id=FAMILIES[name].gym_id,
-        options=FAMILIES[name].options,
+        options={**FAMILIES[name].options, **_TRAIN_ONLY_OPTIONS.get(name, {})},
         extractor=extractor,
         extractor_kwargs=extractor_kwargs,
         action_scores=action_scores,

@@ -4,10 +4,12 @@ validation figures, read from the ``train.py`` run directories.
 
     python examples/plot_shipped_curves.py [--runs runs] [--out docs/learned_curves.png]
 
-Each family's run directory is ``<runs>/train_<family>`` (``examples/train_<family>.yaml``'s
-``out``): ``eval.json`` (BC curve, BC-only and reference figures on the validation seeds) and
-``eval_history.json`` (every evaluation during RL). A family whose run is missing is named
-and skipped. The same curves are in each run's offline W&B run (``wandb/offline-run-*``).
+Each family's run directory is the ``out`` of the run that wrote its shipped checkpoint
+(``checkpoints/<family>/config.json``; ``<runs>/train_<family>`` when that has none), with
+``--runs`` replacing its leading ``runs/``: ``eval.json`` (BC curve, BC-only and reference
+figures on the validation seeds) and ``eval_history.json`` (every evaluation during RL). A
+family whose run is missing is named and skipped. The same curves are in each run's offline
+W&B run (``wandb/offline-run-*``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,19 @@ import sys
 from pathlib import Path
 
 FAMILIES = ("pd-cluster", "routing", "allocation")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root (evaluation/)
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the repository root (evaluation/)
+
+
+def run_dir(family: str, runs: Path) -> Path:
+    """The run directory of ``family``'s shipped checkpoint: its ``config.json``'s ``out`` under
+    ``runs`` (which stands for the leading ``runs/``), else ``runs/train_<family>``."""
+    cfg = ROOT / "checkpoints" / family / "config.json"
+    out = json.loads(cfg.read_text()).get("out") if cfg.is_file() else None
+    if not out:
+        return runs / f"train_{family}"
+    parts = Path(out).parts
+    return runs.joinpath(*parts[1:]) if parts and parts[0] == "runs" else Path(out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,23 +47,25 @@ def main(argv: list[str] | None = None) -> int:
 
     import evaluation
 
-    found = [f for f in FAMILIES if (Path(args.runs) / f"train_{f}" / "eval.json").is_file()]
+    runs = {f: run_dir(f, Path(args.runs)) for f in FAMILIES}
+    found = [f for f in FAMILIES if (runs[f] / "eval.json").is_file()]
     for f in FAMILIES:
         if f not in found:
-            print(f"no run at {Path(args.runs) / f'train_{f}'}: {f} skipped", file=sys.stderr)
+            print(f"no run at {runs[f]}: {f} skipped", file=sys.stderr)
     if not found:
         print("no run found", file=sys.stderr)
         return 1
     fig, axes = plt.subplots(2, len(found), figsize=(4.2 * len(found), 6.5), squeeze=False)
     for col, family in enumerate(found):
-        run = Path(args.runs) / f"train_{family}"
+        run = runs[family]
         report = json.loads((run / "eval.json").read_text())
         select = evaluation.env_entry(family).select_metric
         bc = report.get("bc", {})
         epochs = [h["epoch"] for h in bc.get("history", [])]
         ax = axes[0][col]
         ax.plot(range(1, len(epochs) + 1), [h["accuracy"] for h in bc["history"]], marker="o")
-        ax.set_title(f"{family}: BC from {report['config']['bc_expert']}")
+        expert = str(report["config"]["bc_expert"]).split(":")[-1]  # a py: spec's factory name
+        ax.set_title(f"{family}: BC from {expert}", fontsize=9)
         ax.set_xlabel("BC epoch (incl. DAgger rounds)")
         ax.set_ylabel("share of expert actions ranked first")
         ax.set_ylim(0, 1.02)

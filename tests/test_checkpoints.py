@@ -35,16 +35,21 @@ def test_shipped_checkpoint_acts_legally_on_every_default_workload(family: str) 
     policy = None
     for workload in entry.workloads:
         env = evaluation.make_env(config, workload)
-        if policy is None:  # loading is the slow part; the workloads share the spaces
+        # loading is the slow part; the workloads share the spaces. A policy that computes an
+        # opt-in observation reads the env it was loaded for: load it per env.
+        if policy is None or policy.observe is not None:
             policy = evaluation.resolve_policy(spec, env, family)
         assert policy.model.action_space == env.action_space
-        assert policy.model.observation_space == env.observation_space
+        if policy.observe is None:
+            assert policy.model.observation_space == env.observation_space
         policy.reset()
         obs, info = env.reset(seed=1_000_000)
         actions = []
         for _ in range(STEPS):
             mask = np.asarray(info["action_mask"], dtype=bool)
             action = policy.act(obs, info)
+            if policy.observe is not None:  # an opt-in observation (config.json), from the env
+                assert policy.model.observation_space.contains(policy.observe())
             assert mask[action], f"{family}/{workload}: illegal action {action}"
             actions.append(action)
             obs, _, terminated, truncated, info = env.step(action)

@@ -137,6 +137,8 @@ def test_config_file_sets_defaults_and_flags_override_it(tmp_path):
         (["--baselines", "atlas,atlas"], "more than once"),
         (["--n-envs", "0"], ">= 1"),
         (["--val-episodes", "0"], ">= 1"),
+        (["--bc-vf-coef", "-0.1"], "bc-vf-coef must be >= 0"),
+        (["--observation", "extended"], "does not take --observation"),
     ],
 )
 def test_bad_options_are_rejected_before_any_work(argv, match):

@@ -51,6 +51,8 @@ def check_config(cfg: TrainConfig) -> None:
     for name in ("bc_lr", "hidden"):
         if not getattr(cfg, name) > 0:
             raise TrainError(f"--{name.replace('_', '-')} must be > 0, got {getattr(cfg, name)}")
+    if not cfg.bc_vf_coef >= 0:
+        raise TrainError(f"--bc-vf-coef must be >= 0, got {cfg.bc_vf_coef}")
     if not 0.0 <= cfg.dagger_beta <= 1.0:
         raise TrainError(f"--dagger-beta must be in [0, 1], got {cfg.dagger_beta}")
     for name in ("timesteps", "bc_episodes", "bc_epochs", "dagger_rounds"):

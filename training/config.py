@@ -35,6 +35,8 @@ class TrainConfig:
     :param slots: PDCluster: K, calls re-planned per invocation.
     :param slo_scale: Routing: SLO = scale × run-alone latency.
     :param slo_basis: Routing: ``request`` or ``task`` (see ``envs.routing``).
+    :param observation: Routing: ``default`` or ``extended`` (opt-in features,
+        ``envs.routing.observation``; ours).
     :param instances: Routing: grow the cluster to this many instances.
     :param output_predictor: output-length predictor (``envs.common.predictors``).
     :param predictor_error: Routing: error e of ``oracle-error``.
@@ -63,6 +65,8 @@ class TrainConfig:
     :param bc_epochs: BC passes over the data.
     :param bc_batch_size: BC minibatch size.
     :param bc_lr: BC learning rate.
+    :param bc_vf_coef: BC: weight of the critic's squared error against the expert's discounted
+        returns in the loss (the critic shares the features extractor with the policy).
     :param dagger_rounds: DAgger rounds after BC (0 = plain BC).
     :param dagger_episodes: episodes per DAgger round.
     :param dagger_beta: probability the expert acts in a DAgger episode step.
@@ -109,6 +113,7 @@ class TrainConfig:
     slots: int | None = None
     slo_scale: float | None = None
     slo_basis: str | None = None
+    observation: str | None = None
     instances: int | None = None
     output_predictor: str | None = None
     predictor_error: float | None = None
@@ -134,6 +139,7 @@ class TrainConfig:
     bc_epochs: int = 8
     bc_batch_size: int = 128
     bc_lr: float = 3e-3
+    bc_vf_coef: float = 0.5
     dagger_rounds: int = 0
     dagger_episodes: int = 4
     dagger_beta: float = 0.5
@@ -170,8 +176,8 @@ UNSET_SHOWN = {"val_episodes": "--eval-episodes", "reference": "the env's expert
 #: TrainConfig fields that configure the env (``envs.registry`` option names).
 ENV_OPTIONS = (
     "cluster", "model", "workload", "count", "load_scale", "estimate_error", "slots", "slo_scale",
-    "slo_basis", "instances", "output_predictor", "predictor_error", "engine", "prefill_mode",
-    "token_budget",
+    "slo_basis", "observation", "instances", "output_predictor", "predictor_error", "engine",
+    "prefill_mode", "token_budget",
     "check_interval", "migration", "gpus", "workflow_rate", "rate_trace", "rate_window", "periods",
     "period_seconds", "warmup_seconds", "units_per_gpu", "apl_info", "reward",
 )  # fmt: skip
@@ -333,6 +339,7 @@ def option_type(name: str) -> Callable[[str], Any]:
         "reward": str,
         "bc_expert": str,
         "reference": str,
+        "observation": str,
     }
     if name in special:
         return special[name]

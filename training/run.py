@@ -202,6 +202,7 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
                 cfg.bc_batch_size,
                 cfg.bc_lr,
                 seed=cfg.seed,
+                vf_coef=cfg.bc_vf_coef,
                 on_epoch=log_epoch,
             )
         ]
@@ -231,6 +232,7 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
                     cfg.bc_batch_size,
                     cfg.bc_lr,
                     seed=cfg.seed + rnd + 1,
+                    vf_coef=cfg.bc_vf_coef,
                     on_epoch=log_epoch,
                 )
             ]

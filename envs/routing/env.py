@@ -45,6 +45,9 @@ key             shape    meaning
                          is current, log1p(tokens per minute)/15
 ==============  =======  ===================================================================
 
+``observation="extended"`` (opt-in, ours; issue 33) appends 3 request and 4 instance columns
+(:class:`envs.routing.observation.ExtendedObservationMixin`); the default is unchanged.
+
 All values are in [0, 10]. With ``decision_context=True``, ``info["decision_context"]`` is the
 structured state (:class:`envs.routing.context.RoutingContext`) that experts act on
 (``env.decision_context()`` returns it either way); neither carries a request's true output
@@ -108,7 +111,7 @@ from envs.common.run_alone import RunAloneLatency
 from envs.common.workloads import TraceSource
 from envs.routing.context import InstanceMonitor, RoutingContext
 from envs.routing.diagnosis import RoutingDiagnosis
-from envs.routing.observation import INSTANCE_FEATURES, REQUEST_FEATURES, ObservationMixin
+from envs.routing.observation import ExtendedObservationMixin, ObservationMixin, observation_space
 from envs.routing.render import RenderMixin
 from envs.routing.results import ResultsMixin
 from envs.routing.workloads import (
@@ -132,7 +135,9 @@ from envs.sim.simulation import (
 from envs.sim.workload import WAIT_PREFILL, Call
 
 
-class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
+class RoutingEnv(
+    ObservationMixin, ExtendedObservationMixin, ResultsMixin, RenderMixin, ServegymEnv
+):
     """GoodServe's request routing problem (see the module docstring for the full table).
 
     :param cluster: preset name or YAML path (``goodserve-4``) or a :class:`ClusterSpec`.
@@ -216,6 +221,7 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         workload_seed: int | None = None,
         render_mode: str | None = None,
         decision_context: bool = True,
+        observation: str = "default",
     ):
         super().__init__()
         base = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster, model=model)
@@ -260,12 +266,7 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
 
         self.M = len(self.cluster.instances)
         self.action_space = spaces.Discrete(self.M)
-        self.observation_space = spaces.Dict(
-            {
-                "request": spaces.Box(0.0, 10.0, (REQUEST_FEATURES,), np.float32),
-                "instances": spaces.Box(0.0, 10.0, (self.M, INSTANCE_FEATURES), np.float32),
-            }
-        )
+        self.observation_space = observation_space(self.M, observation)
         self._latency_cache = LatencyCache()
         lat = [self._latency_cache.get(s, self.engine) for s in self.cluster.instances]
         ref_spec = InstanceSpec(
@@ -309,6 +310,7 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         self.sim: Simulation | None = None
         self._ctx: RoutingContext | None = None
         self._predictor: Any = None
+        self._bind_observation(observation)
 
     # -- gymnasium API -----------------------------------------------------------------------
     def reset(
@@ -366,7 +368,7 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         self._diag = RoutingDiagnosis(self._run_alone, self.slo_scale)
         if not self._advance():
             raise ValueError("the workload is empty: no routing decision ever arises")
-        return self._observation(), self._info()
+        return self._observe(), self._info()
 
     def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         if self.sim is None or self._ctx is None:
@@ -382,7 +384,7 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
             reward += self._terminal_reward()
         if truncated and not terminated:
             reward += self._reward.on_truncate(self._unfinished_ratios())
-        obs = self._observation() if not terminated else self._terminal_observation()
+        obs = self._observe() if not terminated else self._terminal_observation()
         return obs, float(reward), terminated, truncated, self._info(final=terminated or truncated)
 
     # -- decision machinery ------------------------------------------------------------------

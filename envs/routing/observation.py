@@ -4,7 +4,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from gymnasium import spaces
 
 from envs.routing.workloads import TASKS
 
@@ -48,3 +51,118 @@ class ObservationMixin:
         np.clip(cols, 0.0, 10.0, out=cols)
         inst = np.ascontiguousarray(cols.T)
         return {"request": req, "instances": inst}
+
+
+# -- opt-in: observation="extended" (issue 33; ours) ------------------------------------------
+#: Names of the observation options of Routing-v0 (the env's ``observation=`` keyword).
+OBSERVATIONS = ("default", "extended")
+#: Extra columns of ``observation="extended"``, appended after the default ones.
+EXTENDED_REQUEST_FEATURES = 3
+EXTENDED_INSTANCE_FEATURES = 4
+#: Cap of ρ, the deadline-implied over the predicted decode time.
+RHO_MAX = 20.0
+
+
+def observation_space(m: int, observation: str = "default") -> spaces.Dict:
+    """Routing-v0's observation space over ``m`` instances for the option ``observation``.
+
+    :raises ValueError: for an option not in :data:`OBSERVATIONS`.
+    """
+    if observation not in OBSERVATIONS:
+        raise ValueError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
+    extended = observation == "extended"
+    n_req = REQUEST_FEATURES + (EXTENDED_REQUEST_FEATURES if extended else 0)
+    n_inst = INSTANCE_FEATURES + (EXTENDED_INSTANCE_FEATURES if extended else 0)
+    return spaces.Dict(
+        {
+            "request": spaces.Box(0.0, 10.0, (n_req,), np.float32),
+            "instances": spaces.Box(0.0, 10.0, (m, n_inst), np.float32),
+        }
+    )
+
+
+def _over_slack(seconds: np.ndarray, slack: float) -> np.ndarray:
+    """``seconds / slack`` clipped to [0, 10]; 10 when no slack is left."""
+    if slack <= 0:
+        return np.full(np.shape(seconds), 10.0)
+    return np.clip(np.asarray(seconds, dtype=float) / slack, 0.0, 10.0)
+
+
+class ExtendedObservationMixin:
+    """``observation="extended"``: the default observation plus features no built-in router
+    reads (issue 33; ours, an opt-in variant -- the default observation is unchanged).
+
+    ρ = (SLO / α − A_ref(L_in, 1)) / (A_ref(L_in, L̂_out) − A_ref(L_in, 1)), clipped to [0, 20]:
+    the decode time the deadline implies over the decode time the predicted length implies, both
+    alone on the SLO's reference GPU (A_ref: :class:`envs.common.run_alone.RunAloneLatency`).
+    Under ``slo_basis="request"`` (the default, GoodServe §5) the deadline is α × the request's
+    own run-alone latency, so ρ · L̂ is its true length up to rounding: the leak the env docstring
+    names, which every policy is free to read and no built-in router does. Under
+    ``slo_basis="task"`` ρ compares the task's median with this request's prediction.
+
+    Extra request columns (after the default 10): log1p(ρ) / log(21); the share of feasible
+    instances that *can make it* (below); 1 if none can.
+    Extra instance columns (after the default 14), with L̃_rem = ρ · L̂_rem:
+
+    * A_g(L_in + generated, L̂_rem) / slack: run-alone on g's GPU with the predicted length;
+    * A_g(L_in + generated, L̃_rem) / slack: the same with the deadline-implied length;
+    * (Eq. 2 estimate + (L̃_rem − L̂_rem) · d_g) / slack: GoodServe's estimate with the implied
+      length;
+    * can make it: both of the previous two ≤ 1 (and the instance feasible).
+
+    Ratios over the slack are clipped to [0, 10] (10 when no slack is left).
+    """
+
+    def _bind_observation(self, observation: str) -> None:
+        """``self._observe``: the observation method of the option ``observation``."""
+        self.observation = observation
+        extended = observation == "extended"
+        self._observe = self._observation_extended if extended else self._observation  # type: ignore[attr-defined]
+
+    def _alone_per_instance(self) -> list[Any]:
+        """Per instance, its GPU's run-alone model (built once per env)."""
+        models = getattr(self, "_alone_models", None)
+        if models is None:
+            from envs.common.run_alone import RunAloneLatency
+            from envs.sim.engines import resolve_token_budget
+
+            models = []
+            for spec in self.cluster.instances:  # type: ignore[attr-defined]
+                lat = self._latency_cache.get(spec, self.engine)  # type: ignore[attr-defined]
+                budget = resolve_token_budget(self.engine, lat.gpu, self.token_budget)  # type: ignore[attr-defined]
+                models.append(RunAloneLatency(lat, self.prefill_mode, budget))  # type: ignore[attr-defined]
+            self._alone_models = models
+        return models
+
+    def _observation_extended(self) -> dict[str, np.ndarray]:
+        base = self._observation()  # type: ignore[attr-defined]
+        ctx = self._ctx  # type: ignore[attr-defined]
+        assert ctx is not None
+        ref = self._run_alone  # type: ignore[attr-defined]
+        prompt = int(ctx.input_tokens + ctx.generated)
+        predicted = max(1, int(ctx.predicted_output_tokens))
+        first = ref(ctx.input_tokens, 1)
+        decode_pred = ref(ctx.input_tokens, predicted) - first
+        implied = ctx.slo / self.slo_scale - first  # type: ignore[attr-defined]
+        rho = float(np.clip(implied / decode_pred, 0.0, RHO_MAX)) if decode_pred > 0 else 1.0
+        rem = max(1, int(ctx.predicted_remaining_tokens))
+        rem_implied = max(1, int(round(rho * rem)))
+        models = self._alone_per_instance()
+        a_pred = np.array([m(prompt, rem) for m in models])
+        a_impl = np.array([m(prompt, rem_implied) for m in models])
+        est_impl = ctx.estimate + (rem_implied - rem) * ctx.d
+        extra = np.zeros((self.M, EXTENDED_INSTANCE_FEATURES), dtype=np.float32)  # type: ignore[attr-defined]
+        extra[:, 0] = _over_slack(a_pred, ctx.slack)
+        extra[:, 1] = _over_slack(a_impl, ctx.slack)
+        extra[:, 2] = _over_slack(est_impl, ctx.slack)
+        can = (extra[:, 1] <= 1.0) & (extra[:, 2] <= 1.0) & np.asarray(ctx.feasible, dtype=bool)
+        extra[:, 3] = can
+        req = np.zeros(EXTENDED_REQUEST_FEATURES, dtype=np.float32)
+        req[0] = np.log1p(rho) / np.log1p(RHO_MAX)
+        n_feasible = max(1, int(np.count_nonzero(ctx.feasible)))
+        req[1] = np.count_nonzero(can) / n_feasible
+        req[2] = not can.any()
+        return {
+            "request": np.concatenate([base["request"], req]),
+            "instances": np.concatenate([base["instances"], extra], axis=1),
+        }
