@@ -267,6 +267,8 @@ class PDClusterEnv(
         self.P = len(self.cluster.by_role("prefill"))
         self.D = len(self.cluster.by_role("decode"))
         self.action_space = spaces.Discrete(self.K * self.P * self.D)
+        self._n_actions = self.K * self.P * self.D
+        self._cross: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # see _cross_rows
         self.observation_space = spaces.Dict(
             {
                 "slots": spaces.Box(0.0, 10.0, (self.K, SLOT_FEATURES), np.float32),
@@ -325,6 +327,7 @@ class PDClusterEnv(
         self._completed_seen = 0
         self._remaining_cache: dict[int, _OpenNodes] = {}
         self._planning_wall: list[float] = []  # measured wall seconds per plan ("measured")
+        self._step_metrics: tuple[Any, dict[str, float]] | None = None  # see _metrics_so_far
         inv = self._advance()
         if inv is None:
             raise ValueError("the workload is empty: no scheduling decision ever arises")
@@ -465,6 +468,16 @@ class PDClusterEnv(
             self._planning_wall.append(wall)
             return wall * self.planning_delay_scale
         return float(mode)
+
+    def _legal_action(self, action: Any) -> tuple[int, float]:
+        """:meth:`envs.common.base.ServegymEnv._legal_action`, with a fast path for the common
+        case, a legal Python or numpy integer (the same result: the action, 0.0, no invalid
+        flag); anything else takes the shared rule."""
+        if type(action) is int or type(action) is np.int64:
+            if 0 <= action < self._n_actions and self._mask[action]:
+                self._invalid = None
+                return int(action), 0.0
+        return super()._legal_action(action)
 
     def fallback_action(self) -> int:
         """The fallback policy's choice (what a masked action becomes): the oldest unpicked slot
