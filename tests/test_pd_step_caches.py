@@ -85,3 +85,52 @@ def test_legal_action_fast_path_equals_the_shared_rule():
     for bad in (-1, env.action_space.n, True, 1.0):
         with pytest.raises(ValueError, match="outside the action space"):
             env._legal_action(bad)
+
+
+def _expert_trajectory(observations: bool, **kwargs):
+    """HexAgent's actions, rewards, masks, contexts (every field) and final metrics."""
+    from dataclasses import fields
+
+    from heuristics import make_policy
+
+    env = PDClusterEnv(cluster="hetero-1", observations=observations, **kwargs)
+    policy = make_policy("hexagent")
+    policy.reset()
+    obs, info = env.reset(seed=0)
+    steps, observed = [], []
+    done = False
+    while not done:
+        ctx = info["decision_context"]
+        snapshot = {
+            f.name: np.array(v, copy=True) if isinstance(v, np.ndarray) else repr(v)
+            for f in fields(ctx)
+            for v in [getattr(ctx, f.name)]
+        }
+        action = policy.act(obs, info)
+        observed.append(obs)
+        obs, reward, term, trunc, info = env.step(action)
+        steps.append((action, reward, info["action_mask"], snapshot))
+        done = term or trunc
+    return steps, info["metrics"], observed
+
+
+def test_without_observations_the_expert_acts_and_scores_exactly_the_same():
+    kwargs = {"workload": "bfcl", "workload_count": 15}
+    with_obs, metrics, _ = _expert_trajectory(True, **kwargs)
+    without, metrics_without, blank = _expert_trajectory(False, **kwargs)
+    assert metrics == metrics_without
+    assert len(with_obs) == len(without) > 50
+    for (a, r, m, ctx), (a2, r2, m2, ctx2) in zip(with_obs, without, strict=True):
+        assert a == a2 and r == r2
+        np.testing.assert_array_equal(m, m2)
+        assert ctx.keys() == ctx2.keys()
+        for key in ctx:
+            np.testing.assert_array_equal(ctx[key], ctx2[key], err_msg=key)
+    for obs in blank:
+        for array in obs.values():
+            assert not array.any() and not array.flags.writeable
+
+
+def test_observations_option_must_be_a_bool():
+    with pytest.raises(ValueError, match="observations must be True or False"):
+        PDClusterEnv(observations="no")

@@ -51,6 +51,9 @@ key                 shape            meaning
 ``stage``           (3,)             is prefill stage, is decode stage, picks made / K
 ==================  ===============  ===========================================================
 
+With ``observations=False`` (for policies that read only the decision context) every entry is
+0 and none of it is computed.
+
 R(c, p, d) = ((t − a_w) + Δ(c, p, d)) / H_w(t) (HexAgent §5.1 Eq. 2), where Δ is the projected
 time to finish the stage: at the prefill stage the wait for p, the prefill, the KV transfer,
 the decode-queue wait on d and the decode on d; at the decode stage the decode-queue wait and
@@ -187,6 +190,12 @@ class PDClusterEnv(
         a policy's cost, not for training or pinned comparisons. The end-of-episode ``info``
         carries ``planning`` statistics either way.
     :param planning_delay_scale: multiplies the measured wall time (``"measured"`` only), > 0.
+    :param observations: build the observation (default). False: every step (and ``reset``)
+        returns the same read-only all-zero observation and the env skips the work only the
+        observation needs (the log ratios, slot and instance features) — for policies that act
+        on ``info["decision_context"]`` alone, like the experts and baselines of
+        :mod:`heuristics.pd_cluster`, whose actions, the decision contexts, masks, rewards and
+        metrics are then exactly those with observations. Never for a learned policy.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -216,6 +225,7 @@ class PDClusterEnv(
         prefix_cache_visible: bool = True,
         planning_delay: float | str | None = None,
         planning_delay_scale: float = 1.0,
+        observations: bool = True,
     ):
         super().__init__()
         self.cluster = (
@@ -268,6 +278,9 @@ class PDClusterEnv(
         self.D = len(self.cluster.by_role("decode"))
         self.action_space = spaces.Discrete(self.K * self.P * self.D)
         self._n_actions = self.K * self.P * self.D
+        if not isinstance(observations, (bool, np.bool_)):
+            raise ValueError(f"observations must be True or False, got {observations!r}")
+        self._observe = bool(observations)
         self._cross: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # see _cross_rows
         self.observation_space = spaces.Dict(
             {
@@ -279,6 +292,9 @@ class PDClusterEnv(
                 "stage": spaces.Box(0.0, 1.0, (3,), np.float32),
             }
         )
+        self._blank_observation = self._terminal_observation()
+        for array in self._blank_observation.values():
+            array.flags.writeable = False
         self._latency_cache = LatencyCache()
         self._horizon_cache: dict[Any, float] = {}
         self.sim: Simulation | None = None

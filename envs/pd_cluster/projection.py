@@ -239,7 +239,8 @@ class DecodeProjectionMixin:
 
     def _project(self, ps: slice, ds: slice) -> None:
         """Recompute R(c, p, d) of the valid slots on the block of prefill instances ``ps`` ×
-        decode instances ``ds`` (HexAgent Eq. 2), its log1p and the observation's clipped log.
+        decode instances ``ds`` (HexAgent Eq. 2), its log1p and the observation's clipped log
+        (the last two only when the env builds observations).
         Δ = max(arrival at d, earliest capacity-feasible start on d) + decode seconds, where the
         arrival is ``_base`` (+inf where illegal) — see :meth:`_decode_estimates`."""
         n = self._n
@@ -249,6 +250,8 @@ class DecodeProjectionMixin:
             delta = self._base[ps, ds] + self._dec_t[ds]
         ratio = (self._elapsed + delta) / self._horizon
         self._ratio[:n, ps, ds] = ratio.transpose(2, 0, 1)
+        if not self._observe:
+            return  # the rest is the observation's (``observations=False``: not built)
         log = np.log1p(ratio)
         self._ratio_log[ps, ds] = log
         clipped = np.where(self._feasible_t[ps, ds], np.minimum(log, RATIO_CLIP), 0.0)
@@ -269,6 +272,8 @@ class DecodeProjectionMixin:
             delta = base + self._dec_t.take(cols, axis=0)
         ratio = (self._elapsed + delta) / self._horizon
         self._ratio.reshape(self.K, P * D)[:n, rows] = ratio.T
+        if not self._observe:
+            return
         log = np.log1p(ratio)
         self._ratio_log.reshape(P * D, n)[rows] = log
         feasible = self._feasible_t.reshape(P * D, n).take(rows, axis=0)
