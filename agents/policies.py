@@ -38,6 +38,31 @@ def value_mlp(
     return nn.Sequential(*layers), last
 
 
+def identity_head(latent_dim: int, n_actions: int, chunk: int = 1 << 20) -> nn.Identity:
+    """An identity actor head that leaves torch's default RNG where building
+    ``nn.Linear(latent_dim, n_actions)`` would: its initialisation draws one 32-bit random number
+    per weight and bias entry (``kaiming_uniform_`` then ``uniform_``, one draw per float32
+    element, in order). The same count is drawn here through a reusable buffer of ``chunk``
+    float64 entries (one float64 uniform consumes two 32-bit draws), so no
+    ``latent_dim x n_actions`` matrix is ever allocated. ``tests/test_policy_head.py`` checks
+    that the RNG state afterwards equals the real Linear's.
+
+    :param latent_dim: the Linear's input width.
+    :param n_actions: its output width.
+    :param chunk: float64 entries drawn per call (memory: 8 bytes each).
+    """
+    draws = latent_dim * n_actions + n_actions
+    pairs, odd = divmod(draws, 2)
+    buf = th.empty(min(chunk, max(pairs, 1)), dtype=th.float64)
+    while pairs > 0:
+        m = min(len(buf), pairs)
+        buf[:m].uniform_()
+        pairs -= m
+    if odd:
+        th.empty(1, dtype=th.float32).uniform_()
+    return nn.Identity()
+
+
 class ScoresValueSplit(nn.Module):
     """SB3 ``mlp_extractor`` replacement: actor latent = the first ``n_scores`` features (the
     logits), critic latent = an MLP of the rest.
@@ -93,9 +118,22 @@ class _ActionScoresMixin:
         self.mlp_extractor = ScoresValueSplit(n, fe.features_dim - n, vf_arch, self.activation_fn)
 
     def _build(self, lr_schedule: Schedule) -> None:
-        super()._build(lr_schedule)  # type: ignore[misc]
-        # The scores are the logits: replace the Linear head SB3 built, and rebuild the
-        # optimizer so it does not hold the discarded head's parameters.
+        # The scores are the logits, so SB3's ``Linear(latent_dim_pi, n_actions)`` head is not
+        # needed: at K = 256 it would be a 16,384 x 16,384 Linear (1 GB), built only to be
+        # discarded. Without ``ortho_init`` it is not built: :func:`identity_head` stands in and
+        # advances torch's RNG exactly as that Linear's initialisation did, so the layers built
+        # after it (the value head) get the same initial weights as before for a given seed.
+        # With ``ortho_init`` SB3 re-initialises the head orthogonally (its RNG use depends on
+        # that), so the head is built and dropped as before.
+        dist = self.action_dist  # type: ignore[attr-defined]
+        n_actions = int(self.action_space.n)  # type: ignore[attr-defined]
+        if not self.ortho_init:  # type: ignore[attr-defined]
+            dist.proba_distribution_net = lambda latent_dim: identity_head(latent_dim, n_actions)
+        try:
+            super()._build(lr_schedule)  # type: ignore[misc]
+        finally:
+            dist.__dict__.pop("proba_distribution_net", None)
+        # Rebuild the optimizer so it does not hold a discarded head's parameters.
         self.action_net = nn.Identity()
         self.optimizer = self.optimizer_class(  # type: ignore[attr-defined]
             self.parameters(),  # type: ignore[attr-defined]

@@ -1,12 +1,22 @@
 """HexAgent planning time per scheduler invocation (compare HexAgent Table 6: 7.1–14.7 ms).
 
     python -m benchmarks.scheduler_overhead [--clusters hetero-1,hetero-2]
-        [--models llama3.1-70b,qwen3-235b-a22b] [--workloads mixed,bfcl]
+        [--models llama3.1-70b,qwen3-235b-a22b] [--workloads mixed,bfcl] [--observations]
+        [--reference DIR]
 
 Planning time of an invocation = everything HexAgent's planner does for it (Algorithm 1 lines
 9–23): building the simulated state Ŝ and the per-call estimates, recomputing the projected
-ratios after every pick, the policy's choices, turning the picks into a plan, and the env's
-observation. The simulator's own event processing between invocations is excluded.
+ratios after every pick, the policy's choices and turning the picks into a plan. The simulator's
+own event processing between invocations is excluded. HexAgent acts on the decision context
+alone, so the env runs with ``observations=False`` (its actions and plans are identical, see
+``tests/test_pd_step_caches.py``); ``--observations`` also builds the learner's observation
+at every step and counts it. Times are CPU time of the benchmark's thread (``time.thread_time``:
+what a quiet core gives; the header prints the load average).
+
+``--reference DIR`` also times an exported tree of the code (e.g. ``git archive main | tar -x -C
+/tmp/ref``) on the same episodes, in a subprocess right before each row (``PYTHONPATH=DIR``, this
+file's measurement loop; a tree without ``observations=False`` builds observations), and prints
+its mean and the speed-up.
 
 Target (issue 14): mean ≤ 1 ms and p99 ≤ 10 ms per invocation on every default workload; each
 row and a closing line say PASS or FAIL against it.
@@ -15,12 +25,15 @@ row and a closing line say PASS or FAIL against it.
 from __future__ import annotations
 
 import argparse
+import inspect
+import json
+import os
+import subprocess
+import sys
 import time
 from typing import Any
 
 import numpy as np
-
-from envs.pd_cluster import PDClusterEnv
 
 PLANNER_METHODS = ("_build_context", "_refresh", "_pick", "_finish_invocation", "_observation")
 #: Issue 14's targets, milliseconds per invocation.
@@ -28,13 +41,18 @@ TARGET_MEAN_MS = 1.0
 TARGET_P99_MS = 10.0
 
 
-def measure(cluster: str, model: str, workload: str, seed: int) -> list[float]:
-    """Planning seconds of every invocation of one episode."""
+def measure(cluster: str, model: str, workload: str, seed: int, observations: bool) -> list[float]:
+    """Planning CPU seconds of every invocation of one episode."""
+    from envs.pd_cluster import PDClusterEnv
     from heuristics import make_policy
 
-    env = PDClusterEnv(cluster=cluster, model=model, workload=workload)
+    kwargs: dict[str, Any] = {}
+    if "observations" in inspect.signature(PDClusterEnv).parameters:
+        kwargs["observations"] = observations
+    env = PDClusterEnv(cluster=cluster, model=model, workload=workload, **kwargs)
     per_inv: list[float] = []
     depth = [0]  # a planner method called by another one (e.g. _refresh by _build_context)
+    clock = time.thread_time
 
     def wrap(name: str) -> None:
         fn = getattr(env, name)
@@ -43,13 +61,13 @@ def measure(cluster: str, model: str, workload: str, seed: int) -> list[float]:
             if name == "_build_context":
                 per_inv.append(0.0)
             depth[0] += 1
-            t = time.perf_counter()
+            t = clock()
             try:
                 return fn(*a, **kw)
             finally:
                 depth[0] -= 1
                 if depth[0] == 0:
-                    per_inv[-1] += time.perf_counter() - t
+                    per_inv[-1] += clock() - t
 
         setattr(env, name, timed)
 
@@ -60,12 +78,26 @@ def measure(cluster: str, model: str, workload: str, seed: int) -> list[float]:
     obs, info = env.reset(seed=seed)
     done = False
     while not done:
-        t = time.perf_counter()
+        t = clock()
         a = policy.act(obs, info)
-        per_inv[-1] += time.perf_counter() - t
+        per_inv[-1] += clock() - t
         obs, _, term, trunc, info = env.step(a)
         done = term or trunc
     return per_inv
+
+
+def measure_reference(
+    reference: str, cluster: str, model: str, workload: str, seed: int, observations: bool
+) -> list[float]:
+    """:func:`measure` on the code in ``reference``, in a subprocess."""
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(reference)}
+    cmd = [sys.executable, os.path.abspath(__file__), "--json", "--clusters", cluster]
+    cmd += ["--models", model, "--workloads", workload, "--seed", str(seed)]
+    cmd += ["--observations"] if observations else []
+    out = subprocess.run(cmd, env=env, cwd=reference, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"the reference run in {reference} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -74,23 +106,53 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--models", default="llama3.1-70b,qwen3-235b-a22b")
     ap.add_argument("--workloads", default="mixed,bfcl")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--observations", action="store_true", help="build and count observations")
+    ap.add_argument("--reference", help="an exported tree of the code to compare with")
+    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.json:  # the reference's subprocess: one row's invocation times as a JSON list
+        c, m, w = args.clusters, args.models, args.workloads
+        print(json.dumps(measure(c, m, w, args.seed, args.observations)))
+        return
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"HexAgent planning CPU time per invocation, observations "
+        f"{'built' if args.observations else 'off'}; load average {load} on {os.cpu_count()} cores"
+    )
     print(
         f"{'cluster':<10}{'model':<17}{'workload':<10}{'invocations':>12}{'median ms':>11}"
-        f"{'p99 ms':>9}{'mean ms':>9}  target"
+        f"{'p99 ms':>9}{'mean ms':>9}"
+        + (f"{'ref mean':>10}{'x ref':>7}" if args.reference else "")
+        + "  target"
     )
     worst_mean = worst_p99 = 0.0
     for cluster in args.clusters.split(","):
         for model in args.models.split(","):
             for workload in args.workloads.split(","):
-                t = np.array(measure(cluster, model, workload, args.seed)) * 1e3
+                ref = None
+                if args.reference:
+                    ref = np.array(
+                        measure_reference(
+                            args.reference, cluster, model, workload, args.seed, args.observations
+                        )
+                    )
+                t = np.array(measure(cluster, model, workload, args.seed, args.observations)) * 1e3
                 mean, p99 = float(t.mean()), float(np.percentile(t, 99))
                 worst_mean, worst_p99 = max(worst_mean, mean), max(worst_p99, p99)
                 ok = mean <= TARGET_MEAN_MS and p99 <= TARGET_P99_MS
-                print(
+                line = (
                     f"{cluster:<10}{model:<17}{workload:<10}{len(t):>12}"
-                    f"{np.median(t):>11.3f}{p99:>9.3f}{mean:>9.3f}  {'PASS' if ok else 'FAIL'}"
+                    f"{np.median(t):>11.3f}{p99:>9.3f}{mean:>9.3f}"
                 )
+                if ref is not None:
+                    if len(ref) != len(t):
+                        raise SystemExit(
+                            f"{cluster}/{model}/{workload}: {len(ref)} reference invocations but "
+                            f"{len(t)} here"
+                        )
+                    ref_mean = float(ref.mean()) * 1e3
+                    line += f"{ref_mean:>10.3f}{ref_mean / mean:>6.2f}x"
+                print(line + f"  {'PASS' if ok else 'FAIL'}", flush=True)
     ok = worst_mean <= TARGET_MEAN_MS and worst_p99 <= TARGET_P99_MS
     print(
         f"{'PASS' if ok else 'FAIL'}: worst mean {worst_mean:.3f} ms (target <= "

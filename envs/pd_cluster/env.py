@@ -51,6 +51,9 @@ key                 shape            meaning
 ``stage``           (3,)             is prefill stage, is decode stage, picks made / K
 ==================  ===============  ===========================================================
 
+With ``observations=False`` (for policies that read only the decision context) every entry is
+0 and none of it is computed.
+
 R(c, p, d) = ((t − a_w) + Δ(c, p, d)) / H_w(t) (HexAgent §5.1 Eq. 2), where Δ is the projected
 time to finish the stage: at the prefill stage the wait for p, the prefill, the KV transfer,
 the decode-queue wait on d and the decode on d; at the decode stage the decode-queue wait and
@@ -187,6 +190,12 @@ class PDClusterEnv(
         a policy's cost, not for training or pinned comparisons. The end-of-episode ``info``
         carries ``planning`` statistics either way.
     :param planning_delay_scale: multiplies the measured wall time (``"measured"`` only), > 0.
+    :param observations: build the observation (default). False: every step (and ``reset``)
+        returns the same read-only all-zero observation and the env skips the work only the
+        observation needs (the log ratios, slot and instance features) — for policies that act
+        on ``info["decision_context"]`` alone, like the experts and baselines of
+        :mod:`heuristics.pd_cluster`, whose actions, the decision contexts, masks, rewards and
+        metrics are then exactly those with observations. Never for a learned policy.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -216,6 +225,7 @@ class PDClusterEnv(
         prefix_cache_visible: bool = True,
         planning_delay: float | str | None = None,
         planning_delay_scale: float = 1.0,
+        observations: bool = True,
     ):
         super().__init__()
         self.cluster = (
@@ -267,6 +277,11 @@ class PDClusterEnv(
         self.P = len(self.cluster.by_role("prefill"))
         self.D = len(self.cluster.by_role("decode"))
         self.action_space = spaces.Discrete(self.K * self.P * self.D)
+        self._n_actions = self.K * self.P * self.D
+        if not isinstance(observations, (bool, np.bool_)):
+            raise ValueError(f"observations must be True or False, got {observations!r}")
+        self._observe = bool(observations)
+        self._cross: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # see _cross_rows
         self.observation_space = spaces.Dict(
             {
                 "slots": spaces.Box(0.0, 10.0, (self.K, SLOT_FEATURES), np.float32),
@@ -277,6 +292,9 @@ class PDClusterEnv(
                 "stage": spaces.Box(0.0, 1.0, (3,), np.float32),
             }
         )
+        self._blank_observation = self._terminal_observation()
+        for array in self._blank_observation.values():
+            array.flags.writeable = False
         self._latency_cache = LatencyCache()
         self._horizon_cache: dict[Any, float] = {}
         self.sim: Simulation | None = None
@@ -325,6 +343,7 @@ class PDClusterEnv(
         self._completed_seen = 0
         self._remaining_cache: dict[int, _OpenNodes] = {}
         self._planning_wall: list[float] = []  # measured wall seconds per plan ("measured")
+        self._step_metrics: tuple[Any, dict[str, float]] | None = None  # see _metrics_so_far
         inv = self._advance()
         if inv is None:
             raise ValueError("the workload is empty: no scheduling decision ever arises")
@@ -465,6 +484,16 @@ class PDClusterEnv(
             self._planning_wall.append(wall)
             return wall * self.planning_delay_scale
         return float(mode)
+
+    def _legal_action(self, action: Any) -> tuple[int, float]:
+        """:meth:`envs.common.base.ServegymEnv._legal_action`, with a fast path for the common
+        case, a legal Python or numpy integer (the same result: the action, 0.0, no invalid
+        flag); anything else takes the shared rule."""
+        if type(action) is int or type(action) is np.int64:
+            if 0 <= action < self._n_actions and self._mask[action]:
+                self._invalid = None
+                return int(action), 0.0
+        return super()._legal_action(action)
 
     def fallback_action(self) -> int:
         """The fallback policy's choice (what a masked action becomes): the oldest unpicked slot

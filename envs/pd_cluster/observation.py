@@ -22,9 +22,12 @@ class ObservationMixin:
     def _observation(self) -> dict[str, np.ndarray]:
         """Per-invocation features are built once (:meth:`_invocation_features`) and the clipped
         log ratios are kept by :meth:`_refresh`; a step only writes what a pick changes: picked
-        flags, best ratios, instance readiness, KV and batch."""
+        flags, best ratios, instance readiness, KV and batch. With ``observations=False`` none
+        of it is built: every step returns the same read-only all-zero observation."""
         ctx = self._ctx
         assert ctx is not None
+        if not self._observe:
+            return dict(self._blank_observation)
         if self._obs_slots is None:
             self._obs_slots, self._obs_inst = self._invocation_features()
         slots, inst = self._obs_slots, self._obs_inst

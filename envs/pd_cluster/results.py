@@ -66,6 +66,18 @@ class ResultsMixin:
         h = [sim.standalone_horizon(r) if r.finish_time >= 0 else 1.0 for r in runs]
         return sim_metrics.summarize_workflows(ct, h)
 
+    def _metrics_so_far(self) -> dict[str, float]:
+        """:meth:`envs.common.base.ServegymEnv._metrics_so_far`, kept while neither the
+        simulated time nor the completions change (true within an invocation: the simulator does
+        not move between its picks); a fresh dict every step."""
+        sim = self.sim
+        assert sim is not None
+        key = (sim.now, len(sim.completed))
+        cached = self._step_metrics
+        if cached is None or cached[0] != key:
+            cached = self._step_metrics = (key, super()._metrics_so_far())
+        return dict(cached[1])
+
     def _info(self, final: bool = False) -> dict[str, Any]:
         info = self._common_info()
         if self.sim is not None:
