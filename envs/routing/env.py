@@ -95,6 +95,7 @@ See the README table "Routing-v0 options"; each is a keyword of :class:`RoutingE
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
@@ -286,6 +287,18 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         self._kv_capacity = np.array([m.kv_capacity_tokens for m in lat], dtype=np.float64)
         self._footprint_ok = self._max_context <= self._kv_capacity
         self._holds: dict[str, np.ndarray] = {}
+        # The action mask by (model, how many distinct context windows the prompt reaches):
+        # read-only, shared by every decision with that key, with whether any instance is legal.
+        self._windows = sorted(set(self._max_context.tolist()))
+        self._feasible: dict[tuple[str, int], tuple[np.ndarray, bool]] = {}
+        # Shared by the contexts: read-only, so no policy can change what the next one sees.
+        self._zeros = np.zeros(len(self.cluster.instances))
+        for a in (self._capability, self._kv_capacity, self._zeros):
+            a.flags.writeable = False
+        # Per monitor snapshot: free KV tokens, zeros + q (the route estimate's first term) and
+        # the observation's instance columns that depend on the snapshot alone.
+        self._derived: tuple[Any, np.ndarray, np.ndarray] | None = None
+        self._obs_base: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._served = np.array([s.model for s in self.cluster.instances])
         self._gpu_names = [s.gpu for s in self.cluster.instances]
         self._kvb = np.array([m.kv_bytes_per_token for m in lat], dtype=np.float64)
@@ -390,7 +403,8 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         ctx = self._ctx
         assert ctx is not None and self.sim is not None
         call = self._queue.pop(0)
-        prefill = float(self._prefill_tokens[action])  # what the estimate assumed for g
+        tokens = self._prefill_tokens  # what the estimate assumed for g (one value for all)
+        prefill = tokens if isinstance(tokens, float) else float(tokens[action])
         if ctx.kind == "route":
             self.monitor.on_routed(call, action, self.sim.now, prefill)
             self._diag.on_routed(call, ctx, action)
@@ -473,6 +487,11 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         return out
 
     def _build_context(self, call: Call) -> None:
+        """The :class:`RoutingContext` of ``call``'s decision (GoodServe Eq. 2 for every
+        instance). The monitor's arrays come from its snapshot, shared (read-only) by every
+        decision until the monitor changes; what depends on the request is computed here, in
+        the same floating-point operations, in the same order, as from scratch:
+        ``((transfer + q) + prefill · p) + L̂ · d``."""
         sim, mon = self.sim, self.monitor
         assert sim is not None
         now = sim.now
@@ -485,31 +504,55 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         remaining = self._remaining[call.uid] if migrate else call.predicted_output_tokens
         current = mon.pos[call.prefill_instance] if migrate else -1
         queued = migrate and call.stage == WAIT_PREFILL
-        hits = np.zeros(self.M)
-        for i, tokens in sim.prefix_hits(call).items():
-            hits[mon.pos[i]] = tokens
+        snap = mon.snapshot(now)
+        derived = self._derived
+        if derived is None or derived[0] is not snap:
+            free_kv = self._kv_capacity - snap.kv_used
+            route_q = self._zeros + snap.q
+            free_kv.flags.writeable = route_q.flags.writeable = False
+            derived = self._derived = (snap, free_kv, route_q)
+        found = sim.prefix_hits(call)
+        hits = self._zeros
+        if found:
+            hits = np.zeros(self.M)
+            for i, tokens in found.items():
+                hits[mon.pos[i]] = tokens
         prompt = call.input_tokens + generated
-        transfer = np.zeros(self.M)
+        kv_move = migrate and self.migration == "kv" and not queued
+        if kv_move:  # the KV travels: nothing to prefill on the target
+            prefill_tokens: np.ndarray | float = 0.0
+            prefill = self._zeros * snap.p
+        elif found:
+            prefill_tokens = np.maximum(0.0, prompt - hits)
+            prefill = prefill_tokens * snap.p
+        else:  # max(0, prompt − 0) = prompt on every instance
+            prefill_tokens = float(prompt)
+            prefill = prompt * snap.p
+        self._prefill_tokens = prefill_tokens
         if migrate:
             # a queued request holds no KV: it always ships token IDs and prefills on arrival
-            kv = self.migration == "kv" and not queued
-            per_token = self._kvb[current] if kv else TOKEN_ID_BYTES
+            per_token = self._kvb[current] if kv_move else TOKEN_ID_BYTES
             transfer = self._link_latency + per_token * prompt * self._inv_bw[current]
             transfer[current] = 0.0
-        if migrate and self.migration == "kv" and not queued:
-            prefill_tokens = np.zeros(self.M)
-        else:
-            prefill_tokens = np.maximum(0.0, prompt - hits)
-        self._prefill_tokens = prefill_tokens
-        estimate = transfer + mon.q + prefill_tokens * mon.p + remaining * mon.d
-        holds = self._holds.get(call.model)
-        if holds is None:  # serves the model, and its context window fits the KV capacity
-            holds = self._holds[call.model] = (self._served == call.model) & self._footprint_ok
-        feasible = holds & (call.input_tokens < self._max_context)
-        if migrate:
+            estimate = transfer + snap.q + prefill + remaining * snap.d
             estimate[current] = self._stay[call.uid]
+        else:
+            transfer = self._zeros
+            estimate = derived[2] + prefill + remaining * snap.d
+        key = (call.model, bisect_right(self._windows, call.input_tokens))
+        cached = self._feasible.get(key)
+        if cached is None:
+            holds = self._holds.get(call.model)
+            if holds is None:  # serves the model, and its context window fits the KV capacity
+                holds = self._holds[call.model] = (self._served == call.model) & self._footprint_ok
+            legal = holds & (call.input_tokens < self._max_context)
+            legal.flags.writeable = False
+            cached = self._feasible[key] = (legal, bool(legal.any()))
+        feasible = cached[0]
+        if migrate and not feasible[current]:
+            feasible = feasible.copy()
             feasible[current] = True
-        if not feasible.any():
+        elif not migrate and not cached[1]:
             raise ValueError(
                 f"request {call.id} ({call.input_tokens} prompt tokens, model {call.model!r}) "
                 f"fits no instance: context windows {self._max_context.tolist()}, KV capacities "
@@ -531,17 +574,17 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
             current=current,
             gpus=self._gpu_names,
             capability=self._capability,
-            q=mon.q.copy(),
-            p=mon.p.copy(),
-            d=mon.d.copy(),
-            running=mon.running.copy(),
-            waiting=mon.waiting.copy(),
-            outstanding=mon.outstanding.copy(),
-            free_kv_tokens=self._kv_capacity - mon.kv_used,
+            q=snap.q,
+            p=snap.p,
+            d=snap.d,
+            running=snap.running,
+            waiting=snap.waiting,
+            outstanding=snap.outstanding,
+            free_kv_tokens=derived[1],
             kv_capacity=self._kv_capacity,
-            queued_prefill_tokens=mon.queued_prefill.copy(),
-            outstanding_output_tokens=mon.owed_output.copy(),
-            tokens_per_minute=mon.tokens_per_minute(now),
+            queued_prefill_tokens=snap.queued_prefill,
+            outstanding_output_tokens=snap.owed_output,
+            tokens_per_minute=snap.tokens_per_minute,
             prefix_hit_tokens=hits,
             transfer_time=transfer,
             estimate=estimate,
