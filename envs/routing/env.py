@@ -423,7 +423,8 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         while not self._queue:
             if self._inv is not None:  # every decision of the open invocation is made
                 sim.apply(self._plan)
-                self._migrations = None
+                if self._plan and self._inv.stage == "migrate":
+                    self._migrations = None  # moves started: recount Σ call.migrations
                 self._plan = []
                 self._inv = None
             inv = sim.advance()
