@@ -97,6 +97,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -131,6 +132,23 @@ from envs.sim.simulation import (
     Simulation,
 )
 from envs.sim.workload import WAIT_PREFILL, Call
+
+
+@dataclass(frozen=True)
+class RiskCheckRows:
+    """One risk check's per-decision arrays (row i: the check's i-th call at risk; see
+    :meth:`RoutingEnv._risk_check_rows`): (k, M) ``transfer``, ``estimate``, ``meets``
+    (deadline), ``prefill_tokens``; (k, 4, M) ``observation`` (instance feature rows 8-11);
+    per call the ``hits`` and ``feasible`` (M,) arrays; ``index``: call uid -> row."""
+
+    index: dict[int, int]
+    hits: list[np.ndarray]
+    feasible: list[np.ndarray]
+    transfer: np.ndarray
+    estimate: np.ndarray
+    meets: np.ndarray
+    prefill_tokens: np.ndarray
+    observation: np.ndarray
 
 
 class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
@@ -299,6 +317,8 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         # the observation's instance columns that depend on the snapshot alone.
         self._derived: tuple[Any, np.ndarray, np.ndarray] | None = None
         self._obs_base: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._rows: RiskCheckRows | None = None  # the open risk check's per-decision arrays
+        self._obs_rows: tuple[RoutingContext, np.ndarray] | None = None  # ctx, its rows 8-11
         self._served = np.array([s.model for s in self.cluster.instances])
         self._gpu_names = [s.gpu for s in self.cluster.instances]
         self._kvb = np.array([m.kv_bytes_per_token for m in lat], dtype=np.float64)
@@ -320,6 +340,7 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
             decision_context,
         )
         self.sim: Simulation | None = None
+        self._live_base: tuple[tuple[float, int], dict[str, float]] | None = None
         self._ctx: RoutingContext | None = None
         self._predictor: Any = None
 
@@ -370,6 +391,7 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         self._migration_decisions = 0
         self._moved: dict[int, Call] = {}  # uid -> call, every call this env asked to migrate
         self._migrations: int | None = None  # Σ call.migrations, None: recount
+        self._live_base = None
         self._queue: list[Call] = []
         self._plan: list[Assignment] = []
         self._inv: Invocation | None = None
@@ -437,6 +459,9 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
                 self._queue = list(inv.new_calls)
             else:
                 self._queue = self._at_risk(inv.calls, inv.instance)
+                if self._queue:
+                    assert inv.instance is not None
+                    self._rows = self._risk_check_rows(self._queue, inv.instance)
         self._build_context(self._queue[0])
         return True
 
@@ -457,10 +482,11 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
         self._stay.clear()
         out = []
         lefts = self._predictor.remaining_many(calls).tolist()  # one batched re-prediction
+        now = sim.now
         for c, left in zip(calls, lefts, strict=True):
             if c.stage == WAIT_PREFILL:
                 hit = sim.prefix_hits(c).get(instance, 0)
-                waited = max(0.0, sim.now - c.enqueued_at)
+                waited = max(0.0, now - c.enqueued_at)
                 stay = (
                     max(0.0, mon.q[j] - waited)
                     + max(0.0, c.input_tokens + c.generated - hit) * mon.p[j]
@@ -469,7 +495,7 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
             else:
                 stay = left * mon.d[j]
             self._checked += 1
-            if sim.now + stay > c.workflow.arrival + self._slo[c.workflow.index]:
+            if now + stay > c.workflow.arrival + self._slo[c.workflow.index]:
                 self._remaining[c.uid] = left
                 self._stay[c.uid] = stay
                 out.append(c)
@@ -490,8 +516,9 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
     def _build_context(self, call: Call) -> None:
         """The :class:`RoutingContext` of ``call``'s decision (GoodServe Eq. 2 for every
         instance). The monitor's arrays come from its snapshot, shared (read-only) by every
-        decision until the monitor changes; what depends on the request is computed here, in
-        the same floating-point operations, in the same order, as from scratch:
+        decision until the monitor changes; the request's own arrays are computed here (a
+        route) or come from the risk check's rows (:meth:`_risk_check_rows`), in the same
+        floating-point operations, in the same order, as from scratch:
         ``((transfer + q) + prefill · p) + L̂ · d``."""
         sim, mon = self.sim, self.monitor
         assert sim is not None
@@ -512,53 +539,39 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
             route_q = self._zeros + snap.q
             free_kv.flags.writeable = route_q.flags.writeable = False
             derived = self._derived = (snap, free_kv, route_q)
-        found = sim.prefix_hits(call)
-        hits = self._zeros
-        if found:
-            hits = np.zeros(self.M)
-            for i, tokens in found.items():
-                hits[mon.pos[i]] = tokens
-        prompt = call.input_tokens + generated
-        kv_move = migrate and self.migration == "kv" and not queued
-        if kv_move:  # the KV travels: nothing to prefill on the target
-            prefill_tokens: np.ndarray | float = 0.0
-            prefill = self._zeros * snap.p
-        elif found:
-            prefill_tokens = np.maximum(0.0, prompt - hits)
-            prefill = prefill_tokens * snap.p
-        else:  # max(0, prompt − 0) = prompt on every instance
-            prefill_tokens = float(prompt)
-            prefill = prompt * snap.p
-        self._prefill_tokens = prefill_tokens
+        obs_rows = None
         if migrate:
-            # a queued request holds no KV: it always ships token IDs and prefills on arrival
-            per_token = self._kvb[current] if kv_move else TOKEN_ID_BYTES
-            transfer = self._link_latency + per_token * prompt * self._inv_bw[current]
-            transfer[current] = 0.0
-            estimate = transfer + snap.q + prefill + remaining * snap.d
-            estimate[current] = self._stay[call.uid]
+            rows = self._rows
+            assert rows is not None
+            i = rows.index[call.uid]
+            hits, feasible = rows.hits[i], rows.feasible[i]
+            transfer, estimate, meets = rows.transfer[i], rows.estimate[i], rows.meets[i]
+            self._prefill_tokens = rows.prefill_tokens[i]
+            obs_rows = rows.observation[i]
         else:
+            found = sim.prefix_hits(call)
+            hits = self._zeros
+            if found:
+                hits = np.zeros(self.M)
+                for i, tokens in found.items():
+                    hits[mon.pos[i]] = tokens
+                prefill_tokens: np.ndarray | float = np.maximum(0.0, call.input_tokens - hits)
+                prefill = prefill_tokens * snap.p
+            else:  # max(0, prompt − 0) = prompt on every instance
+                prefill_tokens = float(call.input_tokens)
+                prefill = call.input_tokens * snap.p
+            self._prefill_tokens = prefill_tokens
             transfer = self._zeros
             estimate = derived[2] + prefill + remaining * snap.d
-        key = (call.model, bisect_right(self._windows, call.input_tokens))
-        cached = self._feasible.get(key)
-        if cached is None:
-            holds = self._holds.get(call.model)
-            if holds is None:  # serves the model, and its context window fits the KV capacity
-                holds = self._holds[call.model] = (self._served == call.model) & self._footprint_ok
-            legal = holds & (call.input_tokens < self._max_context)
-            legal.flags.writeable = False
-            cached = self._feasible[key] = (legal, bool(legal.any()))
-        feasible = cached[0]
-        if migrate and not feasible[current]:
-            feasible = feasible.copy()
-            feasible[current] = True
-        elif not migrate and not cached[1]:
-            raise ValueError(
-                f"request {call.id} ({call.input_tokens} prompt tokens, model {call.model!r}) "
-                f"fits no instance: context windows {self._max_context.tolist()}, KV capacities "
-                f"{self._kv_capacity.tolist()}, models {sorted(set(self._served))}"
-            )
+            meets = now + estimate <= deadline
+            feasible, any_legal = self._legal(call)
+            if not any_legal:
+                raise ValueError(
+                    f"request {call.id} ({call.input_tokens} prompt tokens, model "
+                    f"{call.model!r}) fits no instance: context windows "
+                    f"{self._max_context.tolist()}, KV capacities "
+                    f"{self._kv_capacity.tolist()}, models {sorted(set(self._served))}"
+                )
         self._ctx = RoutingContext(
             time=now,
             kind="migrate" if migrate else "route",
@@ -589,13 +602,104 @@ class RoutingEnv(ObservationMixin, ResultsMixin, RenderMixin, ServegymEnv):
             prefix_hit_tokens=hits,
             transfer_time=transfer,
             estimate=estimate,
-            meets_deadline=now + estimate <= deadline,
+            meets_deadline=meets,
             feasible=feasible,
             queued=queued,
         )
+        self._obs_rows = None if obs_rows is None else (self._ctx, obs_rows)
         self._mask = feasible
         if migrate:
             self._migration_decisions += 1
+
+    def _legal(self, call: Call) -> tuple[np.ndarray, bool]:
+        """The action mask of ``call`` at a route decision (read-only, shared by every request
+        of its model reaching the same context windows) and whether any instance is legal."""
+        key = (call.model, bisect_right(self._windows, call.input_tokens))
+        cached = self._feasible.get(key)
+        if cached is None:
+            holds = self._holds.get(call.model)
+            if holds is None:  # serves the model, and its context window fits the KV capacity
+                holds = self._holds[call.model] = (self._served == call.model) & self._footprint_ok
+            legal = holds & (call.input_tokens < self._max_context)
+            legal.flags.writeable = False
+            cached = self._feasible[key] = (legal, bool(legal.any()))
+        return cached
+
+    def _risk_check_rows(self, calls: Sequence[Call], instance: int) -> RiskCheckRows:
+        """The request-dependent arrays of every decision of one risk check, as (k, M) rows,
+        each computed elementwise exactly as :meth:`_build_context` would for that call alone.
+        Valid for the whole check: nothing they read changes between its decisions (the
+        simulator waits; a move changes the monitor's counts, never q, p, d; the calls' stage,
+        generated tokens and prefix hits stay as they are)."""
+        sim, mon = self.sim, self.monitor
+        assert sim is not None
+        now = sim.now
+        snap = mon.snapshot(now)
+        cur = mon.pos[instance]
+        k, m = len(calls), self.M
+        prefill_tokens = np.empty((k, m))
+        scale = np.empty(k)  # bytes per second of link time: per-token bytes × tokens
+        hits_rows, legal_rows = [], []
+        deadline = np.empty(k)
+        slo = np.empty(k)
+        denom = np.empty(k)
+        remaining = np.empty(k)
+        stay = np.empty(k)
+        for i, c in enumerate(calls):
+            run = c.workflow
+            slo[i] = float(self._slo[run.index])
+            deadline[i] = run.arrival + slo[i]
+            prompt = c.input_tokens + c.generated
+            kv_move = self.migration == "kv" and c.stage != WAIT_PREFILL
+            found = sim.prefix_hits(c)
+            hits = self._zeros
+            if found:
+                hits = np.zeros(m)
+                for j, tokens in found.items():
+                    hits[mon.pos[j]] = tokens
+                hits.flags.writeable = False
+            hits_rows.append(hits)
+            if kv_move:  # the KV travels: nothing to prefill on the target
+                prefill_tokens[i] = 0.0
+            elif found:
+                prefill_tokens[i] = np.maximum(0.0, prompt - hits)
+            else:  # max(0, prompt − 0) = prompt on every instance
+                prefill_tokens[i] = float(prompt)
+            # a queued request holds no KV: it always ships token IDs and prefills on arrival
+            scale[i] = (self._kvb[cur] if kv_move else TOKEN_ID_BYTES) * prompt
+            remaining[i] = self._remaining[c.uid]
+            stay[i] = self._stay[c.uid]
+            denom[i] = max(1, c.input_tokens)
+            legal = self._legal(c)[0]
+            if not legal[cur]:  # staying is always legal
+                legal = legal.copy()
+                legal[cur] = True
+                legal.flags.writeable = False
+            legal_rows.append(legal)
+        transfer = self._link_latency + np.multiply.outer(scale, self._inv_bw[cur])
+        transfer[:, cur] = 0.0
+        estimate = transfer + snap.q + prefill_tokens * snap.p + remaining[:, None] * snap.d
+        estimate[:, cur] = stay
+        meets = now + estimate <= deadline[:, None]
+        # Rows 8-11 of the instance features (observation.py), clipped as there.
+        obs = np.zeros((k, 4, m), dtype=np.float32)
+        obs[:, 0] = np.stack(hits_rows) / denom[:, None]
+        obs[:, 1] = np.minimum(estimate / slo[:, None], 10.0)
+        obs[:, 2] = meets
+        obs[:, 3] = np.stack(legal_rows)
+        np.clip(obs, 0.0, 10.0, out=obs)
+        for a in (transfer, estimate, meets, prefill_tokens, obs):
+            a.flags.writeable = False
+        return RiskCheckRows(
+            index={c.uid: i for i, c in enumerate(calls)},
+            hits=hits_rows,
+            feasible=legal_rows,
+            transfer=transfer,
+            estimate=estimate,
+            meets=meets,
+            prefill_tokens=prefill_tokens,
+            observation=obs,
+        )
 
     def fallback_action(self) -> int:
         """The fallback policy's choice (what a masked action becomes): at a route decision the
