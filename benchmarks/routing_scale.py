@@ -18,12 +18,15 @@ the policy acting through ``env.step``, and prints:
   (simulation + decisions), and the ratio to real time at that RPS (≥ 1: faster than real time;
   the issue's target is ≥ 0.5 at 512 instances and 10,000 RPS, i.e. ≥ 5,000 requests/s);
   ``us/step``: wall microseconds per Gym step;
-* **where the wall time goes**, per point, in % of the episode: ``simulator`` (``Simulation.
+* **simulated requests per CPU second** of the benchmark's thread (``req/CPU s``): the same
+  figure without the time the process waited for a core (the wall-clock figure on a quiet
+  machine);
+* **where the time goes**, per point, in % of the episode's CPU time: ``simulator`` (``Simulation.
   advance``, without the arrival predictions it asks for), ``predictor`` (the arrival
   prediction and the risk checks' batched re-predictions), ``context`` (the env's decision
   context), ``observation``, ``policy`` (``policy.act``) and ``env (rest)``: the rest of
   ``env.step`` (risk-check bookkeeping, the action check, rewards, ``info``) plus this
-  benchmark's own timers (~2 clock reads per timed call).
+  benchmark's own timers (2 wall and 2 CPU clock reads per timed call).
 
 The episode is the loop a researcher runs (``evaluation.runs``: ``policy.act`` then
 ``env.step``, the observation built every step). The routing p99 is given twice: wall clock and
@@ -77,12 +80,12 @@ def measure(
 
     def timed(name: str, fn: Any, samples: list[float] | None = None) -> Any:
         def wrapper(*args: Any) -> Any:
-            c, t = time.thread_time(), time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             out = fn(*args)
-            dt = time.perf_counter() - t
-            spent[name] += dt
+            dc, dt = time.thread_time() - c, time.perf_counter() - t
+            spent[name] += dc
             if samples is decide:
-                decide_cpu.append(time.thread_time() - c)
+                decide_cpu.append(dc)
             if samples is not None:
                 samples.append(dt)
             return out
@@ -93,7 +96,7 @@ def measure(
     env._observation = timed("observation", env._observation)  # type: ignore[method-assign]
     # Learned predictors memoise by prompt; clear it so every point times first predictions.
     getattr(make_predictor(predictor, model=env.model), "_memo", {}).clear()
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.thread_time()
     policy.reset()
     obs, info = env.reset(seed=seed)
     sim = env.sim
@@ -105,20 +108,23 @@ def measure(
     steps = 0
     acting = 0.0
     while not done:
-        c, t = time.thread_time(), time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         a = policy.act(obs, info)
-        dt = time.perf_counter() - t
-        acting += dt
+        dc, dt = time.thread_time() - c, time.perf_counter() - t
+        acting += dc
         decide[-1] += dt
-        decide_cpu[-1] += time.thread_time() - c
+        decide_cpu[-1] += dc
         obs, _, term, trunc, info = env.step(a)
         steps += 1
         done = term or trunc
     wall = time.perf_counter() - start
+    cpu = time.thread_time() - start_cpu
     ms = np.asarray(decide) * 1e3
     cpu_ms = np.asarray(decide_cpu) * 1e3
-    # The simulator's time includes the arrival predictions it asks for; the env's is the rest
-    # of env.step and reset (the Gym wrapper, risk-check bookkeeping, rewards, info).
+    # CPU seconds (a wall-clock split on a loaded machine lands the waits wherever the process
+    # was descheduled). The simulator's time includes the arrival predictions it asks for; the
+    # env's is the rest of env.step and reset (the Gym wrapper, risk-check bookkeeping,
+    # rewards, info) and of this loop.
     split = {
         "simulator": spent["simulator"] - spent["predict"],
         "predictor": spent["predict"] + spent["repredict"],
@@ -126,7 +132,7 @@ def measure(
         "observation": spent["observation"],
         "policy": acting,
     }
-    split["env (rest)"] = wall - sum(split.values())
+    split["env (rest)"] = cpu - sum(split.values())
     return {
         "instances": instances,
         "rps": rps,
@@ -139,9 +145,10 @@ def measure(
         "steps_per_request": steps / requests,
         "wall_s": wall,
         "requests_per_wall_s": requests / wall,
+        "requests_per_cpu_s": requests / cpu,
         "x_real_time": (requests / wall) / rps,
         "migrations": info["metrics"]["migrations"],
-        "split": {k: v / wall for k, v in split.items()},
+        "split": {k: v / cpu for k, v in split.items()},
         "us_per_step": wall / steps * 1e6,
     }
 
@@ -161,7 +168,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load average {load:.1f} on {os.cpu_count()} cores (absolute figures scale with it)")
     print(
         f"{'instances':>9} {'rps':>7} {'route ms p50':>12} {'p99':>7} {'cpu p99':>7} "
-        f"{'predict ms':>10} {'req/wall s':>10} {'x real time':>11} {'steps/req':>9} "
+        f"{'predict ms':>10} {'req/wall s':>10} {'req/CPU s':>9} {'x real time':>11} "
+        f"{'steps/req':>9} "
         f"{'us/step':>7} {'wall s':>7}"
     )
     splits = []
@@ -174,11 +182,12 @@ def main(argv: list[str] | None = None) -> None:
             print(
                 f"{n:>9} {rps:>7.0f} {r['route_ms_p50']:>12.3f} {r['route_ms_p99']:>7.3f} "
                 f"{r['route_cpu_ms_p99']:>7.3f} {r['predict_ms_p50']:>10.3f} "
-                f"{r['requests_per_wall_s']:>10.0f} {r['x_real_time']:>11.2f} "
+                f"{r['requests_per_wall_s']:>10.0f} {r['requests_per_cpu_s']:>9.0f} "
+                f"{r['x_real_time']:>11.2f} "
                 f"{r['steps_per_request']:>9.1f} {r['us_per_step']:>7.0f} {r['wall_s']:>7.1f}",
                 flush=True,
             )
-    print("where the wall time goes (% of each point's episode):")
+    print("where the time goes (% of each point's episode, CPU time of the thread):")
     for n, rps, split in splits:
         parts = ", ".join(f"{k} {100 * v:.0f}%" for k, v in split.items())
         print(f"  {n} instances, {rps:.0f} RPS: {parts}")
