@@ -63,6 +63,10 @@ class InstanceMonitor:
     * ``owed_output``: the proxy's own predictions L̂_out of the requests sent to g and not
       finished, summed (tokens; the prediction made when routed, never the truth).
 
+    Routers read the arrays through :meth:`snapshot`: read-only copies, taken once per
+    (:attr:`version`, time) and shared by every decision until something changes (at a risk
+    check, the decisions that keep their request in place change nothing).
+
     :param instances: the simulation's monolithic instances, in cluster order.
     :param ema_alpha: weight of a new sample, in (0, 1].
     """
@@ -88,6 +92,9 @@ class InstanceMonitor:
         self._kv_held: dict[int, tuple[int, float]] = {}  # uid -> (instance, tokens)
         self._tpm: deque[tuple[float, int, int]] = deque()  # (time, instance, tokens)
         self._tpm_sum = np.zeros(m)
+        #: Bumped by every hook that may change the arrays above (the snapshot's cache key).
+        self.version = 0
+        self._snapshot: MonitorSnapshot | None = None
 
     def _ema(self, arr: np.ndarray, j: int, value: float, col: int, n: int = 1) -> None:
         """Fold ``n`` samples of ``value`` into the EMA: x + (1 − α)^n · (old − x)."""
@@ -101,6 +108,7 @@ class InstanceMonitor:
 
     # -- simulation listener hooks -----------------------------------------------------------
     def on_admit(self, call: Any, inst: Any, now: float) -> None:
+        self.version += 1
         j = self.pos[inst.index]
         self._ema(self.q, j, now - call.enqueued_at, 0)
         self.waiting[j] -= 1
@@ -112,22 +120,26 @@ class InstanceMonitor:
             self._settle_prefill(call.uid)
 
     def on_prefill_done(self, call: Any, inst: Any, now: float, tokens: int, seconds: float):
+        self.version += 1
         if tokens > 0:
             self._ema(self.p, self.pos[inst.index], seconds / tokens, 1)
         self._settle_prefill(call.uid)
 
     def on_decode_progress(self, inst: Any, iterations: int, seconds: float, batch: int) -> None:
+        self.version += 1
         if iterations > 0:
             self._ema(self.d, self.pos[inst.index], seconds / iterations, 2, iterations)
 
     def on_preempted(self, call: Any, inst: Any, now: float) -> None:
         """A paging engine evicted running ``call`` back to its queue (it re-prefills)."""
+        self.version += 1
         j = self.pos[inst.index]
         self.running[j] -= 1
         self.waiting[j] += 1
         self._release_kv(call.uid)
 
     def on_call_done(self, call: Any, inst: Any, now: float) -> None:
+        self.version += 1
         j = self.pos.get(inst.index)
         if j is None:
             return
@@ -140,6 +152,7 @@ class InstanceMonitor:
     # -- proxy-side events -------------------------------------------------------------------
     def on_routed(self, call: Any, j: int, now: float, prefill_tokens: float) -> None:
         """The proxy sent ``call`` to instance ``j``, expecting ``prefill_tokens`` of prefill."""
+        self.version += 1
         self.outstanding[j] += 1
         self.waiting[j] += 1
         self._owe_prefill(call.uid, j, prefill_tokens)
@@ -152,6 +165,7 @@ class InstanceMonitor:
         """The proxy migrates ``call`` from ``src`` to ``dst`` (it leaves the batch -- or, if
         ``queued``, the queue -- now and is pending at ``dst``, expecting ``prefill_tokens`` of
         (re-)prefill there)."""
+        self.version += 1
         self.outstanding[src] -= 1
         if queued:
             self.waiting[src] -= 1
@@ -194,6 +208,34 @@ class InstanceMonitor:
         self._tpm.append((now, j, tokens))
         self._tpm_sum[j] += tokens
 
+    def snapshot(self, now: float) -> MonitorSnapshot:
+        """The arrays as they are now, read-only; the same object until :attr:`version` or
+        ``now`` changes."""
+        snap = self._snapshot
+        if snap is not None and snap.version == self.version and snap.time == now:
+            return snap
+        tpm = self.tokens_per_minute(now)
+        snap = self._snapshot = MonitorSnapshot(
+            self.version,
+            now,
+            *(
+                _frozen(a)
+                for a in (
+                    self.q,
+                    self.p,
+                    self.d,
+                    self.running,
+                    self.waiting,
+                    self.outstanding,
+                    self.queued_prefill,
+                    self.kv_used,
+                    self.owed_output,
+                )
+            ),
+            _frozen(tpm, copy=False),
+        )
+        return snap
+
     def tokens_per_minute(self, now: float) -> np.ndarray:
         """Prompt tokens routed plus output tokens returned per instance in the last 60 s."""
         cutoff = now - TPM_WINDOW_S
@@ -202,6 +244,33 @@ class InstanceMonitor:
             _, j, tokens = window.popleft()
             self._tpm_sum[j] -= tokens
         return self._tpm_sum * (60.0 / TPM_WINDOW_S)
+
+
+def _frozen(a: np.ndarray, copy: bool = True) -> np.ndarray:
+    """A read-only copy of ``a`` (or ``a`` itself made read-only)."""
+    out = a.copy() if copy else a
+    out.flags.writeable = False
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorSnapshot:
+    """:class:`InstanceMonitor`'s (M,) arrays at one (version, time), read-only; see its
+    docstring for each array (``tokens_per_minute``: :meth:`InstanceMonitor.tokens_per_minute`
+    at ``time``)."""
+
+    version: int
+    time: float
+    q: np.ndarray
+    p: np.ndarray
+    d: np.ndarray
+    running: np.ndarray
+    waiting: np.ndarray
+    outstanding: np.ndarray
+    queued_prefill: np.ndarray
+    kv_used: np.ndarray
+    owed_output: np.ndarray
+    tokens_per_minute: np.ndarray
 
 
 @dataclass(eq=False)

@@ -110,6 +110,7 @@ from envs.common.rewards import make_reward
 from envs.common.run_alone import RunAloneLatency
 from envs.common.workloads import TraceSource
 from envs.routing.context import InstanceMonitor, RoutingContext
+from envs.routing.decisions import ContextMixin, RiskCheckRows
 from envs.routing.diagnosis import RoutingDiagnosis
 from envs.routing.observation import ExtendedObservationMixin, ObservationMixin, observation_space
 from envs.routing.render import RenderMixin
@@ -126,7 +127,6 @@ from envs.routing.workloads import (
 from envs.sim.cluster import ClusterSpec, InstanceSpec, load_cluster, scaled_cluster
 from envs.sim.engines import get_engine, resolve_token_budget
 from envs.sim.simulation import (
-    TOKEN_ID_BYTES,
     Assignment,
     Invocation,
     LatencyCache,
@@ -136,7 +136,7 @@ from envs.sim.workload import WAIT_PREFILL, Call
 
 
 class RoutingEnv(
-    ObservationMixin, ExtendedObservationMixin, ResultsMixin, RenderMixin, ServegymEnv
+    ContextMixin, ObservationMixin, ExtendedObservationMixin, ResultsMixin, RenderMixin, ServegymEnv
 ):
     """GoodServe's request routing problem (see the module docstring for the full table).
 
@@ -287,6 +287,20 @@ class RoutingEnv(
         self._kv_capacity = np.array([m.kv_capacity_tokens for m in lat], dtype=np.float64)
         self._footprint_ok = self._max_context <= self._kv_capacity
         self._holds: dict[str, np.ndarray] = {}
+        # The action mask by (model, how many distinct context windows the prompt reaches):
+        # read-only, shared by every decision with that key, with whether any instance is legal.
+        self._windows = sorted(set(self._max_context.tolist()))
+        self._feasible: dict[tuple[str, int], tuple[np.ndarray, bool]] = {}
+        # Shared by the contexts: read-only, so no policy can change what the next one sees.
+        self._zeros = np.zeros(len(self.cluster.instances))
+        for a in (self._capability, self._kv_capacity, self._zeros):
+            a.flags.writeable = False
+        # Per monitor snapshot: free KV tokens, zeros + q (the route estimate's first term) and
+        # the observation's instance columns that depend on the snapshot alone.
+        self._derived: tuple[Any, np.ndarray, np.ndarray] | None = None
+        self._obs_base: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._rows: RiskCheckRows | None = None  # the open risk check's per-decision arrays
+        self._obs_rows: tuple[RoutingContext, np.ndarray] | None = None  # ctx, its rows 8-11
         self._served = np.array([s.model for s in self.cluster.instances])
         self._gpu_names = [s.gpu for s in self.cluster.instances]
         self._kvb = np.array([m.kv_bytes_per_token for m in lat], dtype=np.float64)
@@ -308,6 +322,7 @@ class RoutingEnv(
             decision_context,
         )
         self.sim: Simulation | None = None
+        self._live_base: tuple[tuple[float, int], dict[str, float]] | None = None
         self._ctx: RoutingContext | None = None
         self._predictor: Any = None
         self._bind_observation(observation)
@@ -359,6 +374,7 @@ class RoutingEnv(
         self._migration_decisions = 0
         self._moved: dict[int, Call] = {}  # uid -> call, every call this env asked to migrate
         self._migrations: int | None = None  # Σ call.migrations, None: recount
+        self._live_base = None
         self._queue: list[Call] = []
         self._plan: list[Assignment] = []
         self._inv: Invocation | None = None
@@ -392,7 +408,8 @@ class RoutingEnv(
         ctx = self._ctx
         assert ctx is not None and self.sim is not None
         call = self._queue.pop(0)
-        prefill = float(self._prefill_tokens[action])  # what the estimate assumed for g
+        tokens = self._prefill_tokens  # what the estimate assumed for g (one value for all)
+        prefill = tokens if isinstance(tokens, float) else float(tokens[action])
         if ctx.kind == "route":
             self.monitor.on_routed(call, action, self.sim.now, prefill)
             self._diag.on_routed(call, ctx, action)
@@ -411,7 +428,8 @@ class RoutingEnv(
         while not self._queue:
             if self._inv is not None:  # every decision of the open invocation is made
                 sim.apply(self._plan)
-                self._migrations = None
+                if self._plan and self._inv.stage == "migrate":
+                    self._migrations = None  # moves started: recount Σ call.migrations
                 self._plan = []
                 self._inv = None
             inv = sim.advance()
@@ -424,6 +442,9 @@ class RoutingEnv(
                 self._queue = list(inv.new_calls)
             else:
                 self._queue = self._at_risk(inv.calls, inv.instance)
+                if self._queue:
+                    assert inv.instance is not None
+                    self._rows = self._risk_check_rows(self._queue, inv.instance)
         self._build_context(self._queue[0])
         return True
 
@@ -444,10 +465,11 @@ class RoutingEnv(
         self._stay.clear()
         out = []
         lefts = self._predictor.remaining_many(calls).tolist()  # one batched re-prediction
+        now = sim.now
         for c, left in zip(calls, lefts, strict=True):
             if c.stage == WAIT_PREFILL:
                 hit = sim.prefix_hits(c).get(instance, 0)
-                waited = max(0.0, sim.now - c.enqueued_at)
+                waited = max(0.0, now - c.enqueued_at)
                 stay = (
                     max(0.0, mon.q[j] - waited)
                     + max(0.0, c.input_tokens + c.generated - hit) * mon.p[j]
@@ -456,7 +478,7 @@ class RoutingEnv(
             else:
                 stay = left * mon.d[j]
             self._checked += 1
-            if sim.now + stay > c.workflow.arrival + self._slo[c.workflow.index]:
+            if now + stay > c.workflow.arrival + self._slo[c.workflow.index]:
                 self._remaining[c.uid] = left
                 self._stay[c.uid] = stay
                 out.append(c)
@@ -473,87 +495,6 @@ class RoutingEnv(
             sel = tasks == task
             out[sel] = np.median(alone[sel])
         return out
-
-    def _build_context(self, call: Call) -> None:
-        sim, mon = self.sim, self.monitor
-        assert sim is not None
-        now = sim.now
-        assert self._inv is not None
-        migrate = self._inv.stage == "migrate"
-        run = call.workflow
-        slo = float(self._slo[run.index])
-        deadline = run.arrival + slo
-        generated = call.generated if migrate else 0
-        remaining = self._remaining[call.uid] if migrate else call.predicted_output_tokens
-        current = mon.pos[call.prefill_instance] if migrate else -1
-        queued = migrate and call.stage == WAIT_PREFILL
-        hits = np.zeros(self.M)
-        for i, tokens in sim.prefix_hits(call).items():
-            hits[mon.pos[i]] = tokens
-        prompt = call.input_tokens + generated
-        transfer = np.zeros(self.M)
-        if migrate:
-            # a queued request holds no KV: it always ships token IDs and prefills on arrival
-            kv = self.migration == "kv" and not queued
-            per_token = self._kvb[current] if kv else TOKEN_ID_BYTES
-            transfer = self._link_latency + per_token * prompt * self._inv_bw[current]
-            transfer[current] = 0.0
-        if migrate and self.migration == "kv" and not queued:
-            prefill_tokens = np.zeros(self.M)
-        else:
-            prefill_tokens = np.maximum(0.0, prompt - hits)
-        self._prefill_tokens = prefill_tokens
-        estimate = transfer + mon.q + prefill_tokens * mon.p + remaining * mon.d
-        holds = self._holds.get(call.model)
-        if holds is None:  # serves the model, and its context window fits the KV capacity
-            holds = self._holds[call.model] = (self._served == call.model) & self._footprint_ok
-        feasible = holds & (call.input_tokens < self._max_context)
-        if migrate:
-            estimate[current] = self._stay[call.uid]
-            feasible[current] = True
-        if not feasible.any():
-            raise ValueError(
-                f"request {call.id} ({call.input_tokens} prompt tokens, model {call.model!r}) "
-                f"fits no instance: context windows {self._max_context.tolist()}, KV capacities "
-                f"{self._kv_capacity.tolist()}, models {sorted(set(self._served))}"
-            )
-        self._ctx = RoutingContext(
-            time=now,
-            kind="migrate" if migrate else "route",
-            call_id=call.id,
-            task=call.node.task,
-            input_tokens=call.input_tokens,
-            generated=generated,
-            predicted_output_tokens=int(generated + remaining),
-            predicted_remaining_tokens=int(remaining),
-            arrival=run.arrival,
-            slo=slo,
-            deadline=deadline,
-            slack=deadline - now,
-            current=current,
-            gpus=self._gpu_names,
-            capability=self._capability,
-            q=mon.q.copy(),
-            p=mon.p.copy(),
-            d=mon.d.copy(),
-            running=mon.running.copy(),
-            waiting=mon.waiting.copy(),
-            outstanding=mon.outstanding.copy(),
-            free_kv_tokens=self._kv_capacity - mon.kv_used,
-            kv_capacity=self._kv_capacity,
-            queued_prefill_tokens=mon.queued_prefill.copy(),
-            outstanding_output_tokens=mon.owed_output.copy(),
-            tokens_per_minute=mon.tokens_per_minute(now),
-            prefix_hit_tokens=hits,
-            transfer_time=transfer,
-            estimate=estimate,
-            meets_deadline=now + estimate <= deadline,
-            feasible=feasible,
-            queued=queued,
-        )
-        self._mask = feasible
-        if migrate:
-            self._migration_decisions += 1
 
     def fallback_action(self) -> int:
         """The fallback policy's choice (what a masked action becomes): at a route decision the

@@ -70,8 +70,13 @@ class ResultsMixin:
         """The base's counts, ``migrations`` started and ``migration_decisions`` so far."""
         sim = self.sim
         assert sim is not None
+        # The base's counts change only with the time and the completions: a risk check's
+        # decisions (one instant, nothing finishing) reuse them.
+        key = (sim.now, len(sim.completed))
+        if self._live_base is None or self._live_base[0] != key:
+            self._live_base = (key, super()._live_metrics())
         return {
-            **super()._live_metrics(),
+            **self._live_base[1],
             "migrations": float(self._migrations_started()),
             "migration_decisions": float(self._migration_decisions),
         }

@@ -80,3 +80,34 @@ class PicklableEnvironment(simpy.Environment):
 
 def _is_bound_class(env: simpy.Environment, name: str) -> bool:
     return any(type(vars(c).get(name)) is BoundClass for c in type(env).__mro__)
+
+
+class ClockMixin:
+    """The clock and timer methods of :class:`envs.sim.simulation.Simulation` (its ``env`` is a
+    :class:`PicklableEnvironment`)."""
+
+    env: PicklableEnvironment
+
+    @property
+    def now(self) -> float:
+        """Current simulated time in seconds."""
+        return self.env._now  # SimPy's ``Environment.now``, without its property call
+
+    def schedule(self, delay: float, fn: Callable[[Any], None]) -> None:
+        """Run ``fn(None)`` after ``delay`` seconds of simulated time (``fn`` takes the place of
+        a SimPy event callback; no event object is made: see :data:`envs.sim.events.DUE`)."""
+        self.env.call_at(delay, NORMAL, fn, None)
+
+    def call_later(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` after ``delay`` seconds of simulated time (as :meth:`schedule`;
+        :meth:`envs.sim.events.PicklableEnvironment.call_at` inlined: the hottest call)."""
+        if delay < 0:
+            raise ValueError(f"Negative delay {delay}")
+        env = self.env
+        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), (fn, args)))
+
+    def schedule_late(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` at the current instant, after every other event of this instant
+        (including those scheduled later at the same time): SimPy orders its queue by time,
+        then priority (URGENT 0, NORMAL 1); this uses 2."""
+        self.env.call_at(0.0, LATE, fn, *args)

@@ -110,3 +110,27 @@ class AsyncPlanningMixin:
             if waiting:
                 self.planning.replans += 1
                 self._raise(stage, "replan", [c for c in absorbed if c.uid in waiting])
+
+    def _drop_started_calls(self) -> None:
+        """Take calls out of the pending invocations that started service after the invocation
+        was raised but within the same event (an engine that finished a call starts its next
+        queued one in the callback that revealed the finished call's children): a scheduler is
+        shown only calls it can still plan."""
+        started, self._started_while_pending = self._started_while_pending, []
+        # Only a call that left a waiting dict can have left an invocation's list (a call is
+        # listed only while it waits, and re-enters no waiting dict once started), so the lists
+        # are rebuilt only when one of them names such a call: the same lists as filtering every
+        # call by ``uid in waiting``, without a pass over every waiting call per event.
+        gone = {id(c) for c in started}
+        for inv in self.pending:
+            if inv.stage == "migrate":
+                continue
+            if inv.__dict__.get("_calls", ()) is None:  # built lazily from the waiting calls
+                if any(id(c) in gone for c in inv.new_calls):
+                    waiting = self.waiting_prefill
+                    inv.new_calls = [c for c in inv.new_calls if c.uid in waiting]
+                continue
+            if any(id(c) in gone for c in inv.new_calls) or any(c in inv.calls for c in started):
+                waiting = self.waiting_decode if inv.stage == "decode" else self.waiting_prefill
+                inv.calls = [c for c in inv.calls if c.uid in waiting]
+                inv.new_calls = [c for c in inv.new_calls if c.uid in waiting]

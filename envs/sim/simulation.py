@@ -61,7 +61,6 @@ from __future__ import annotations
 import math
 import time as _time
 from collections.abc import Callable, Sequence
-from heapq import heappush
 from typing import Any
 
 import numpy as np
@@ -71,7 +70,7 @@ from envs.sim.catalog import get_model
 from envs.sim.cluster import ClusterSpec
 from envs.sim.engines import EnginePreset, get_engine
 from envs.sim.estimates import EstimatesMixin
-from envs.sim.events import LATE, NORMAL, PicklableEnvironment
+from envs.sim.events import ClockMixin, PicklableEnvironment
 from envs.sim.handlers import EventHandlersMixin
 from envs.sim.instances import MonolithicInstance
 from envs.sim.migration import MigrationMixin
@@ -116,6 +115,7 @@ RECORD_STORES = ("objects", "compact", "disk")
 
 
 class Simulation(
+    ClockMixin,
     AsyncPlanningMixin,
     ReconfigurationMixin,
     PlanValidationMixin,
@@ -411,11 +411,6 @@ class Simulation(
             self.schedule(self.runs[0].arrival, self._on_arrival)
 
     # -- small utilities ---------------------------------------------------------------------
-    @property
-    def now(self) -> float:
-        """Current simulated time in seconds."""
-        return self.env._now  # SimPy's ``Environment.now``, without its property call
-
     def next_seq(self) -> int:
         self._seq += 1
         return self._seq
@@ -433,25 +428,6 @@ class Simulation(
             raise TypeError(
                 f"listener {listener!r} defines none of the listener methods {LISTENER_METHODS}"
             )
-
-    def schedule(self, delay: float, fn: Callable[[Any], None]) -> None:
-        """Run ``fn(None)`` after ``delay`` seconds of simulated time (``fn`` takes the place of
-        a SimPy event callback; no event object is made: see :data:`envs.sim.events.DUE`)."""
-        self.env.call_at(delay, NORMAL, fn, None)
-
-    def call_later(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
-        """Run ``fn(*args)`` after ``delay`` seconds of simulated time (as :meth:`schedule`;
-        :meth:`envs.sim.events.PicklableEnvironment.call_at` inlined: the hottest call)."""
-        if delay < 0:
-            raise ValueError(f"Negative delay {delay}")
-        env = self.env
-        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), (fn, args)))
-
-    def schedule_late(self, fn: Callable[..., None], *args: Any) -> None:
-        """Run ``fn(*args)`` at the current instant, after every other event of this instant
-        (including those scheduled later at the same time): SimPy orders its queue by time,
-        then priority (URGENT 0, NORMAL 1); this uses 2."""
-        self.env.call_at(0.0, LATE, fn, *args)
 
     @property
     def done(self) -> bool:
@@ -474,30 +450,6 @@ class Simulation(
         if self._started_while_pending:
             self._drop_started_calls()
         return self.pending[0]
-
-    def _drop_started_calls(self) -> None:
-        """Take calls out of the pending invocations that started service after the invocation
-        was raised but within the same event (an engine that finished a call starts its next
-        queued one in the callback that revealed the finished call's children): a scheduler is
-        shown only calls it can still plan."""
-        started, self._started_while_pending = self._started_while_pending, []
-        # Only a call that left a waiting dict can have left an invocation's list (a call is
-        # listed only while it waits, and re-enters no waiting dict once started), so the lists
-        # are rebuilt only when one of them names such a call: the same lists as filtering every
-        # call by ``uid in waiting``, without a pass over every waiting call per event.
-        gone = {id(c) for c in started}
-        for inv in self.pending:
-            if inv.stage == "migrate":
-                continue
-            if inv.__dict__.get("_calls", ()) is None:  # built lazily from the waiting calls
-                if any(id(c) in gone for c in inv.new_calls):
-                    waiting = self.waiting_prefill
-                    inv.new_calls = [c for c in inv.new_calls if c.uid in waiting]
-                continue
-            if any(id(c) in gone for c in inv.new_calls) or any(c in inv.calls for c in started):
-                waiting = self.waiting_decode if inv.stage == "decode" else self.waiting_prefill
-                inv.calls = [c for c in inv.calls if c.uid in waiting]
-                inv.new_calls = [c for c in inv.new_calls if c.uid in waiting]
 
     def run(self, scheduler: Any, planning_delay: float = 0.0) -> SimulationResult:
         """Run to the end, asking ``scheduler.plan(sim, invocation)`` for every decision.

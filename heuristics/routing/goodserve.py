@@ -41,6 +41,11 @@ def just_enough(ctx: RoutingContext, candidates: np.ndarray) -> int | None:
     ok = candidates[np.asarray(ctx.meets_deadline, dtype=bool)[candidates]]
     if ok.size == 0:
         return None
+    return _least_capable(ctx, ok)
+
+
+def _least_capable(ctx: RoutingContext, ok: np.ndarray) -> int:
+    """Of the (non-empty) instances ``ok``, the least capable; ties by estimate, then index."""
     order = np.lexsort((ok, ctx.estimate[ok], -np.asarray(ctx.capability, dtype=float)[ok]))
     return int(ok[order[0]])
 
@@ -77,16 +82,19 @@ def stronger_rerouting(ctx: RoutingContext, shorten_misses: bool = False) -> int
     if ctx.meets_deadline[cur]:
         return cur
     cap = np.asarray(ctx.capability, dtype=float)
-    stronger = feasible_indices(ctx)
-    stronger = stronger[(stronger != cur) & (cap[stronger] < cap[cur])]
-    if stronger.size == 0:
+    feasible = np.asarray(ctx.feasible, dtype=bool)
+    if not feasible[cur] and not feasible.any():
+        feasible_indices(ctx)  # raises: no feasible instance at all
+    # Boolean masks over all instances instead of index arrays (a risk check asks this of
+    # nearly every running request in overload; most stay): the same candidates, in index
+    # order, so the same choice. A strictly stronger instance is never ``cur`` itself.
+    stronger = feasible & (cap < cap[cur])
+    saving = stronger & np.asarray(ctx.meets_deadline, dtype=bool)
+    if saving.any():
+        return _least_capable(ctx, np.flatnonzero(saving))
+    if not shorten_misses or not stronger.any():
         return cur
-    choice = just_enough(ctx, stronger)
-    if choice is not None:
-        return choice
-    if not shorten_misses:
-        return cur
-    fastest = earliest_finish(ctx, stronger)
+    fastest = earliest_finish(ctx, np.flatnonzero(stronger))
     return fastest if ctx.estimate[fastest] < ctx.estimate[cur] else cur
 
 

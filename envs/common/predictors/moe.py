@@ -238,18 +238,22 @@ class MoEPredictor(LearnedPredictor):
         if self.reprediction == "residual":
             return super().remaining_many(calls)
         out = np.empty(len(calls), dtype=np.int64)
-        rows, idx = [], []
+        feats, gxs, idx = [], [], []
         for i, call in enumerate(calls):
             g = int(call.generated)
             if g == 0:  # nothing generated yet: the §3.2 prediction itself
                 out[i] = max(1, self.predict(call))
                 continue
-            gx = (np.log1p(g) - self._g[0]) / self._g[1]
-            rows.append(np.concatenate([self.features(call), np.float32([gx])]))
+            feats.append(self.features(call))
+            gxs.append((np.log1p(g) - self._g[0]) / self._g[1])
             idx.append(i)
-        if rows:
+        if idx:
+            # rows = features ++ [float32(gx)], written in place of one concatenate per row
+            rows = np.empty((len(idx), len(feats[0]) + 1), dtype=np.float32)
+            rows[:, :-1] = feats
+            rows[:, -1] = gxs
             # float64 from here, as the one-call formula float(net(x)) * std + mean computes it
-            z = self.renet(np.stack(rows)).astype(np.float64) * self._re_log[1] + self._re_log[0]
+            z = self.renet(rows).astype(np.float64) * self._re_log[1] + self._re_log[0]
             for i, zi in zip(idx, z.tolist(), strict=True):
                 out[i] = max(1, int(round(np.expm1(zi))))
         return out
