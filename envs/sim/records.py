@@ -18,6 +18,7 @@ import numpy as np
 from envs.sim.cluster import InstanceSpec
 from envs.sim.engines import EnginePreset
 from envs.sim.latency import LatencyModel, load_calibration
+from envs.sim.workload import CallNames
 
 
 @dataclass
@@ -234,7 +235,7 @@ _INT_FIELDS = frozenset(n for n in _NUMERIC if PACKED_DTYPE[n].kind == "i")
 _INSTANCE_FIELDS = ("prefill_instance", "decode_instance")
 
 
-class PackedCall:
+class PackedCall(CallNames):
     """A finished call read back from a :class:`CallStore`: its :class:`CallRecord` fields under
     :class:`envs.sim.workload.Call`'s attribute names (``uid``, ``workflow``, ``node``,
     ``stage`` = ``"done"``, ``prefill_instance`` / ``decode_instance`` None where the call had
@@ -242,19 +243,6 @@ class PackedCall:
     ``kv_held``, priorities, ...) is not kept."""
 
     __slots__ = ("uid", "workflow", "node", "stage", *_NUMERIC)
-
-    @property
-    def id(self) -> str:
-        """``<workflow id>/<node id>``."""
-        return f"{self.workflow.id}/{self.node.id}"
-
-    @property
-    def model(self) -> str:
-        return self.node.model
-
-    @property
-    def kv_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
 
     def __repr__(self) -> str:
         return f"PackedCall({self.id}, stage={self.stage}, in={self.input_tokens})"

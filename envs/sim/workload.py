@@ -11,6 +11,8 @@ A request (:class:`traces.schema.Request`) is a one-call workflow.
 
 from __future__ import annotations
 
+from typing import Any
+
 from traces.schema import LLMNode, Request, ToolNode, Workflow
 
 # Stages a call moves through, in order (HexAgent §4.3 "End-to-end request lifecycle").
@@ -29,7 +31,32 @@ class WorkloadError(ValueError):
     """A workflow cannot be simulated (malformed DAG, unknown model on this cluster, ...)."""
 
 
-class Call:
+class CallNames:
+    """What a live :class:`Call` and a finished, packed one (:class:`envs.sim.records.PackedCall`)
+    derive alike from ``workflow``, ``node`` and their token counts."""
+
+    __slots__ = ()
+    workflow: Any
+    node: Any
+    input_tokens: int
+    output_tokens: int
+
+    @property
+    def id(self) -> str:
+        """``<workflow id>/<node id>``."""
+        return f"{self.workflow.id}/{self.node.id}"
+
+    @property
+    def model(self) -> str:
+        return self.node.model
+
+    @property
+    def kv_tokens(self) -> int:
+        """KV tokens the call holds at the end of decode (reserved at admission)."""
+        return self.input_tokens + self.output_tokens
+
+
+class Call(CallNames):
     """One LLM call of a workflow, as the simulator runs it.
 
     ``output_tokens`` is the truth the simulator runs on; schedulers must use
@@ -122,20 +149,6 @@ class Call:
         self.resident = False
         self.prefill_left = 0
         self.prefill_began = -1.0
-
-    @property
-    def id(self) -> str:
-        """``<workflow id>/<node id>``."""
-        return f"{self.workflow.id}/{self.node.id}"
-
-    @property
-    def model(self) -> str:
-        return self.node.model
-
-    @property
-    def kv_tokens(self) -> int:
-        """KV tokens the call holds at the end of decode (reserved at admission)."""
-        return self.input_tokens + self.output_tokens
 
     @property
     def predicted_kv_tokens(self) -> int:
