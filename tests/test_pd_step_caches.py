@@ -79,7 +79,7 @@ def test_legal_action_fast_path_equals_the_shared_rule():
     for action in (legal, np.int64(legal), illegal, np.int64(illegal), np.int32(legal)):
         fast = env._legal_action(action)
         fast_invalid = env._invalid
-        shared = ServegymEnv._legal_action(env, action)
+        shared = env._legal_action(np.asarray(action))  # a 0-d array takes the general path
         assert fast == shared and type(fast[0]) is int
         assert fast_invalid == env._invalid
     for bad in (-1, env.action_space.n, True, 1.0):

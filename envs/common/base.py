@@ -160,6 +160,12 @@ class ServegymEnv(gym.Env):
             masked one under ``invalid_action="raise"``.
         """
         n = int(self.action_space.n)  # type: ignore[attr-defined]
+        # The common case first: a legal Python or numpy integer (the same result as below,
+        # without the array conversion; env.step calls this on every step).
+        if (type(action) is int or type(action) is np.int64) and 0 <= action < n:
+            if self._mask[action]:
+                self._invalid = None
+                return int(action), 0.0
         arr = np.asarray(action)
         integral = arr.size == 1 and np.issubdtype(arr.dtype, np.integer)
         a = int(arr.reshape(())) if integral else -1

@@ -277,7 +277,6 @@ class PDClusterEnv(
         self.P = len(self.cluster.by_role("prefill"))
         self.D = len(self.cluster.by_role("decode"))
         self.action_space = spaces.Discrete(self.K * self.P * self.D)
-        self._n_actions = self.K * self.P * self.D
         if not isinstance(observations, (bool, np.bool_)):
             raise ValueError(f"observations must be True or False, got {observations!r}")
         self._observe = bool(observations)
@@ -484,16 +483,6 @@ class PDClusterEnv(
             self._planning_wall.append(wall)
             return wall * self.planning_delay_scale
         return float(mode)
-
-    def _legal_action(self, action: Any) -> tuple[int, float]:
-        """:meth:`envs.common.base.ServegymEnv._legal_action`, with a fast path for the common
-        case, a legal Python or numpy integer (the same result: the action, 0.0, no invalid
-        flag); anything else takes the shared rule."""
-        if type(action) is int or type(action) is np.int64:
-            if 0 <= action < self._n_actions and self._mask[action]:
-                self._invalid = None
-                return int(action), 0.0
-        return super()._legal_action(action)
 
     def fallback_action(self) -> int:
         """The fallback policy's choice (what a masked action becomes): the oldest unpicked slot
