@@ -192,20 +192,24 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
                     f"acc {rec.accuracy:.3f}"
                 )
 
+        def clone(demos: Any, seed: int) -> list[dict[str, Any]]:
+            """One behaviour-cloning pass of ``cfg``'s epochs over ``demos``; its epoch records."""
+            return [
+                asdict(r)
+                for r in bc_train(
+                    model.policy,
+                    demos,
+                    cfg.bc_epochs,
+                    cfg.bc_batch_size,
+                    cfg.bc_lr,
+                    seed=seed,
+                    vf_coef=cfg.bc_vf_coef,
+                    on_epoch=log_epoch,
+                )
+            ]
+
         t0 = time.perf_counter()
-        history = [
-            asdict(r)
-            for r in bc_train(
-                model.policy,
-                demos,
-                cfg.bc_epochs,
-                cfg.bc_batch_size,
-                cfg.bc_lr,
-                seed=cfg.seed,
-                vf_coef=cfg.bc_vf_coef,
-                on_epoch=log_epoch,
-            )
-        ]
+        history = clone(demos, cfg.seed)
         dagger_rng = np.random.default_rng(cfg.seed + 777)
         for rnd in range(cfg.dagger_rounds):
             epoch_offset += cfg.bc_epochs
@@ -223,19 +227,7 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
                 beta=cfg.dagger_beta,
                 rng=dagger_rng,
             )
-            history += [
-                asdict(r)
-                for r in bc_train(
-                    model.policy,
-                    demos,
-                    cfg.bc_epochs,
-                    cfg.bc_batch_size,
-                    cfg.bc_lr,
-                    seed=cfg.seed + rnd + 1,
-                    vf_coef=cfg.bc_vf_coef,
-                    on_epoch=log_epoch,
-                )
-            ]
+            history += clone(demos, cfg.seed + rnd + 1)
         bc_s = time.perf_counter() - t0
         model.save(out / "bc_model.zip")
         bc_metrics = evaluate_model(model, eval_env, val_seeds, metrics)
