@@ -164,20 +164,15 @@ def _check_text(where: _Where, name: str, value: Any, *, optional: bool, node_id
 def _check_llm_fields(where: _Where, call: Request | LLMNode, node_id: Any) -> None:
     """Fields shared by a request and an LLM node (everything but ids, arrival and parents)."""
     _check_text(where, "model", call.model, optional=False, node_id=node_id)
-    if not _is_int(call.input_tokens) or not 1 <= call.input_tokens <= MAX_TOKENS:
-        raise where.error(
-            f"expected an integer number of tokens >= 1 and <= {MAX_TOKENS}",
-            node_id=node_id,
-            field="input_tokens",
-            value=call.input_tokens,
-        )
-    if not _is_int(call.output_tokens) or not 0 <= call.output_tokens <= MAX_TOKENS:
-        raise where.error(
-            f"expected an integer number of tokens >= 0 and <= {MAX_TOKENS}",
-            node_id=node_id,
-            field="output_tokens",
-            value=call.output_tokens,
-        )
+    for name, low in (("input_tokens", 1), ("output_tokens", 0)):
+        value = getattr(call, name)
+        if not _is_int(value) or not low <= value <= MAX_TOKENS:
+            raise where.error(
+                f"expected an integer number of tokens >= {low} and <= {MAX_TOKENS}",
+                node_id=node_id,
+                field=name,
+                value=value,
+            )
     _check_text(where, "task", call.task, optional=False, node_id=node_id)
     _check_text(where, "prompt", call.prompt, optional=True, node_id=node_id)
     hashes = call.prefix_hashes
