@@ -103,6 +103,10 @@ class Calibration:
     :param moe_kernel_efficiency: achieved / dense-GEMM efficiency of the grouped MoE expert
         kernels (weight reads and compute of routed experts), in (0, 1.5].
     :param gemms_per_layer: GEMM kernels per transformer layer (QKV, output, gate/up, down).
+    :param custom_allreduce: price a tensor-parallel all-reduce as the engines' custom
+        all-reduce kernel picks it by size (one-stage or two-stage, see
+        :meth:`envs.sim.latency.LatencyModel.allreduce_time`) instead of the ring formula; off
+        by default (the per-op model of PDCluster keeps the ring). An engine preset turns it on.
     :param target_heldout_median_error: the committed accuracy target of the held-out check.
     """
 
@@ -113,6 +117,7 @@ class Calibration:
     iteration_overhead_per_seq_seconds: float = 0.0
     moe_kernel_efficiency: float = 1.0
     gemms_per_layer: int = 4
+    custom_allreduce: bool = False
     target_heldout_median_error: float = 0.15
     source: str = field(default="", compare=False)
 
