@@ -90,3 +90,16 @@ def test_results_are_identical_with_and_without_observations(spec: str) -> None:
         assert {k: v for k, v in row.items() if k != "wall_seconds"} == {
             k: v for k, v in b.items() if k != "wall_seconds"
         }
+
+
+def test_blank_observations_are_read_only_zeros_that_no_two_steps_share() -> None:
+    from gymnasium.utils.passive_env_checker import data_shares_objects
+
+    env = PDClusterEnv(workload="mixed", workload_count=3, observations=False)
+    previous, info = env.reset(seed=0)
+    for _ in range(3):
+        obs, *_, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+        assert env.observation_space.contains(obs)
+        assert not data_shares_objects(previous, obs)  # Gymnasium's checker warns otherwise
+        assert all(not a.any() and not a.flags.writeable for a in obs.values())
+        previous = obs

@@ -195,7 +195,7 @@ class PDClusterEnv(
         carries ``planning`` statistics either way.
     :param planning_delay_scale: multiplies the measured wall time (``"measured"`` only), > 0.
     :param observations: build the observation (default). False: every step (and ``reset``)
-        returns the same read-only all-zero observation and the env skips the work only the
+        returns a read-only all-zero observation and the env skips the work only the
         observation needs (the log ratios, slot and instance features) — for policies that act
         on ``info["decision_context"]`` alone, like the experts and baselines of
         :mod:`heuristics.pd_cluster`, whose actions, the decision contexts, masks, rewards and
@@ -295,9 +295,6 @@ class PDClusterEnv(
                 "stage": spaces.Box(0.0, 1.0, (3,), np.float32),
             }
         )
-        self._blank_observation = self._terminal_observation()
-        for array in self._blank_observation.values():
-            array.flags.writeable = False
         self._latency_cache = LatencyCache()
         self._horizon_cache: dict[Any, float] = {}
         self.sim: Simulation | None = None

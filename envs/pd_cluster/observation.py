@@ -23,11 +23,11 @@ class ObservationMixin:
         """Per-invocation features are built once (:meth:`_invocation_features`) and the clipped
         log ratios are kept by :meth:`_refresh`; a step only writes what a pick changes: picked
         flags, best ratios, instance readiness, KV and batch. With ``observations=False`` none
-        of it is built: every step returns the same read-only all-zero observation."""
+        of it is built: every step returns a read-only all-zero observation."""
         ctx = self._ctx
         assert ctx is not None
         if not self._observe:
-            return dict(self._blank_observation)
+            return self._blank_observation()
         if self._obs_slots is None:
             self._obs_slots, self._obs_inst = self._invocation_features()
         slots, inst = self._obs_slots, self._obs_inst
@@ -44,6 +44,22 @@ class ObservationMixin:
             "instances": inst.copy(),
             "ratio": self._ratio_obs.copy(),
             "stage": stage,
+        }
+
+    def _blank_observation(self) -> dict[str, np.ndarray]:
+        """The all-zero observation of ``observations=False``: read-only arrays of the space's
+        shapes over one fresh zero element each (stride 0), so no allocation of their size, and
+        no two steps share memory (Gymnasium's checker warns when they do)."""
+        specs = getattr(self, "_blank_specs", None)
+        if specs is None:
+            spaces = self.observation_space.spaces.items()
+            specs = self._blank_specs = [
+                (key, box.shape, box.dtype, box.dtype.itemsize, (0,) * len(box.shape))
+                for key, box in spaces
+            ]
+        return {
+            key: np.ndarray(shape, dtype, bytes(size), 0, strides)
+            for key, shape, dtype, size, strides in specs
         }
 
     def _invocation_features(self) -> tuple[np.ndarray, np.ndarray]:
