@@ -13,6 +13,8 @@ RATIO_CLIP = 5.0
 #: attained service (columns of the observation's ``slots``, see the module docstring).
 LOGGED_SLOT_FEATURES = [2, 3, 5, 6, 7, 10]
 LOGGED_SLOT_SCALES = np.array([10.0, 10.0, 5.0, 5.0, 5.0, 5.0])
+#: The read-only blank observations of ``observations=False`` by space (keys, shapes, dtypes).
+_BLANKS: dict[tuple, list[dict[str, np.ndarray]]] = {}
 
 
 class ObservationMixin:
@@ -48,19 +50,26 @@ class ObservationMixin:
 
     def _blank_observation(self) -> dict[str, np.ndarray]:
         """The all-zero observation of ``observations=False``: read-only arrays of the space's
-        shapes over one fresh zero element each (stride 0), so no allocation of their size, and
-        no two steps share memory (Gymnasium's checker warns when they do)."""
-        specs = getattr(self, "_blank_specs", None)
-        if specs is None:
-            spaces = self.observation_space.spaces.items()
-            specs = self._blank_specs = [
-                (key, box.shape, box.dtype, box.dtype.itemsize, (0,) * len(box.shape))
-                for key, box in spaces
+        shapes over one zero element each (stride 0: no memory of their size). Successive calls
+        alternate between two such sets, so no two consecutive steps share memory (Gymnasium's
+        passive checker warns when they do; being read-only, the arrays cannot be changed through
+        an observation a caller kept), at the cost of a dict copy."""
+        shapes = getattr(self, "_blank_shapes", None)
+        if shapes is None:
+            spaces = self.observation_space.items()
+            shapes = self._blank_shapes = tuple((k, box.shape, box.dtype) for k, box in spaces)
+        blanks = _BLANKS.get(shapes)
+        if blanks is None:  # module-level, so an env's pickle never carries (writable) copies
+            blanks = _BLANKS[shapes] = [
+                {
+                    key: np.ndarray(shape, dtype, bytes(dtype.itemsize), 0, (0,) * len(shape))
+                    for key, shape, dtype in shapes
+                }
+                for _ in range(2)
             ]
-        return {
-            key: np.ndarray(shape, dtype, bytes(size), 0, strides)
-            for key, shape, dtype, size, strides in specs
-        }
+        self._blank_turn = getattr(self, "_blank_turn", 0)
+        self._blank_turn ^= 1
+        return dict(blanks[self._blank_turn])
 
     def _invocation_features(self) -> tuple[np.ndarray, np.ndarray]:
         sim = self.sim
