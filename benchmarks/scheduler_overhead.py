@@ -2,7 +2,7 @@
 
     python -m benchmarks.scheduler_overhead [--clusters hetero-1,hetero-2]
         [--models llama3.1-70b,qwen3-235b-a22b] [--workloads mixed,bfcl] [--observations]
-        [--reference DIR]
+        [--reference DIR] [--split]
 
 Planning time of an invocation = everything HexAgent's planner does for it (Algorithm 1 lines
 9–23): building the simulated state Ŝ and the per-call estimates, recomputing the projected
@@ -16,7 +16,9 @@ what a quiet core gives; the header prints the load average).
 ``--reference DIR`` also times an exported tree of the code (e.g. ``git archive main | tar -x -C
 /tmp/ref``) on the same episodes, in a subprocess right before each row (``PYTHONPATH=DIR``, this
 file's measurement loop; a tree without ``observations=False`` builds observations), and prints
-its mean and the speed-up.
+its mean and the speed-up. ``--split`` prints, per row, the shares of the planning time (context
+build, R and mask refresh, pick, plan, observation, HexAgent's own choices), the picks per
+invocation and the share of the time in invocations of more than 32 picks.
 
 Target (issue 14): mean ≤ 1 ms and p99 ≤ 10 ms per invocation on every default workload; each
 row and a closing line say PASS or FAIL against it.
@@ -41,8 +43,19 @@ TARGET_MEAN_MS = 1.0
 TARGET_P99_MS = 10.0
 
 
-def measure(cluster: str, model: str, workload: str, seed: int, observations: bool) -> list[float]:
-    """Planning CPU seconds of every invocation of one episode."""
+def measure(
+    cluster: str,
+    model: str,
+    workload: str,
+    seed: int,
+    observations: bool,
+    split: dict[str, Any] | None = None,
+) -> list[float]:
+    """Planning CPU seconds of every invocation of one episode.
+
+    :param split: if given, filled with each planner method's CPU seconds (nested calls counted
+        in the outermost; ``policy``: HexAgent's own choices) and ``picks``, the steps of every
+        invocation."""
     from envs.pd_cluster import PDClusterEnv
     from heuristics import make_policy
 
@@ -51,6 +64,8 @@ def measure(cluster: str, model: str, workload: str, seed: int, observations: bo
         kwargs["observations"] = observations
     env = PDClusterEnv(cluster=cluster, model=model, workload=workload, **kwargs)
     per_inv: list[float] = []
+    picks: list[int] = []
+    parts: dict[str, float] = dict.fromkeys(PLANNER_METHODS + ("policy",), 0.0)
     depth = [0]  # a planner method called by another one (e.g. _refresh by _build_context)
     clock = time.thread_time
 
@@ -60,6 +75,7 @@ def measure(cluster: str, model: str, workload: str, seed: int, observations: bo
         def timed(*a: Any, **kw: Any) -> Any:
             if name == "_build_context":
                 per_inv.append(0.0)
+                picks.append(0)
             depth[0] += 1
             t = clock()
             try:
@@ -67,7 +83,9 @@ def measure(cluster: str, model: str, workload: str, seed: int, observations: bo
             finally:
                 depth[0] -= 1
                 if depth[0] == 0:
-                    per_inv[-1] += clock() - t
+                    dt = clock() - t
+                    per_inv[-1] += dt
+                    parts[name] += dt
 
         setattr(env, name, timed)
 
@@ -80,10 +98,41 @@ def measure(cluster: str, model: str, workload: str, seed: int, observations: bo
     while not done:
         t = clock()
         a = policy.act(obs, info)
-        per_inv[-1] += clock() - t
+        dt = clock() - t
+        per_inv[-1] += dt
+        parts["policy"] += dt
+        picks[-1] += 1
         obs, _, term, trunc, info = env.step(a)
         done = term or trunc
+    if split is not None:
+        split.update(parts, picks=picks)
     return per_inv
+
+
+def split_line(per_inv: list[float], split: dict[str, Any]) -> str:
+    """``--split``'s line for a row: where the planning time goes (shares of it), the picks per
+    invocation, and the share of the time spent in invocations of more than
+    :data:`~heuristics.pd_cluster.hexagent.DEFAULT_THRESHOLD` picks (HexAgent's one-pass mode)."""
+    from heuristics.pd_cluster.hexagent import DEFAULT_THRESHOLD
+
+    total = sum(per_inv)
+    picks = np.array(split["picks"])
+    big = sum(t for t, k in zip(per_inv, picks.tolist(), strict=True) if k > DEFAULT_THRESHOLD)
+    names = {
+        "_build_context": "context",
+        "_refresh": "R+mask refresh",
+        "_pick": "pick",
+        "_finish_invocation": "plan",
+        "_observation": "observation",
+        "policy": "HexAgent",
+    }
+    shares = ", ".join(f"{label} {split[k] / total:.1%}" for k, label in names.items())
+    return (
+        f"    split: {shares}; picks per invocation mean {picks.mean():.1f}, median "
+        f"{np.median(picks):.0f}, max {picks.max()}; {big / total:.1%} of the time in the "
+        f"{(picks > DEFAULT_THRESHOLD).mean():.1%} of invocations with > {DEFAULT_THRESHOLD} "
+        f"picks; {total / picks.sum() * 1e6:.1f} us per pick"
+    )
 
 
 def measure_reference(
@@ -108,6 +157,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--observations", action="store_true", help="build and count observations")
     ap.add_argument("--reference", help="an exported tree of the code to compare with")
+    ap.add_argument(
+        "--split", action="store_true", help="print where each row's planning time goes"
+    )
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.json:  # the reference's subprocess: one row's invocation times as a JSON list
@@ -136,7 +188,9 @@ def main(argv: list[str] | None = None) -> None:
                             args.reference, cluster, model, workload, args.seed, args.observations
                         )
                     )
-                t = np.array(measure(cluster, model, workload, args.seed, args.observations)) * 1e3
+                split: dict[str, Any] = {}
+                per_inv = measure(cluster, model, workload, args.seed, args.observations, split)
+                t = np.array(per_inv) * 1e3
                 mean, p99 = float(t.mean()), float(np.percentile(t, 99))
                 worst_mean, worst_p99 = max(worst_mean, mean), max(worst_p99, p99)
                 ok = mean <= TARGET_MEAN_MS and p99 <= TARGET_P99_MS
@@ -153,6 +207,8 @@ def main(argv: list[str] | None = None) -> None:
                     ref_mean = float(ref.mean()) * 1e3
                     line += f"{ref_mean:>10.3f}{ref_mean / mean:>6.2f}x"
                 print(line + f"  {'PASS' if ok else 'FAIL'}", flush=True)
+                if args.split:
+                    print(split_line(per_inv, split), flush=True)
     ok = worst_mean <= TARGET_MEAN_MS and worst_p99 <= TARGET_P99_MS
     print(
         f"{'PASS' if ok else 'FAIL'}: worst mean {worst_mean:.3f} ms (target <= "

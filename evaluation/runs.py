@@ -90,7 +90,8 @@ def run_episode(env: Any, policy: Policy, seed: int) -> dict[str, Any]:
     """
     start = time.perf_counter()
     policy.reset()
-    obs, info = env.reset(seed=seed)
+    options = episode_options(env, policy)
+    obs, info = env.reset(seed=seed, options=options) if options else env.reset(seed=seed)
     terminated = truncated = False
     episode_return = 0.0
     while not (terminated or truncated):
@@ -112,6 +113,18 @@ def run_episode(env: Any, policy: Policy, seed: int) -> dict[str, Any]:
         "truncated": bool(truncated),
         "episode_return": episode_return,
     }
+
+
+def episode_options(env: Any, policy: Policy) -> dict[str, Any]:
+    """``reset`` options for an episode of ``policy`` on ``env``: ``{"observations": False}``
+    when the policy reads only the decision context (its ``context_only`` attribute, e.g. the
+    PDCluster heuristics) and the env can skip building observations (``observations`` among
+    its ``RESET_OPTIONS``: PDCluster-v0); the policy's actions, hence the results, are the
+    same, and the env does less work. Otherwise none (the env's own setting)."""
+    takes = getattr(getattr(env, "unwrapped", env), "RESET_OPTIONS", ())
+    if getattr(policy, "context_only", False) and "observations" in takes:
+        return {"observations": False}
+    return {}
 
 
 def run_one(

@@ -24,6 +24,7 @@ from heuristics import (
     policies_for,
     register,
 )
+from heuristics.pd_cluster.base import locked_pair
 from heuristics.pd_cluster.hexagent import HexAgentOrdering
 from traces.schema import LLMNode, ToolNode, Workflow
 
@@ -260,6 +261,27 @@ def test_hexagent_one_pass_keeps_the_first_ranking_while_greedy_recomputes(copie
 
     assert invocation(threshold=100) == [0, 2]  # 40 waiting <= 100: greedy
     assert invocation(threshold=32) == [0, 1]  # 40 waiting > 32: one-pass ranking 0, 1, 2
+
+
+@pytest.mark.parametrize("threshold", [0, 1000])
+def test_hexagent_on_the_envs_live_context_picks_as_on_a_copy_at_every_step(threshold):
+    """HexAgentOrdering recognises the env's context object within an invocation without
+    comparing its call ids (a fast path); an ordering handed a copy at every step compares by
+    value. Both pick the same slot at every step of an episode (threshold 0: always one-pass;
+    1000: always greedy)."""
+    env = PDClusterEnv(cluster="hetero-1", workload="mixed", workload_count=8)
+    live, copied = HexAgentOrdering(threshold), HexAgentOrdering(threshold)
+    _, info = env.reset(seed=3)
+    done, steps, fast = False, 0, 0
+    while not done:
+        ctx = info["decision_context"]
+        fast += ctx is live._ctx
+        slot = live.next_slot(ctx)
+        assert copied.next_slot(copy.deepcopy(ctx)) == slot
+        p, d = heterogeneity_aware(ctx, slot) if ctx.stage == "prefill" else locked_pair(ctx, slot)
+        _, _, term, trunc, info = env.step(ctx.action(slot, p, d))
+        done, steps = term or trunc, steps + 1
+    assert steps > 50 and fast > 10  # the fast path was taken
 
 
 # -- placement rules --------------------------------------------------------------------------

@@ -212,7 +212,8 @@ class ContextBuilderMixin:
         blocked = np.where(self._feasible_t, 0.0, np.inf)
         if inv.stage == "prefill":
             self._trans_blocked = np.ascontiguousarray(trans[:n].transpose(1, 2, 0)) + blocked
-            ready_pre = p_ready[:, None, None] + np.ascontiguousarray(pre[:n].T)[:, None, :]
+            self._pre_t = np.ascontiguousarray(pre[:n].T)  # (P, n): a pick's plane reads a row
+            ready_pre = p_ready[:, None, None] + self._pre_t[:, None, :]
             self._base = ready_pre + self._trans_blocked
         else:
             self._base = blocked

@@ -91,7 +91,6 @@ See the options table under "PDCluster-v0" in README.md; each is a keyword of :c
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -110,6 +109,11 @@ from envs.pd_cluster.observation import (
     RATIO_CLIP,
     SLOT_FEATURES,
     ObservationMixin,
+)
+from envs.pd_cluster.options import (
+    _check_planning_delay,
+    _prefix_cache_blocks,
+    episode_observations,
 )
 from envs.pd_cluster.projection import (
     DecodeProjectionMixin,
@@ -191,7 +195,7 @@ class PDClusterEnv(
         carries ``planning`` statistics either way.
     :param planning_delay_scale: multiplies the measured wall time (``"measured"`` only), > 0.
     :param observations: build the observation (default). False: every step (and ``reset``)
-        returns the same read-only all-zero observation and the env skips the work only the
+        returns a read-only all-zero observation and the env skips the work only the
         observation needs (the log ratios, slot and instance features) — for policies that act
         on ``info["decision_context"]`` alone, like the experts and baselines of
         :mod:`heuristics.pd_cluster`, whose actions, the decision contexts, masks, rewards and
@@ -279,7 +283,7 @@ class PDClusterEnv(
         self.action_space = spaces.Discrete(self.K * self.P * self.D)
         if not isinstance(observations, (bool, np.bool_)):
             raise ValueError(f"observations must be True or False, got {observations!r}")
-        self._observe = bool(observations)
+        self._observe_default = self._observe = bool(observations)
         self._cross: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # see _cross_rows
         self.observation_space = spaces.Dict(
             {
@@ -291,9 +295,6 @@ class PDClusterEnv(
                 "stage": spaces.Box(0.0, 1.0, (3,), np.float32),
             }
         )
-        self._blank_observation = self._terminal_observation()
-        for array in self._blank_observation.values():
-            array.flags.writeable = False
         self._latency_cache = LatencyCache()
         self._horizon_cache: dict[Any, float] = {}
         self.sim: Simulation | None = None
@@ -313,6 +314,7 @@ class PDClusterEnv(
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        self._observe = episode_observations(options, self._observe_default, self.RESET_OPTIONS)
         records = self._begin_episode(seed, self._source)
         wseed = self._workload_seed
         # "oracle" keeps the simulator's own estimate: the truth with HexAgent §7.6's error.
@@ -347,6 +349,11 @@ class PDClusterEnv(
         if inv is None:
             raise ValueError("the workload is empty: no scheduling decision ever arises")
         return self._observation(), self._info()
+
+    #: Keys ``reset(options=...)`` accepts: ``observations`` (True / False) overrides the
+    #: constructor's ``observations`` for that episode (``evaluation.runs`` turns observations
+    #: off for a policy that reads only the decision context).
+    RESET_OPTIONS = ("observations",)
 
     def step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         if self.sim is None or self._ctx is None:
@@ -537,46 +544,3 @@ class PDClusterEnv(
         from envs.pd_cluster.render import render_figure
 
         return render_figure(self)
-
-
-def _prefix_cache_blocks(prefix_cache: Any) -> int | str:
-    """The simulation's ``prefix_cache_blocks`` for :class:`PDClusterEnv`'s ``prefix_cache``:
-    False -> 0 (off), True or ``"kv"`` -> ``"kv"``, an integer >= 0 -> that many blocks."""
-    if prefix_cache is True or prefix_cache == "kv":
-        return "kv"
-    if prefix_cache is False or prefix_cache is None:
-        return 0
-    if isinstance(prefix_cache, (int, np.integer)) and prefix_cache >= 0:
-        return int(prefix_cache)
-    raise ValueError(
-        f"prefix_cache must be False, True, 'kv' or a number of blocks >= 0, got {prefix_cache!r}"
-    )
-
-
-def _check_planning_delay(delay: Any, scale: Any) -> tuple[float | str | None, float]:
-    """Validated ``(planning_delay, planning_delay_scale)`` of :class:`PDClusterEnv`; a delay
-    of 0 is None (the blocking default)."""
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise ValueError(f"planning_delay_scale must be a number > 0, got {scale!r}")
-    if not (math.isfinite(scale) and scale > 0):
-        raise ValueError(f"planning_delay_scale must be a finite number > 0, got {scale!r}")
-    if delay is None or isinstance(delay, str):
-        if delay not in (None, "measured"):
-            raise ValueError(
-                f"planning_delay must be None, a number of seconds >= 0 or 'measured', got "
-                f"{delay!r}"
-            )
-    elif isinstance(delay, bool) or not isinstance(delay, (int, float)):
-        raise ValueError(
-            f"planning_delay must be None, a number of seconds >= 0 or 'measured', got {delay!r}"
-        )
-    elif not (math.isfinite(delay) and delay >= 0):
-        raise ValueError(f"planning_delay must be a finite number of seconds >= 0, got {delay!r}")
-    else:
-        delay = float(delay) if delay > 0 else None
-    if scale != 1.0 and delay != "measured":
-        raise ValueError(
-            f"planning_delay_scale={scale!r} scales measured planning time; it needs "
-            f"planning_delay='measured' (got planning_delay={delay!r})"
-        )
-    return delay, float(scale)

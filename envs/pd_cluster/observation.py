@@ -13,6 +13,8 @@ RATIO_CLIP = 5.0
 #: attained service (columns of the observation's ``slots``, see the module docstring).
 LOGGED_SLOT_FEATURES = [2, 3, 5, 6, 7, 10]
 LOGGED_SLOT_SCALES = np.array([10.0, 10.0, 5.0, 5.0, 5.0, 5.0])
+#: The read-only blank observations of ``observations=False`` by space (keys, shapes, dtypes).
+_BLANKS: dict[tuple, list[dict[str, np.ndarray]]] = {}
 
 
 class ObservationMixin:
@@ -23,11 +25,11 @@ class ObservationMixin:
         """Per-invocation features are built once (:meth:`_invocation_features`) and the clipped
         log ratios are kept by :meth:`_refresh`; a step only writes what a pick changes: picked
         flags, best ratios, instance readiness, KV and batch. With ``observations=False`` none
-        of it is built: every step returns the same read-only all-zero observation."""
+        of it is built: every step returns a read-only all-zero observation."""
         ctx = self._ctx
         assert ctx is not None
         if not self._observe:
-            return dict(self._blank_observation)
+            return self._blank_observation()
         if self._obs_slots is None:
             self._obs_slots, self._obs_inst = self._invocation_features()
         slots, inst = self._obs_slots, self._obs_inst
@@ -45,6 +47,29 @@ class ObservationMixin:
             "ratio": self._ratio_obs.copy(),
             "stage": stage,
         }
+
+    def _blank_observation(self) -> dict[str, np.ndarray]:
+        """The all-zero observation of ``observations=False``: read-only arrays of the space's
+        shapes over one zero element each (stride 0: no memory of their size). Successive calls
+        alternate between two such sets, so no two consecutive steps share memory (Gymnasium's
+        passive checker warns when they do; being read-only, the arrays cannot be changed through
+        an observation a caller kept), at the cost of a dict copy."""
+        shapes = getattr(self, "_blank_shapes", None)
+        if shapes is None:
+            spaces = self.observation_space.items()
+            shapes = self._blank_shapes = tuple((k, box.shape, box.dtype) for k, box in spaces)
+        blanks = _BLANKS.get(shapes)
+        if blanks is None:  # module-level, so an env's pickle never carries (writable) copies
+            blanks = _BLANKS[shapes] = [
+                {
+                    key: np.ndarray(shape, dtype, bytes(dtype.itemsize), 0, (0,) * len(shape))
+                    for key, shape, dtype in shapes
+                }
+                for _ in range(2)
+            ]
+        self._blank_turn = getattr(self, "_blank_turn", 0)
+        self._blank_turn ^= 1
+        return dict(blanks[self._blank_turn])
 
     def _invocation_features(self) -> tuple[np.ndarray, np.ndarray]:
         sim = self.sim

@@ -231,7 +231,11 @@ class DecodeProjectionMixin:
                 self._earliest_starts(jj)
             self._free_kd[:n] = self._free_at.T
         else:
-            dec = self._lout_err * (self._it0[j] + self._slope[j] * self._ctx_call)
+            # L̂_out·err · (it0 + slope · ctx) as above, in one buffer (the same products and
+            # sums: IEEE addition and multiplication are commutative)
+            dec = np.multiply(self._ctx_call, self._slope[j])
+            np.add(dec, self._it0[j], out=dec)
+            np.multiply(dec, self._lout_err, out=dec)
             self._decode[:n, j] = dec
             self._dec_t[j] = dec
             self._earliest_starts(j)
@@ -264,13 +268,15 @@ class DecodeProjectionMixin:
         the plane and the column one after the other, with the same values."""
         n, P, D = self._n, self.P, self.D
         rows, cols = self._cross_rows(p, d)
-        base = self._base.reshape(P * D, n).take(rows, axis=0)
+        # The same operations as _project's, in place on the gathered buffer (the sums are
+        # commutative in IEEE arithmetic, so elapsed + Δ and Δ + elapsed are the same doubles).
+        ratio = self._base.reshape(P * D, n).take(rows, axis=0)
         if any(self._waits):
-            free = self._free_at.take(cols, axis=0)
-            delta = np.maximum(base, free) + self._dec_t.take(cols, axis=0)
-        else:  # every start is 0, and max(arrival ≥ 0, 0) is the arrival (see _project)
-            delta = base + self._dec_t.take(cols, axis=0)
-        ratio = (self._elapsed + delta) / self._horizon
+            np.maximum(ratio, self._free_at.take(cols, axis=0), out=ratio)
+        # else every start is 0, and max(arrival ≥ 0, 0) is the arrival (see _project)
+        np.add(ratio, self._dec_t.take(cols, axis=0), out=ratio)
+        np.add(ratio, self._elapsed, out=ratio)
+        np.divide(ratio, self._horizon, out=ratio)
         self._ratio.reshape(self.K, P * D)[:n, rows] = ratio.T
         if not self._observe:
             return
@@ -303,7 +309,6 @@ class DecodeProjectionMixin:
         invocations are recomputed whole: fewer, larger array operations cost less there."""
         ctx = self._ctx
         assert ctx is not None
-        n = self._n
         whole = slice(None)
         if pick is None:
             self._decode_estimates()
@@ -312,19 +317,22 @@ class DecodeProjectionMixin:
             self._unshare()
             slot, p, d = pick
             self._feasible[slot] = False
-            self._feasible_t[:, :, slot] = False
+            observe = self._observe
+            if observe:  # the slot-last mask is read only by the observation's clipping
+                self._feasible_t[:, :, slot] = False
             self._base[:, :, slot] = np.inf
             self._decode_estimates(d)
             prefill = ctx.stage == "prefill"
             if prefill:
                 self._trans_blocked[:, :, slot] = np.inf
-                self._base[p] = (self._ready[p] + self._pre[:n, p]) + self._trans_blocked[p]
+                np.add(self._ready[p] + self._pre_t[p], self._trans_blocked[p], out=self._base[p])
             if self._ratio_log.size <= WHOLE_REFRESH_LIMIT:
                 self._project(whole, whole)
             else:
                 self._ratio[slot] = np.inf
-                self._ratio_log[:, :, slot] = np.inf
-                self._ratio_obs[slot] = 0.0
+                if observe:
+                    self._ratio_log[:, :, slot] = np.inf
+                    self._ratio_obs[slot] = 0.0
                 if prefill:
                     self._project_cross(p, d)
                 else:
@@ -333,7 +341,8 @@ class DecodeProjectionMixin:
         ctx.feasible = self._feasible
         ctx.decode_time = self._decode
         ctx.decode_free_at = self._free_kd
-        ctx.prefill_ready = np.array(self._ready)
+        if pick is None or ctx.stage == "prefill":  # a decode-stage pick leaves it as it is
+            ctx.prefill_ready = np.array(self._ready)
         ctx.decode_kv_used = np.array(self._kv_used)
         ctx.decode_batch = np.array(self._batch)
         self._mask = self._feasible.reshape(-1)

@@ -103,12 +103,16 @@ class ComposedPolicy:
     """An ordering rule plus a placement rule (see the module docstring).
 
     At the prefill stage the picked slot is placed by ``placement``; at the decode stage it takes
-    its locked pair.
+    its locked pair. It reads only ``info["decision_context"]`` (``context_only``: evaluation
+    runs it on an env that skips building observations).
 
     :param name: the policy's registry name.
     :param ordering: which slot next.
     :param placement: which (p, d) at the prefill stage.
     """
+
+    #: Acts on the decision context alone, never on the observation.
+    context_only = True
 
     def __init__(self, name: str, ordering: OrderingRule, placement: PlacementRule):
         self.name = name

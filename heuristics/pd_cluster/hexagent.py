@@ -74,14 +74,21 @@ class HexAgentOrdering:
         self.reset()
 
     def reset(self) -> None:
+        self._ctx: DecisionContext | None = None  # the context object last seen
         self._invocation: tuple | None = None
         self._call_ids: list[str] = []
         self._ranking: list[int] | None = None
         self._skip = 0  # ranking entries before this one are picked (and stay picked)
 
     def next_slot(self, ctx: DecisionContext) -> int:
+        # The env updates one context object in place through an invocation and makes a new
+        # one for the next, so the same object with a pick made is the same invocation; any
+        # other object (e.g. a copy through a vector env's pipe) is compared by value.
+        same = ctx is self._ctx and len(ctx.picks) > 0
         invocation = (ctx.time, ctx.stage, ctx.trigger)
-        if len(ctx.picks) == 0 or invocation != self._invocation or ctx.call_ids != self._call_ids:
+        if not same and (
+            len(ctx.picks) == 0 or invocation != self._invocation or ctx.call_ids != self._call_ids
+        ):
             self._invocation = invocation
             self._call_ids = list(ctx.call_ids)
             self._ranking = None
@@ -89,6 +96,7 @@ class HexAgentOrdering:
                 ks, score = _open_scores(ctx)
                 self._ranking = ks[np.argsort(-score, kind="stable")].tolist()
                 self._skip = 0
+        self._ctx = ctx
         if self._ranking is not None:
             ranking, picked = self._ranking, ctx.picked
             while self._skip < len(ranking) and picked[ranking[self._skip]]:

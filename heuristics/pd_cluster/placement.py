@@ -7,6 +7,8 @@ Each rule is ``(ctx, slot) -> (p, d)`` with pool-local indices and only ever ret
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from envs.pd_cluster import DecisionContext
@@ -29,8 +31,8 @@ def heterogeneity_aware(ctx: DecisionContext, slot: int) -> tuple[int, int]:
     (the env's estimate, including this invocation's earlier picks). Ties: lowest p, then lowest d.
     """
     ratio = ctx.projected_ratio[slot]
-    flat = int(np.argmin(ratio))  # first minimum in (p, d) row-major order
-    if not np.isfinite(ratio.flat[flat]):
+    flat = int(ratio.argmin())  # first minimum in (p, d) row-major order
+    if not math.isfinite(ratio.item(flat)):
         raise _no_legal_pair(ctx, slot)
     p, d = divmod(flat, ratio.shape[1])
     return p, d

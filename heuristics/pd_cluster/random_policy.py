@@ -19,6 +19,8 @@ class RandomPolicy:
     """
 
     name = "random"
+    #: Acts on the decision context alone (its ``feasible``), never on the observation.
+    context_only = True
 
     def __init__(self, seed: int = 0):
         self.seed = int(seed)
