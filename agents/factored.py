@@ -34,7 +34,7 @@ keeps the flat head.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch as th
@@ -42,7 +42,8 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.preprocessing import preprocess_obs
 from torch import nn
 
-from agents.extractors import PDClusterEncoding, PDClusterScorer
+from agents.extractors import PDClusterScorer
+from agents.factored_buffer import TakenSlotRows
 from agents.policies import value_mlp
 
 #: Logit of a masked slot or pair (sb3-contrib's masking constant).
@@ -81,17 +82,40 @@ def _segment_pool(x: th.Tensor, bi: th.Tensor, b: int) -> th.Tensor:
     return th.cat([mean, mx], dim=-1)
 
 
-def encode_valid_slots(
-    fe: PDClusterScorer, observations: dict[str, th.Tensor]
-) -> PDClusterEncoding:
+class SlotEncoding(NamedTuple):
+    """:func:`encode_valid_slots` of a batch of B observations (K slots, N valid ones).
+
+    :param ratio: (B, K, P, D) the observation's ``ratio`` (None when the batch carries the taken
+        slots' rows only, :class:`agents.factored_buffer.TakenSlotRows`).
+    :param best: (B, K) best_k, log1p of the slot's best legal ratio.
+    :param hs_rows: (N + 1, hidden) W_s s_k + b of the valid slots, then a zero row.
+    :param row_of: (B, K) the row of ``hs_rows`` of each slot (N, the zero row, for padding).
+    :param hp: (B, P, hidden) W_p e_p.
+    :param hd: (B, D, hidden) W_d e_d.
+    :param slot_logit: (B, K) slot(k) of the score (:data:`MASKED_LOGIT` for padding slots).
+    :param value: (B, value_dim) the critic features.
+    """
+
+    ratio: th.Tensor | None
+    best: th.Tensor
+    hs_rows: th.Tensor
+    row_of: th.Tensor
+    hp: th.Tensor
+    hd: th.Tensor
+    slot_logit: th.Tensor
+    value: th.Tensor
+
+
+def encode_valid_slots(fe: PDClusterScorer, observations: dict[str, th.Tensor]) -> SlotEncoding:
     """:meth:`PDClusterScorer.encode` computed on the valid slots only (``slots[:, 0] == 1``;
     ~4 of K = 256 in a PDCluster observation on the mixed workload): the slot MLPs, pools, slot
-    logits and W_s s_k run on the gathered valid rows and are scattered back. Padding slots have
-    no legal action, so nothing the policy uses changes (their slot logit is set to
-    :data:`MASKED_LOGIT` and their W_s s_k to 0 instead of values no action can use); the
-    rest equals ``encode`` up to float rounding (the pools sum in another order)."""
-    slots, inst = observations["slots"], observations["instances"]
-    ratio, stage = observations["ratio"], observations["stage"]
+    logits and W_s s_k run on the gathered valid rows. Padding slots have no legal action, so
+    nothing the policy uses changes (their slot logit is set to :data:`MASKED_LOGIT` and their
+    W_s s_k to 0 instead of values no action can use); the rest equals ``encode`` up to float
+    rounding (the pools sum in another order). W_s s_k stays in rows (``hs_rows``, indexed by
+    ``row_of``) instead of a (B, K, hidden) tensor that the pair head would only gather from.
+    ``observations["ratio"]`` is optional (not read here)."""
+    slots, inst, stage = observations["slots"], observations["instances"], observations["stage"]
     b, k = slots.shape[:2]
     bi, ki = (slots[..., 0] > 0).nonzero(as_tuple=True)
     rows = slots[bi, ki]
@@ -103,11 +127,41 @@ def encode_valid_slots(
     logit_rows = fe.slot_out(s).squeeze(-1) + fe.slot_linear(skip).squeeze(-1)
     slot_logit = slots.new_full((b, k), MASKED_LOGIT).index_put((bi, ki), logit_rows)
     hs_rows = fe.to_hidden_slot(s)
-    hs = hs_rows.new_zeros(b, k, hs_rows.shape[-1]).index_put((bi, ki), hs_rows)
+    n = hs_rows.shape[0]
+    hs_rows = th.cat([hs_rows, hs_rows.new_zeros(1, hs_rows.shape[1])])
+    row_of = th.full((b, k), n, dtype=th.long, device=slots.device).index_put(
+        (bi, ki), th.arange(n, device=slots.device)
+    )
     value = th.cat([_segment_pool(s, bi, b), pool_p, stage], dim=-1)
     value = th.cat([value, pool_d], dim=-1)
     hp, hd = fe.to_hidden_p(e_p), fe.to_hidden_d(e_d)
-    return PDClusterEncoding(ratio, ratio > 0, best, hs, hp, hd, slot_logit, value)
+    return SlotEncoding(observations.get("ratio"), best, hs_rows, row_of, hp, hd, slot_logit, value)
+
+
+def pair_log_probs(
+    fe: PDClusterScorer,
+    enc: SlotEncoding,
+    bi: th.Tensor,
+    ki: th.Tensor,
+    ratio_rows: th.Tensor | None = None,
+) -> th.Tensor:
+    """(N, P·D) log-probabilities of the pairs of slot ``ki[n]`` of batch element ``bi[n]``
+    (:meth:`PDClusterScorer.pair_log_probs`: log_softmax over the legal pairs, 0 at illegal
+    ones), from the slots' ``ratio`` rows ``ratio_rows`` (N, P, D) (default: read from
+    ``enc.ratio``)."""
+    r = enc.ratio[bi, ki] if ratio_rows is None else ratio_rows  # type: ignore[index]
+    hs = enc.hs_rows[enc.row_of[bi, ki]]
+    out = fe._pair_log_probs(r, enc.best[bi, ki], r > 0, hs, enc.hp[bi], enc.hd[bi])
+    return out.flatten(1)
+
+
+def open_slots(masks: th.Tensor) -> th.Tensor:
+    """(B, K) bool: slots of ``masks`` (B, K, n_pairs) bool with a legal pair. With n_pairs a
+    multiple of 8 a row is read as 8-byte words (each >= 0, as a bool byte is 0 or 1) and their
+    max taken: the same result as ``masks.any(-1)``, which is ~20x slower on bools here."""
+    if masks.shape[-1] % 8 == 0 and masks.is_contiguous():
+        return masks.view(th.int64).amax(dim=-1) > 0
+    return masks.any(dim=-1)
 
 
 class FactoredMaskableDistribution:
@@ -123,6 +177,7 @@ class FactoredMaskableDistribution:
         self.pair_scores = pair_scores
         self.n_pairs = int(n_pairs)
         self.masks: th.Tensor | None = None  # (B, K, n_pairs) bool
+        self._taken_pair_mask: th.Tensor | None = None  # (B, n_pairs) bool, see apply_taken
         self.slot_log_probs = th.log_softmax(slot_logits, dim=-1)
         self._sampled: tuple[th.Tensor, th.Tensor] | None = None  # (actions, their log π)
 
@@ -134,6 +189,7 @@ class FactoredMaskableDistribution:
         :raises ValueError: if the mask has the wrong size.
         """
         self._sampled = None
+        self._taken_pair_mask = None
         if masks is None:
             self.masks = None
             self.slot_log_probs = th.log_softmax(self.slot_logits, dim=-1)
@@ -146,7 +202,28 @@ class FactoredMaskableDistribution:
                 f"{self.n_pairs} pairs = {b * k * self.n_pairs}"
             )
         self.masks = m.reshape(b, k, self.n_pairs)
-        open_slot = self.masks.any(dim=-1)
+        self._mask_slots(open_slots(self.masks))
+
+    def apply_taken(self, slot_open: th.Tensor, pair_mask: th.Tensor) -> None:
+        """The same restriction given only what :meth:`log_prob` of the actions taken needs
+        (:class:`agents.factored_buffer.TakenSlotRows`): ``slot_open`` (B, K) bool, the slots
+        with a legal pair, and ``pair_mask`` (B, n_pairs) bool, the mask row of each batch
+        element's taken slot. Afterwards only :meth:`log_prob` of those actions is defined.
+
+        :raises ValueError: if the shapes do not match the slot logits.
+        """
+        b, k = self.slot_logits.shape
+        if tuple(slot_open.shape) != (b, k) or tuple(pair_mask.shape) != (b, self.n_pairs):
+            raise ValueError(
+                f"taken-slot masks of shapes {tuple(slot_open.shape)} and "
+                f"{tuple(pair_mask.shape)}, expected {(b, k)} and {(b, self.n_pairs)}"
+            )
+        self._sampled = None
+        self.masks = None
+        self._taken_pair_mask = pair_mask
+        self._mask_slots(slot_open)
+
+    def _mask_slots(self, open_slot: th.Tensor) -> None:
         logits = th.where(open_slot, self.slot_logits, th.full_like(self.slot_logits, MASKED_LOGIT))
         self.slot_log_probs = th.log_softmax(logits, dim=-1)
 
@@ -154,12 +231,18 @@ class FactoredMaskableDistribution:
         """(B, n_pairs) log π_pair(· | slot[b]) for every batch element b."""
         bi = th.arange(slot.shape[0], device=slot.device)
         scores = self.pair_scores(bi, slot)
-        if self.masks is not None:
-            scores = th.where(self.masks[bi, slot], scores, th.full_like(scores, MASKED_LOGIT))
+        mask = self.masks[bi, slot] if self.masks is not None else self._taken_pair_mask
+        if mask is not None:
+            scores = th.where(mask, scores, th.full_like(scores, MASKED_LOGIT))
         return th.log_softmax(scores, dim=-1)
 
     def get_actions(self, deterministic: bool = False) -> th.Tensor:
-        """Flat actions: a slot (argmax or a draw), then a pair of that slot (likewise)."""
+        """Flat actions: a slot (argmax or a draw), then a pair of that slot (likewise).
+
+        :raises RuntimeError: after :meth:`apply_taken` (the other slots' masks are unknown).
+        """
+        if self._taken_pair_mask is not None:
+            raise RuntimeError("apply_taken() keeps the taken slots' masks only: cannot act")
         if deterministic:
             slot = self.slot_log_probs.argmax(dim=-1)
         else:
@@ -249,19 +332,21 @@ class FactoredActionPolicy(MaskableActorCriticPolicy):
             **self.optimizer_kwargs,
         )
 
-    def _encode(self, obs: Any) -> PDClusterEncoding:
+    def _encode(self, obs: Any) -> SlotEncoding:
         x = preprocess_obs(obs, self.observation_space, normalize_images=self.normalize_images)
         return encode_valid_slots(self.features_extractor, x)
 
-    def _distribution(self, enc: PDClusterEncoding) -> FactoredMaskableDistribution:
+    def _distribution(
+        self, enc: SlotEncoding, ratio_rows: th.Tensor | None = None
+    ) -> FactoredMaskableDistribution:
         fe = self.features_extractor
 
         def pair_scores(bi: th.Tensor, ki: th.Tensor) -> th.Tensor:
-            return fe.pair_log_probs(enc, bi, ki).flatten(1)
+            return pair_log_probs(fe, enc, bi, ki, ratio_rows)
 
         return FactoredMaskableDistribution(enc.slot_logit, pair_scores, fe.P * fe.D)
 
-    def _value(self, enc: PDClusterEncoding) -> th.Tensor:
+    def _value(self, enc: SlotEncoding) -> th.Tensor:
         return self.value_net(self.mlp_extractor.value_net(enc.value))
 
     def forward(
@@ -275,12 +360,22 @@ class FactoredActionPolicy(MaskableActorCriticPolicy):
         return actions, self._value(enc), dist.log_prob(actions)
 
     def evaluate_actions(
-        self, obs: Any, actions: th.Tensor, action_masks: th.Tensor | None = None
+        self,
+        obs: Any,
+        actions: th.Tensor,
+        action_masks: th.Tensor | TakenSlotRows | None = None,
     ) -> tuple[th.Tensor, th.Tensor, None]:
+        """Values and log π(actions). ``action_masks`` is the flat mask, or the
+        :class:`agents.factored_buffer.TakenSlotRows` of the actions (then ``obs`` needs no
+        ``ratio``: the taken slots' rows come with them): the same numbers either way."""
         enc = self._encode(obs)
-        dist = self._distribution(enc)
-        if action_masks is not None:
-            dist.apply_masking(action_masks)
+        if isinstance(action_masks, TakenSlotRows):
+            dist = self._distribution(enc, action_masks.ratio)
+            dist.apply_taken(action_masks.slot_open, action_masks.pair_mask)
+        else:
+            dist = self._distribution(enc)
+            if action_masks is not None:
+                dist.apply_masking(action_masks)
         return self._value(enc), dist.log_prob(actions), dist.entropy()
 
     def get_distribution(  # type: ignore[override]
