@@ -42,15 +42,15 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.preprocessing import preprocess_obs
 from torch import nn
 
-from agents.extractors import PDClusterScorer
+from agents.extractors import PDClusterScorer, mlp_tail
 from agents.factored_buffer import TakenSlotRows
 from agents.policies import value_mlp
 
 #: Logit of a masked slot or pair (sb3-contrib's masking constant).
 MASKED_LOGIT = -1e8
 
-#: ``(batch indices (N,), slot indices (N,)) -> (N, P·D)`` pair log-probabilities.
-PairScores = Callable[[th.Tensor, th.Tensor], th.Tensor]
+#: ``slot of each batch element (B,) -> (B, P·D)`` pair log-probabilities of those slots.
+PairScores = Callable[[th.Tensor], th.Tensor]
 
 
 def _rows_shared(
@@ -63,16 +63,21 @@ def _rows_shared(
     n = rows.shape[-1]
     x = nn.functional.linear(rows, first.weight[:, :n])
     x = x + nn.functional.linear(shared, first.weight[:, n:], first.bias)[bi]
-    return mlp[1:](x)
+    return mlp_tail(mlp, x)
 
 
-def _segment_pool(x: th.Tensor, bi: th.Tensor, b: int) -> th.Tensor:
-    """Mean and max of the rows ``x`` (N, H) of each batch element (``bi``), (b, 2H); 0 for an
-    element without rows: ``agents.extractors.masked_pool`` of the valid rows only."""
-    h = x.shape[1]
-    count = th.zeros(b, dtype=x.dtype, device=x.device).index_add_(
-        0, bi, th.ones_like(bi, dtype=x.dtype)
+def _segment_count(bi: th.Tensor, b: int, dtype: th.dtype) -> th.Tensor:
+    """(b,) the number of rows of each batch element (``bi``: the element of each row)."""
+    return th.zeros(b, dtype=dtype, device=bi.device).index_add_(
+        0, bi, th.ones_like(bi, dtype=dtype)
     )
+
+
+def _segment_pool(x: th.Tensor, bi: th.Tensor, count: th.Tensor) -> th.Tensor:
+    """Mean and max of the rows ``x`` (N, H) of each batch element (``bi``), (b, 2H) for the
+    ``count`` (b,) rows of each (:func:`_segment_count`); 0 for an element without rows:
+    ``agents.extractors.masked_pool`` of the valid rows only."""
+    b, h = count.shape[0], x.shape[1]
     mean = x.new_zeros(b, h).index_add_(0, bi, x) / count.clamp(min=1.0)[:, None]
     neg = th.finfo(x.dtype).min
     mx = x.new_full((b, h), neg).scatter_reduce(
@@ -120,7 +125,8 @@ def encode_valid_slots(fe: PDClusterScorer, observations: dict[str, th.Tensor]) 
     bi, ki = (slots[..., 0] > 0).nonzero(as_tuple=True)
     rows = slots[bi, ki]
     s = _rows_shared(fe.slot_in, rows, stage, bi)
-    s = _rows_shared(fe.slot_ctx, s, _segment_pool(s, bi, b), bi)
+    count = _segment_count(bi, b, s.dtype)
+    s = _rows_shared(fe.slot_ctx, s, _segment_pool(s, bi, count), bi)
     e_p, e_d, pool_p, pool_d = fe.encode_instances(inst)
     best = slots[..., 11] * 5.0  # log1p(min legal R), see the env docstring
     skip = th.cat([rows, (best[bi, ki] * fe.ratio_scale)[:, None]], dim=-1)
@@ -132,26 +138,24 @@ def encode_valid_slots(fe: PDClusterScorer, observations: dict[str, th.Tensor]) 
     row_of = th.full((b, k), n, dtype=th.long, device=slots.device).index_put(
         (bi, ki), th.arange(n, device=slots.device)
     )
-    value = th.cat([_segment_pool(s, bi, b), pool_p, stage], dim=-1)
+    value = th.cat([_segment_pool(s, bi, count), pool_p, stage], dim=-1)
     value = th.cat([value, pool_d], dim=-1)
     hp, hd = fe.to_hidden_p(e_p), fe.to_hidden_d(e_d)
     return SlotEncoding(observations.get("ratio"), best, hs_rows, row_of, hp, hd, slot_logit, value)
 
 
 def pair_log_probs(
-    fe: PDClusterScorer,
-    enc: SlotEncoding,
-    bi: th.Tensor,
-    ki: th.Tensor,
-    ratio_rows: th.Tensor | None = None,
+    fe: PDClusterScorer, enc: SlotEncoding, slot: th.Tensor, ratio_rows: th.Tensor | None = None
 ) -> th.Tensor:
-    """(N, P·D) log-probabilities of the pairs of slot ``ki[n]`` of batch element ``bi[n]``
-    (:meth:`PDClusterScorer.pair_log_probs`: log_softmax over the legal pairs, 0 at illegal
-    ones), from the slots' ``ratio`` rows ``ratio_rows`` (N, P, D) (default: read from
-    ``enc.ratio``)."""
-    r = enc.ratio[bi, ki] if ratio_rows is None else ratio_rows  # type: ignore[index]
-    hs = enc.hs_rows[enc.row_of[bi, ki]]
-    out = fe._pair_log_probs(r, enc.best[bi, ki], r > 0, hs, enc.hp[bi], enc.hd[bi])
+    """(B, P·D) log-probabilities of the pairs of slot ``slot[b]`` of each batch element b
+    (:meth:`PDClusterScorer.pair_log_probs` with one slot per element: log_softmax over the
+    legal pairs, 0 at illegal ones), from those slots' ``ratio`` rows ``ratio_rows`` (B, P, D)
+    (default: read from ``enc.ratio``). One slot per element, so the instance terms W_p e_p and
+    W_d e_d are used as they are, not gathered per row."""
+    bi = th.arange(slot.shape[0], device=slot.device)
+    r = enc.ratio[bi, slot] if ratio_rows is None else ratio_rows  # type: ignore[index]
+    hs = enc.hs_rows[enc.row_of[bi, slot]]
+    out = fe._pair_log_probs(r, enc.best[bi, slot], r > 0, hs, enc.hp, enc.hd)
     return out.flatten(1)
 
 
@@ -162,6 +166,13 @@ def open_slots(masks: th.Tensor) -> th.Tensor:
     if masks.shape[-1] % 8 == 0 and masks.is_contiguous():
         return masks.view(th.int64).amax(dim=-1) > 0
     return masks.any(dim=-1)
+
+
+def _categorical_sample(logits: th.Tensor) -> th.Tensor:
+    """One draw per row of ``Categorical(logits=logits)`` (torch's sampler, the same draws
+    for the same RNG state), without its argument validation (a check over every logit that
+    changes nothing but costs a few tensor operations per call)."""
+    return th.distributions.Categorical(logits=logits, validate_args=False).sample()
 
 
 class FactoredMaskableDistribution:
@@ -229,9 +240,11 @@ class FactoredMaskableDistribution:
 
     def _pair_log_probs(self, slot: th.Tensor) -> th.Tensor:
         """(B, n_pairs) log π_pair(· | slot[b]) for every batch element b."""
-        bi = th.arange(slot.shape[0], device=slot.device)
-        scores = self.pair_scores(bi, slot)
-        mask = self.masks[bi, slot] if self.masks is not None else self._taken_pair_mask
+        if self.masks is not None:
+            mask = self.masks[th.arange(slot.shape[0], device=slot.device), slot]
+        else:
+            mask = self._taken_pair_mask
+        scores = self.pair_scores(slot)
         if mask is not None:
             scores = th.where(mask, scores, th.full_like(scores, MASKED_LOGIT))
         return th.log_softmax(scores, dim=-1)
@@ -246,12 +259,12 @@ class FactoredMaskableDistribution:
         if deterministic:
             slot = self.slot_log_probs.argmax(dim=-1)
         else:
-            slot = th.distributions.Categorical(logits=self.slot_log_probs).sample()
+            slot = _categorical_sample(self.slot_log_probs)
         pair_lp = self._pair_log_probs(slot)
         if deterministic:
             pair = pair_lp.argmax(dim=-1)
         else:
-            pair = th.distributions.Categorical(logits=pair_lp).sample()
+            pair = _categorical_sample(pair_lp)
         actions = slot * self.n_pairs + pair
         bi = th.arange(slot.shape[0], device=slot.device)
         self._sampled = (actions, self.slot_log_probs[bi, slot] + pair_lp[bi, pair])
@@ -341,8 +354,8 @@ class FactoredActionPolicy(MaskableActorCriticPolicy):
     ) -> FactoredMaskableDistribution:
         fe = self.features_extractor
 
-        def pair_scores(bi: th.Tensor, ki: th.Tensor) -> th.Tensor:
-            return pair_log_probs(fe, enc, bi, ki, ratio_rows)
+        def pair_scores(slot: th.Tensor) -> th.Tensor:
+            return pair_log_probs(fe, enc, slot, ratio_rows)
 
         return FactoredMaskableDistribution(enc.slot_logit, pair_scores, fe.P * fe.D)
 

@@ -126,7 +126,7 @@ def test_ppo_through_the_compact_buffer_trains_the_same_parameters(env):
 
 
 def test_taken_masks_only_score_and_check_their_shapes():
-    dist = FactoredMaskableDistribution(th.zeros(2, 3), lambda b, k: th.zeros(len(b), 4), 4)
+    dist = FactoredMaskableDistribution(th.zeros(2, 3), lambda k: th.zeros(len(k), 4), 4)
     with pytest.raises(ValueError, match=r"\(2, 3\)"):
         dist.apply_taken(th.ones(2, 4, dtype=th.bool), th.ones(2, 4, dtype=th.bool))
     dist.apply_taken(th.tensor([[True, False, True]] * 2), th.tensor([[True, False] * 2] * 2))

@@ -120,7 +120,7 @@ def test_deterministic_action_is_the_best_slot_then_its_best_pair(env, observati
 
 
 def test_factored_mask_of_the_wrong_size_is_a_clear_error():
-    dist = FactoredMaskableDistribution(th.zeros(1, 3), lambda b, k: th.zeros(len(b), 4), 4)
+    dist = FactoredMaskableDistribution(th.zeros(1, 3), lambda k: th.zeros(len(k), 4), 4)
     with pytest.raises(ValueError, match="12"):
         dist.apply_masking(np.ones(11, dtype=bool))
 
