@@ -134,3 +134,19 @@ def test_factored_ppo_learns_and_saves_a_loadable_checkpoint(env, tmp_path):
 
     loaded = load_model(str(tmp_path / "m.zip"))
     assert isinstance(loaded.policy, FactoredActionPolicy)
+
+
+def test_sampler_draws_what_torchs_categorical_draws():
+    from agents.factored import MASKED_LOGIT, _categorical_sample
+
+    gen = th.Generator().manual_seed(5)
+    for b, n in ((8, 256), (3, 64), (1, 5)):
+        logits = th.randn(b, n, generator=gen) * 3
+        logits[th.rand(b, n, generator=gen) < 0.9] = MASKED_LOGIT  # masked, as in the heads
+        logits[:, :2] = th.tensor([0.5, 0.2])  # at least two open entries per row
+        th.manual_seed(11)
+        expected = [th.distributions.Categorical(logits=logits).sample() for _ in range(50)]
+        th.manual_seed(11)
+        got = [_categorical_sample(logits) for _ in range(50)]
+        assert all(th.equal(e, g) for e, g in zip(expected, got, strict=True))
+        assert len({tuple(e.tolist()) for e in expected}) > 1  # the draws vary
