@@ -28,7 +28,9 @@ exactly where legal) the log-probabilities agree up to float rounding
   ``ent_coef = 0`` it is only logged).
 
 Registered as the algorithm ``maskable-ppo-factored`` (:mod:`agents.algos`); ``maskable-ppo``
-keeps the flat head.
+keeps the flat head. Its rollout buffer (:mod:`agents.factored_buffer`) keeps, per step, the
+taken slot's ``ratio`` and mask rows and which slots are open instead of the K·P·D ``ratio``
+observation and mask; ``evaluate_actions`` takes either and gives the same numbers.
 """
 
 from __future__ import annotations

@@ -45,7 +45,10 @@ threads. A closing line says PASS or FAIL for the fastest row at K = 256 (steady
 against issue 32's target (>= 1,000 env steps/s). ``target_kl`` is off so that every update does
 the same number of gradient steps in every configuration (early stopping would make the update
 time depend on the sampled actions). The header prints the load average: other processes on
-the machine slow every row, so compare ratios within one run.
+the machine slow every row, so compare ratios within one run. ``--profile`` runs the measured
+``learn()`` under ``cProfile`` and prints the share of its time in the env, the rollout forward,
+the rollout buffer, minibatch assembly, ``evaluate_actions``, ``backward``, the optimizer and
+the rest (:data:`PROFILE_GROUPS`; with ``--reference``, for that tree too).
 """
 
 from __future__ import annotations
@@ -115,6 +118,56 @@ def recorded_observations(kwargs: dict[str, Any], n: int) -> list[tuple[dict, np
     return out
 
 
+#: ``--profile`` groups: label -> (file path ending, function name) of the outermost calls.
+PROFILE_GROUPS: dict[str, tuple[tuple[str, str], ...]] = {
+    "env": (
+        ("agents/callbacks.py", "step_wait"),
+        ("agents/callbacks.py", "env_method"),
+        ("agents/callbacks.py", "reset"),
+    ),
+    "rollout forward": (
+        ("agents/factored.py", "forward"),
+        ("sb3_contrib/common/maskable/policies.py", "forward"),
+    ),
+    "rollout buffer": (
+        ("sb3_contrib/common/maskable/buffers.py", "add"),
+        ("agents/factored_buffer.py", "add"),
+        ("sb3_contrib/common/maskable/buffers.py", "reset"),
+        ("agents/factored_buffer.py", "reset"),
+        ("stable_baselines3/common/buffers.py", "compute_returns_and_advantage"),
+    ),
+    "minibatches": (
+        ("sb3_contrib/common/maskable/buffers.py", "get"),
+        ("agents/factored_buffer.py", "get"),
+    ),
+    "evaluate_actions": (
+        ("agents/factored.py", "evaluate_actions"),
+        ("sb3_contrib/common/maskable/policies.py", "evaluate_actions"),
+    ),
+    "backward": (("torch/_tensor.py", "backward"),),
+    "optimizer + clip": (
+        ("torch/optim/optimizer.py", "wrapper"),
+        ("torch/nn/utils/clip_grad.py", "clip_grad_norm_"),
+    ),
+}
+
+
+def profile_split(profiler: Any) -> dict[str, float]:
+    """Shares of ``learn()``'s cumulative time in a ``cProfile`` run by :data:`PROFILE_GROUPS`
+    (``other``: the rest: SB3's loops, callbacks, losses)."""
+    import pstats
+
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+
+    def cum(file_end: str, name: str) -> float:
+        return sum(v[3] for k, v in stats.items() if k[0].endswith(file_end) and k[2] == name)
+
+    total = cum("sb3_contrib/ppo_mask/ppo_mask.py", "learn")
+    out = {label: sum(cum(*fn) for fn in fns) / total for label, fns in PROFILE_GROUPS.items()}
+    out["other"] = 1.0 - sum(out.values())
+    return out
+
+
 def _timed(cls: type, arg: Any, clock: Any) -> Any:
     """``cls(arg, clock=clock)``, or ``cls(arg)`` in a tree whose timers have no clock (a
     ``--reference`` tree older than it: its env / infer / update split is then of wall time;
@@ -166,10 +219,18 @@ def measure(
         timing = _timed(TimingCallback, venv, clock)
         steps = args.rollouts * n_steps * args.envs
         env_before, done_before = venv.env_seconds, model.num_timesteps
+        profiler = None
+        if args.profile:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
         start, start_cpu = time.perf_counter(), clock()
         model.learn(total_timesteps=steps, callback=timing, reset_num_timesteps=not args.warmup)
         wall = time.perf_counter() - start
         cpu = clock() - start_cpu
+        if profiler is not None:
+            profiler.disable()
         for obs, mask in observations[:5]:  # warm-up
             model.predict(obs, deterministic=True, action_masks=mask)
         t = time.perf_counter()
@@ -190,6 +251,7 @@ def measure(
         "update": (cpu - timing.rollout_s) / cpu,
         "predict_ms": predict_ms,
         "wall": wall,
+        "profile": profile_split(profiler) if profiler is not None else {},
     }
 
 
@@ -201,7 +263,7 @@ def measure_reference(cfg: Config, k: int, args: argparse.Namespace) -> dict[str
     cmd += ["--slots", str(k), "--count", str(args.count), "--n-steps", str(args.n_steps)]
     cmd += ["--envs", str(args.envs), "--batch-size", str(args.batch_size)]
     cmd += ["--rollouts", str(args.rollouts), "--warmup", str(args.warmup)]
-    cmd += ["--predicts", str(args.predicts)]
+    cmd += ["--predicts", str(args.predicts)] + (["--profile"] if args.profile else [])
     out = subprocess.run(cmd, env=env, cwd=args.reference, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"the reference run in {args.reference} failed:\n{out.stderr}")
@@ -234,6 +296,12 @@ def main(argv: list[str] | None = None) -> None:
         "--reference",
         help="an exported tree of older code: each configuration is also run on it (this "
         "script, that tree's modules) in a subprocess, alternating with this tree",
+    )
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="cProfile the measured learn() and print its split (rates then include cProfile's "
+        "overhead)",
     )
     ap.add_argument("--quick", action="store_true", help="one rollout of 128 steps, 50 predicts")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
@@ -288,13 +356,22 @@ def main(argv: list[str] | None = None) -> None:
                 ratio = r["cpu_steps_per_s"] / ref["cpu_steps_per_s"]
                 line += f"{ref['cpu_steps_per_s']:>9,.0f}{ratio:>6.2f}x"
             print(line, flush=True)
+            for label, res in (("", r), ("reference ", ref)):
+                if res is not None and res["profile"]:
+                    parts = ", ".join(f"{n} {v:.1%}" for n, v in res["profile"].items())
+                    print(f"      {label}cProfile split of learn(): {parts}")
             if k == TARGET_K and (best is None or r["cpu_steps_per_s"] > best[0]):
                 best = (r["cpu_steps_per_s"], cfg.name)
     if best is not None:
         ok = best[0] >= TARGET_STEPS_PER_S
+        when = (
+            f"steady, after {args.warmup} warm-up rollout(s)"
+            if args.warmup
+            else "from a fresh model, with the envs' first resets"
+        )
         print(
             f"{'PASS' if ok else 'FAIL'}: best PPO rate at K = {TARGET_K}: {best[0]:,.0f} env "
-            f"steps/s of CPU time ({best[1]}; steady, after {args.warmup} warm-up rollout(s); "
+            f"steps/s of CPU time ({best[1]}; {when}; "
             f"target >= {TARGET_STEPS_PER_S:,.0f})"
         )
     if configs[0].name != "reference":
