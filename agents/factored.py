@@ -166,7 +166,7 @@ def open_slots(masks: th.Tensor) -> th.Tensor:
     """(B, K) bool: slots of ``masks`` (B, K, n_pairs) bool with a legal pair. With n_pairs a
     multiple of 8 a row is read as 8-byte words (each >= 0, as a bool byte is 0 or 1) and their
     max taken: the same result as ``masks.any(-1)``, which is ~20x slower on bools here."""
-    if masks.shape[-1] % 8 == 0 and masks.is_contiguous():
+    if masks.shape[-1] % 8 == 0 and masks.is_contiguous() and masks.storage_offset() % 8 == 0:
         return masks.view(th.int64).amax(dim=-1) > 0
     return masks.any(dim=-1)
 

@@ -58,6 +58,9 @@ def test_open_slots_equal_any_over_each_slots_pairs(n_pairs):
     assert expected.any() and not expected.all()
     assert np.array_equal(open_slots_np(masks.reshape(5, -1), 7, n_pairs), expected)
     assert th.equal(open_slots(th.from_numpy(masks)), th.from_numpy(expected))
+    shifted = th.from_numpy(masks).flatten()[1:].reshape(-1)[: 4 * 7 * n_pairs]  # odd offset
+    expected_shifted = masks.reshape(-1)[1 : 1 + 4 * 7 * n_pairs].reshape(4, 7, -1).any(-1)
+    assert th.equal(open_slots(shifted.reshape(4, 7, n_pairs)), th.from_numpy(expected_shifted))
 
 
 def _random_batch(policy, observations, seed):
