@@ -16,6 +16,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 
 from agents.envs import TrainEnvSpec
 from agents.factored import FactoredActionPolicy
+from agents.factored_buffer import FactoredRolloutBuffer
 from agents.policies import ActionScoresActorCriticPolicy, ActionScoresPolicy
 
 
@@ -28,12 +29,16 @@ class AlgoSpec:
         penalise illegal actions (``invalid_action="penalize"``).
     :param policy: policy class for envs whose extractor gives per-action scores.
     :param defaults: default hyperparameters (overridable per run).
+    :param machinery: other constructor arguments, which change how the algorithm is computed
+        but not what it computes (e.g. ``rollout_buffer_class``); ``hyperparams`` of
+        :func:`build_model` override them too.
     """
 
     cls_path: str
     masked: bool
     policy: type
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    machinery: Mapping[str, Any] = field(default_factory=dict)
 
     def load_class(self) -> type[BaseAlgorithm]:
         import importlib
@@ -84,6 +89,8 @@ register_algo(
         masked=True,
         policy=FactoredActionPolicy,
         defaults=PPO_DEFAULTS,
+        # the taken slot's rows instead of the whole ratio observation and mask (same numbers)
+        machinery={"rollout_buffer_class": FactoredRolloutBuffer},
     ),
 )
 register_algo(
@@ -126,7 +133,7 @@ def build_model(
     :param device: torch device.
     """
     spec = algo_spec(algo)
-    hp = {**spec.defaults, **(hyperparams or {})}
+    hp = {**spec.machinery, **spec.defaults, **(hyperparams or {})}
     arch = net_arch if net_arch is not None else [64, 64]
     policy_kwargs: dict[str, Any] = {
         "features_extractor_class": env_spec.extractor,

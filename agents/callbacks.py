@@ -166,46 +166,53 @@ class TimedVecEnv(VecEnvWrapper):
     ``env_method`` calls such as ``action_masks``).
 
     :param venv: the vectorised env.
+    :param clock: seconds now (``time.perf_counter``: wall time; ``time.process_time``: the
+        process's CPU time, for in-process envs on a shared machine).
     """
 
-    def __init__(self, venv: Any):
+    def __init__(self, venv: Any, clock: Callable[[], float] = time.perf_counter):
         super().__init__(venv)
+        self.clock = clock
         self.env_seconds = 0.0
         self._t = 0.0
 
     def reset(self) -> Any:
-        t = time.perf_counter()
+        t = self.clock()
         obs = self.venv.reset()
-        self.env_seconds += time.perf_counter() - t
+        self.env_seconds += self.clock() - t
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
-        self._t = time.perf_counter()
+        self._t = self.clock()
         self.venv.step_async(actions)
 
     def step_wait(self) -> Any:
         out = self.venv.step_wait()
-        self.env_seconds += time.perf_counter() - self._t
+        self.env_seconds += self.clock() - self._t
         return out
 
     def env_method(self, method_name: str, *args: Any, indices: Any = None, **kwargs: Any) -> Any:
-        t = time.perf_counter()
+        t = self.clock()
         out = self.venv.env_method(method_name, *args, indices=indices, **kwargs)
-        self.env_seconds += time.perf_counter() - t
+        self.env_seconds += self.clock() - t
         return out
 
 
 class TimingCallback(BaseCallback):
-    """Wall-time split: ``time/rollout_s`` (env + policy inference), ``time/update_s``
-    (gradient steps), ``time/env_s`` (waiting for the envs, from :class:`TimedVecEnv`), and
-    ``time/env_steps_per_s`` over the whole run so far.
+    """Wall-time split (or that of another ``clock``): ``time/rollout_s`` (env + policy
+    inference), ``time/update_s`` (gradient steps), ``time/env_s`` (waiting for the envs, from
+    :class:`TimedVecEnv`), and ``time/env_steps_per_s`` over the whole run so far.
 
     :param timed_env: the :class:`TimedVecEnv` (or None: no env share).
+    :param clock: seconds now, as :class:`TimedVecEnv`'s (the same clock for both).
     """
 
-    def __init__(self, timed_env: TimedVecEnv | None = None):
+    def __init__(
+        self, timed_env: TimedVecEnv | None = None, clock: Callable[[], float] = time.perf_counter
+    ):
         super().__init__()
         self.timed_env = timed_env
+        self.clock = clock
         self.rollout_s = 0.0
         self.update_s = 0.0
         self._rollout_start = 0.0
@@ -214,17 +221,17 @@ class TimingCallback(BaseCallback):
         self._start_steps = 0
 
     def _on_training_start(self) -> None:
-        self._start = time.perf_counter()
+        self._start = self.clock()
         self._start_steps = self.num_timesteps
 
     def _on_rollout_start(self) -> None:
-        now = time.perf_counter()
+        now = self.clock()
         if self._rollout_end is not None:
             self.update_s += now - self._rollout_end
         self._rollout_start = now
 
     def _on_rollout_end(self) -> None:
-        now = time.perf_counter()
+        now = self.clock()
         self.rollout_s += now - self._rollout_start
         self._rollout_end = now
         self.logger.record("time/rollout_s", self.rollout_s)
@@ -239,7 +246,7 @@ class TimingCallback(BaseCallback):
 
     def _on_training_end(self) -> None:
         if self._rollout_end is not None:
-            self.update_s += time.perf_counter() - self._rollout_end
+            self.update_s += self.clock() - self._rollout_end
             self._rollout_end = None
 
     def _on_step(self) -> bool:
@@ -247,7 +254,7 @@ class TimingCallback(BaseCallback):
 
     def summary(self) -> dict[str, float]:
         """Totals: wall, rollout, update and env seconds; env steps per second; env share."""
-        wall = time.perf_counter() - self._start
+        wall = self.clock() - self._start
         env = self.timed_env.env_seconds if self.timed_env is not None else float("nan")
         steps = self.num_timesteps - self._start_steps
         return {

@@ -120,7 +120,7 @@ def test_deterministic_action_is_the_best_slot_then_its_best_pair(env, observati
 
 
 def test_factored_mask_of_the_wrong_size_is_a_clear_error():
-    dist = FactoredMaskableDistribution(th.zeros(1, 3), lambda b, k: th.zeros(len(b), 4), 4)
+    dist = FactoredMaskableDistribution(th.zeros(1, 3), lambda k: th.zeros(len(k), 4), 4)
     with pytest.raises(ValueError, match="12"):
         dist.apply_masking(np.ones(11, dtype=bool))
 
@@ -134,3 +134,19 @@ def test_factored_ppo_learns_and_saves_a_loadable_checkpoint(env, tmp_path):
 
     loaded = load_model(str(tmp_path / "m.zip"))
     assert isinstance(loaded.policy, FactoredActionPolicy)
+
+
+def test_sampler_draws_what_torchs_categorical_draws():
+    from agents.factored import MASKED_LOGIT, _categorical_sample
+
+    gen = th.Generator().manual_seed(5)
+    for b, n in ((8, 256), (3, 64), (1, 5)):
+        logits = th.randn(b, n, generator=gen) * 3
+        logits[th.rand(b, n, generator=gen) < 0.9] = MASKED_LOGIT  # masked, as in the heads
+        logits[:, :2] = th.tensor([0.5, 0.2])  # at least two open entries per row
+        th.manual_seed(11)
+        expected = [th.distributions.Categorical(logits=logits).sample() for _ in range(50)]
+        th.manual_seed(11)
+        got = [_categorical_sample(logits) for _ in range(50)]
+        assert all(th.equal(e, g) for e, g in zip(expected, got, strict=True))
+        assert len({tuple(e.tolist()) for e in expected}) > 1  # the draws vary
