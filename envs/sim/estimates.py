@@ -49,7 +49,9 @@ class EstimatesMixin:
                 # the class's first instance that holds the call prices it
                 for capacity, lat in group:
                     if need <= capacity:
-                        seen_d.append((k, lat.decode_steps_time(1, input_tokens, output_tokens)))
+                        # unmemoised: each (prompt, output) pair is priced once per run here
+                        # (the isolated-time cache above), so the decode-step memo only misses
+                        seen_d.append((k, lat._decode_steps_time(1, input_tokens, output_tokens)))
                         break
             latency_s = transfer.latency_s
             # ``best = min(best, x)`` as ``if x < best: best = x`` (the same float, NaN included)
@@ -68,8 +70,8 @@ class EstimatesMixin:
         else:
             for lat in classes[1].get(model, ()):
                 t = lat.prefill_time(input_tokens)
-                if output_tokens > 1:  # the prefill emits the first token
-                    t += lat.decode_steps_time(1, input_tokens + 1, output_tokens - 1)
+                if output_tokens > 1:  # the prefill emits the first token (unmemoised, as above)
+                    t += lat._decode_steps_time(1, input_tokens + 1, output_tokens - 1)
                 best = min(best, t)
         return best
 
