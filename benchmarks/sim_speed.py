@@ -1,13 +1,16 @@
 """Simulator speed: events per wall second on a 1,000-workflow workload on ``hetero-1``.
 
     python -m benchmarks.sim_speed [--count 1000] [--workload mixed] [--cluster hetero-1]
-                                   [--against REV --rounds 5]
+                                   [--against REV --rounds 5] [--fresh]
 
 Printed beside a bare ``heapq`` event loop that processes the same number of events in the same
 run (each event: pop, a trivial callback, push of a successor), so the ratio is comparable across
 machines. The simulation is timed twice: without standalone horizons (the event loop alone) and
 with them (what an episode costs, including the H_w simulations). Each figure is the best of
 ``--repeat`` runs (as ``timeit`` reports), so other processes on the machine inflate it less.
+The runs share one :class:`envs.sim.LatencyCache`, so every run after the first finds the
+latency models' memos filled by the same workload; ``--fresh`` gives each run new latency
+models instead (what an episode of a new workload or seed costs).
 
 Targets: the event loop within 30x the bare loop's wall time (issue 14, again issue 32), within
 45x with horizons (issue 14); each row ends with a PASS/FAIL line. On a shared machine the wall
@@ -173,6 +176,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--against", metavar="REV", help="also time git revision REV (see above)")
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds for --against")
     ap.add_argument("--profile", action="store_true", help="print a sampled profile instead")
+    ap.add_argument(
+        "--fresh", action="store_true", help="new latency models (empty memos) for every run"
+    )
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error(f"--repeat must be >= 1, got {args.repeat}")
@@ -194,6 +200,8 @@ def main(argv: list[str] | None = None) -> None:
     ):
         walls, cpus = [], []
         for _ in range(args.repeat):
+            if args.fresh:
+                cache = LatencyCache()
             sim = Simulation(
                 cluster, records, seed=args.seed, compute_horizons=horizons, latency_cache=cache
             )
@@ -211,7 +219,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"workload {args.workload} x{len(records)} on {cluster.name}: {n_calls} LLM calls, "
         f"{base.events} events, {base.invocations} scheduler invocations, "
-        f"{base.end_time:.1f} simulated s"
+        f"{base.end_time:.1f} simulated s; latency models "
+        f"{'new for every run (--fresh)' if args.fresh else 'shared by the runs'}"
     )
     print(
         f"{'run':<22}{'wall s':>9}{'events/s':>12}{'calls/s':>10}{'x heapq':>9}"
