@@ -1,13 +1,16 @@
 """Simulator speed: events per wall second on a 1,000-workflow workload on ``hetero-1``.
 
     python -m benchmarks.sim_speed [--count 1000] [--workload mixed] [--cluster hetero-1]
-                                   [--against REV --rounds 5]
+                                   [--against REV --rounds 5] [--fresh]
 
 Printed beside a bare ``heapq`` event loop that processes the same number of events in the same
 run (each event: pop, a trivial callback, push of a successor), so the ratio is comparable across
 machines. The simulation is timed twice: without standalone horizons (the event loop alone) and
 with them (what an episode costs, including the H_w simulations). Each figure is the best of
 ``--repeat`` runs (as ``timeit`` reports), so other processes on the machine inflate it less.
+The runs share one :class:`envs.sim.LatencyCache`, so every run after the first finds the
+latency models' memos filled by the same workload; ``--fresh`` gives each run new latency
+models instead (what an episode of a new workload or seed costs).
 
 Targets: the event loop within 30x the bare loop's wall time (issue 14, again issue 32), within
 45x with horizons (issue 14); each row ends with a PASS/FAIL line. On a shared machine the wall
@@ -70,11 +73,12 @@ sys.path.insert(0, os.getcwd())
 from envs.sim import DefaultScheduler, LatencyCache, Simulation, load_cluster
 from traces.generators import generate
 cluster, workload, count, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+fresh = sys.argv[5] == "fresh"
 cl = load_cluster(cluster)
 records = generate(workload, seed=seed, count=count)
 cache = LatencyCache()
 best = float("inf")
-for _ in range(2):
+for _ in range(1 if fresh else 2):
     sim = Simulation(cl, records, seed=seed, compute_horizons=False, latency_cache=cache)
     start = time.process_time()
     res = sim.run(DefaultScheduler())
@@ -83,10 +87,13 @@ print(best, repr(res.end_time), res.events)
 """
 
 
-def against(rev: str, rounds: int, cluster: str, workload: str, count: int, seed: int) -> None:
-    """Time revision ``rev``'s event loop and this tree's alternately (see the module doc)."""
+def against(
+    rev: str, rounds: int, cluster: str, workload: str, count: int, seed: int, fresh: bool = False
+) -> None:
+    """Time revision ``rev``'s event loop and this tree's alternately (see the module doc);
+    ``fresh``: one run per process with new latency models instead of the best of two."""
     root = Path(__file__).resolve().parent.parent
-    args = [cluster, workload, str(count), str(seed)]
+    args = [cluster, workload, str(count), str(seed), "fresh" if fresh else "warm"]
     with tempfile.TemporaryDirectory(prefix="sim-speed-") as ref:
         archive = subprocess.run(
             ["git", "-C", str(root), "archive", rev], check=True, capture_output=True
@@ -163,6 +170,73 @@ def profile(cluster: Any, records: list, seed: int, repeat: int, top: int = 25) 
             print(f"  {100 * k / n:5.1f} %  {key}")
 
 
+def memo_stats(cluster: Any, records: list, seed: int, bound: int | None) -> None:
+    """The latency models' ``decode_steps_time`` memo (issue 32): its calls and hits by caller
+    in a fresh run and in a rerun with the same latency models, the decode batch at segment
+    starts, and the formula's, a miss's and a hit's cost on that run's keys."""
+    import collections
+    import timeit
+
+    import envs.sim.iteration as iteration
+    from envs.sim.batching import DecodeInstance
+
+    if bound is not None:
+        iteration._STEPS_MEMO_SIZE = bound
+    memoised = iteration.IterationTimeMixin.decode_steps_time
+    counts: collections.Counter[tuple[str, bool]] = collections.Counter()
+    keys: list[tuple[int, int, int]] = []
+
+    def counted(self: Any, b: int, c: int, n: int) -> float:
+        counts[(sys._getframe(1).f_code.co_name, (b, c, n) in self._steps_memo)] += 1
+        keys.append((b, c, n))
+        return memoised(self, b, c, n)
+
+    batches: list[int] = []
+    start_segment = DecodeInstance._next_segment
+
+    def next_segment(self: Any) -> None:
+        start_segment(self)
+        if self.seg_calls:
+            batches.append(len(self.seg_calls))
+
+    cache = LatencyCache()
+    iteration.IterationTimeMixin.decode_steps_time = counted
+    DecodeInstance._next_segment = next_segment
+    try:
+        for label in ("fresh run", "rerun, same latency models"):
+            counts.clear()
+            Simulation(
+                cluster, records, seed=seed, compute_horizons=False, latency_cache=cache
+            ).run(DefaultScheduler())
+            total = sum(counts.values())
+            hits = sum(k for (_, hit), k in counts.items() if hit)
+            print(
+                f"{label}: {total} decode_steps_time calls, {hits} hits "
+                f"({100 * hits / max(1, total):.1f} %; memo bound {iteration._STEPS_MEMO_SIZE})"
+            )
+            for caller in sorted({c for c, _ in counts}):
+                n_all = counts[(caller, True)] + counts[(caller, False)]
+                print(f"  {caller:<24} {n_all:>8} calls {counts[(caller, True)]:>8} hits")
+    finally:
+        iteration.IterationTimeMixin.decode_steps_time = memoised
+        DecodeInstance._next_segment = start_segment
+    if batches:
+        print(f"decode batch at segment starts: mean {sum(batches) / len(batches):.1f} calls")
+    lat = cache.get(cluster.instances[-1], None)
+    sample = list(dict.fromkeys(keys))[:20000]
+    formula = timeit.timeit(lambda: [lat._decode_steps_time(*k) for k in sample], number=1)
+    lat._steps_memo.clear()
+    iteration._STEPS_MEMO_SIZE = 1 << 30  # no clearing while timed
+    miss = timeit.timeit(lambda: [lat.decode_steps_time(*k) for k in sample], number=1)
+    hit = timeit.timeit(lambda: [lat.decode_steps_time(*k) for k in sample], number=1)
+    lat._steps_memo.clear()
+    n = len(sample) / 1e6
+    print(
+        f"per call on {len(sample)} distinct keys of this run ({cluster.instances[-1].gpu}): "
+        f"formula {formula / n:.2f} us, memo miss {miss / n:.2f} us, memo hit {hit / n:.2f} us"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--cluster", default="hetero-1")
@@ -173,18 +247,40 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--against", metavar="REV", help="also time git revision REV (see above)")
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds for --against")
     ap.add_argument("--profile", action="store_true", help="print a sampled profile instead")
+    ap.add_argument(
+        "--fresh", action="store_true", help="new latency models (empty memos) for every run"
+    )
+    ap.add_argument(
+        "--memo-stats",
+        action="store_true",
+        help="print the decode-step memo's calls and hits by caller and its costs instead",
+    )
+    ap.add_argument(
+        "--memo-bound", type=int, default=None, help="decode-step memo entries for --memo-stats"
+    )
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error(f"--repeat must be >= 1, got {args.repeat}")
     if args.rounds < 1:
         ap.error(f"--rounds must be >= 1, got {args.rounds}")
     if args.against:
-        against(args.against, args.rounds, args.cluster, args.workload, args.count, args.seed)
+        against(
+            args.against,
+            args.rounds,
+            args.cluster,
+            args.workload,
+            args.count,
+            args.seed,
+            args.fresh,
+        )
 
     cluster = load_cluster(args.cluster)
     records = generate(args.workload, seed=args.seed, count=args.count)
     if args.profile:
         profile(cluster, records, args.seed, args.repeat, top=40)
+        return
+    if args.memo_stats:
+        memo_stats(cluster, records, args.seed, args.memo_bound)
         return
     cache = LatencyCache()
     rows = []
@@ -194,6 +290,8 @@ def main(argv: list[str] | None = None) -> None:
     ):
         walls, cpus = [], []
         for _ in range(args.repeat):
+            if args.fresh:
+                cache = LatencyCache()
             sim = Simulation(
                 cluster, records, seed=args.seed, compute_horizons=horizons, latency_cache=cache
             )
@@ -211,7 +309,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"workload {args.workload} x{len(records)} on {cluster.name}: {n_calls} LLM calls, "
         f"{base.events} events, {base.invocations} scheduler invocations, "
-        f"{base.end_time:.1f} simulated s"
+        f"{base.end_time:.1f} simulated s; latency models "
+        f"{'new for every run (--fresh)' if args.fresh else 'shared by the runs'}"
     )
     print(
         f"{'run':<22}{'wall s':>9}{'events/s':>12}{'calls/s':>10}{'x heapq':>9}"

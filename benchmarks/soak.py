@@ -2,6 +2,7 @@
 
     python -m benchmarks.soak [--workflows 10000] [--resets 1000] [--every 10]
                              [--record-store disk|compact|objects] [--skip-resets]
+                             [--rate WORKFLOWS_PER_S]
 
 Two phases, each printing the process's resident memory (RSS, ``VmRSS`` of /proc/self/status;
 ``ru_maxrss``, the peak, where /proc is missing) at ``--every`` evenly spaced points, then the
@@ -19,7 +20,13 @@ growth from the first point to the last in MB and %:
    printed with a PASS/FAIL line against the target (issue 32: flat, read as a slope of at most
    ``--flat-bytes`` per workflow, 1 KB by default: under 10 MB over 10,000 workflows).
    Standalone horizons are off (``--horizons`` turns them on: one small simulation per distinct
-   workflow, cached for the episode).
+   workflow, cached for the episode). Each point also prints the episode's live state: the
+   workflows that arrived and have not finished, and their :class:`envs.sim.workload.Call`
+   objects (every revealed call of an unfinished workflow is live; a finished workflow's are
+   packed). The default workload (``mixed`` at its 10 workflows/s) overloads ``hetero-1``
+   (~2.2 workflows/s served), so that backlog grows until the arrivals end: memory the
+   simulated system holds, not records. ``--rate`` sets the arrival rate (workflows/s; default:
+   the generator's) to soak at a load the cluster sustains.
 2. **Resets**: one ``servegym/PDCluster-v0`` env reset ``--resets`` times (a new seed each time:
    a new workload, a new simulation) and stepped ``--steps`` random legal actions after each
    reset; RSS after every tenth of the resets. Nothing of a finished episode should survive the
@@ -92,11 +99,13 @@ def long_episode(
     horizons: bool,
     record_store: str = "disk",
     trace: bool = False,
+    rate: float | None = None,
 ) -> list[tuple[int, float]]:
     """Phase 1: RSS while one simulation serves ``count`` workflows; with ``trace``, the
     ``tracemalloc`` growth by source line from the first mark (a tenth of the workflows done)
     to the end, largest first."""
-    records = generate(workload, seed=seed, count=count)
+    extra = {} if rate is None else {"rate": rate}
+    records = generate(workload, seed=seed, count=count, **extra)
     sim = Simulation(
         load_cluster(cluster),
         records,
@@ -121,9 +130,12 @@ def long_episode(
             if trace and nxt == 0:
                 tracemalloc.start()
                 first = tracemalloc.take_snapshot()
+            live = [r for r in sim.runs[: sim._next_arrival] if r.finish_time < 0]
             print(
                 f"  {marks[nxt]:>7} workflows done  RSS {points[-1][1]:8.1f} MB  "
-                f"sim t={sim.now:9.1f} s  wall {time.perf_counter() - start:6.1f} s"
+                f"sim t={sim.now:9.1f} s  live: {len(live):>5} workflows "
+                f"{sum(len(r.calls) for r in live):>6} calls  "
+                f"wall {time.perf_counter() - start:6.1f} s"
             )
             nxt += 1
     if trace:
@@ -186,6 +198,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--horizons", action="store_true", help="phase 1 computes H_w as well")
     ap.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="phase 1 arrival rate in workflows/s (default: the workload generator's)",
+    )
+    ap.add_argument(
         "--record-store",
         choices=RECORD_STORES,
         default="disk",
@@ -206,10 +224,13 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     start = time.perf_counter()
+    if args.rate is not None and not args.rate > 0:
+        ap.error(f"--rate must be > 0 workflows/s, got {args.rate}")
+    rate = "the generator's rate" if args.rate is None else f"{args.rate:g} workflows/s"
     print(
         f"phase 1: one episode of {args.workflows} {args.workload} workflows on {args.cluster} "
-        f"(bare Simulation, DefaultScheduler, horizons {'on' if args.horizons else 'off'}, "
-        f"record store {args.record_store})"
+        f"at {rate} (bare Simulation, DefaultScheduler, horizons "
+        f"{'on' if args.horizons else 'off'}, record store {args.record_store})"
     )
     p1 = long_episode(
         args.cluster,
@@ -220,6 +241,7 @@ def main(argv: list[str] | None = None) -> None:
         args.horizons,
         args.record_store,
         args.trace,
+        args.rate,
     )
     p2 = None
     if not args.skip_resets:

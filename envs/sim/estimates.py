@@ -44,25 +44,34 @@ class EstimatesMixin:
         if self.pd:
             prefill_classes, decode_classes, transfer = classes[1]
             need = input_tokens + output_tokens
-            seen_d = []
-            for dg, group in decode_classes:
+            seen_d = []  # (decode class number, its decode seconds)
+            for k, (_, group) in enumerate(decode_classes):
                 # the class's first instance that holds the call prices it
                 for capacity, lat in group:
                     if need <= capacity:
-                        seen_d.append((dg, lat.decode_steps_time(1, input_tokens, output_tokens)))
+                        # unmemoised: each (prompt, output) pair is priced once per run here
+                        # (the isolated-time cache above), so the decode-step memo only misses
+                        seen_d.append((k, lat._decode_steps_time(1, input_tokens, output_tokens)))
                         break
             latency_s = transfer.latency_s
+            # ``best = min(best, x)`` as ``if x < best: best = x`` (the same float, NaN included)
             for pg, lat in prefill_classes:
                 tp = lat.prefill_time(input_tokens)
+                if not output_tokens:
+                    if seen_d and tp + 0.0 < best:
+                        best = tp + 0.0
+                    continue
                 kv_bytes = lat.kv_bytes_per_token * input_tokens  # this class's KV precision
-                for dg, td in seen_d:
-                    tt = latency_s + kv_bytes / self._bandwidth[pg, dg] if output_tokens else 0.0
-                    best = min(best, tp + (tt + td if output_tokens else 0.0))
+                links = self._bandwidth_rows[pg]  # bytes/s to each decode class, in order
+                for k, td in seen_d:
+                    x = tp + ((latency_s + kv_bytes / links[k]) + td)
+                    if x < best:
+                        best = x
         else:
             for lat in classes[1].get(model, ()):
                 t = lat.prefill_time(input_tokens)
-                if output_tokens > 1:  # the prefill emits the first token
-                    t += lat.decode_steps_time(1, input_tokens + 1, output_tokens - 1)
+                if output_tokens > 1:  # the prefill emits the first token (unmemoised, as above)
+                    t += lat._decode_steps_time(1, input_tokens + 1, output_tokens - 1)
                 best = min(best, t)
         return best
 
@@ -83,6 +92,11 @@ class EstimatesMixin:
                 (pg, dg): kv.bandwidth(pg, dg)
                 for pg, _ in prefill.values()
                 for dg, _ in decode.values()
+            }
+            # the same bandwidths as a row per prefill GPU, in decode-class order
+            self._bandwidth_rows = {
+                pg: [self._bandwidth[pg, dg] for dg, _ in decode.values()]
+                for pg, _ in prefill.values()
             }
             return list(prefill.values()), list(decode.values()), kv
         by_model: dict[str, list[Any]] = {}

@@ -86,29 +86,44 @@ class EventHandlersMixin:
         self._next_arrival += 1
         if self._next_arrival < len(self.runs):
             nxt = self.runs[self._next_arrival]
-            self.schedule(nxt.arrival - self.env.now, self._on_arrival)
+            self.schedule(nxt.arrival - self.env._now, self._on_arrival)
         self._reveal(run, run.sources(), "arrival")
 
     def _reveal(self, run: WorkflowRun, nodes: list[LLMNode | ToolNode], trigger: str) -> None:
-        now = self.env.now
+        now = self.env._now
         new_calls: list[Call] = []
         online = self.online_horizons
+        ends = run.path_end
+        calls = self.calls
+        waiting, unplanned = self.waiting_prefill, self._unplanned
+        draw = self.estimate_error > 0 or self.output_predictor is not None
         for node in nodes:
             run.revealed.append(node.id)
-            parent_end = _latest(run.path_end, node.parents) if online else 0.0
+            if online:
+                parents = node.parents  # _latest(ends, parents), inline
+                if not parents:
+                    parent_end = 0.0
+                elif len(parents) == 1:
+                    parent_end = ends[parents[0]]
+                else:
+                    parent_end = max(map(ends.__getitem__, parents))
+            else:
+                parent_end = 0.0
             if isinstance(node, ToolNode):
                 estimate = run.tool_estimates[node.id] = self.tool_time_estimate(node)
                 run.set_path_end(node.id, parent_end + estimate)
                 self.call_later(node.latency, self._tool_done, run, node)
                 continue
-            call = Call(len(self.calls), run, node, now)
-            self.calls.append(call)
+            call = Call(len(calls), run, node, now)
+            calls.append(call)
             run.calls[node.id] = call
-            self._draw_estimates(call)
-            if self.online_horizons:
+            if draw:
+                self._draw_estimates(call)
+            if online:
                 run.set_path_end(node.id, parent_end + self.isolated_call_time(call))
-            self.waiting_prefill[call.uid] = call
-            self._unplanned[call.uid] = call
+            uid = call.uid
+            waiting[uid] = call
+            unplanned[uid] = call
             new_calls.append(call)
         if run.path_end:
             run.online_horizon = run.max_path_end()
@@ -127,10 +142,10 @@ class EventHandlersMixin:
     def on_prefill_done(self, call: Call, inst: PrefillInstance) -> None:
         if call.output_tokens == 0:
             del self.decode_inbound[call.decode_instance][call.uid]
-            call.transfer_end = call.decode_start = call.decode_end = self.env.now
+            call.transfer_end = call.decode_start = call.decode_end = self.env._now
             call.stage = DONE
             for f in self.listeners["on_call_done"]:
-                f(call, inst, self.env.now)
+                f(call, inst, self.env._now)
             self._call_done(call)
             return
         call.stage = TRANSFER
@@ -139,7 +154,7 @@ class EventHandlersMixin:
         self.call_later(dt, self._on_transfer_done, call)
 
     def _on_transfer_done(self, call: Call) -> None:
-        call.transfer_end = self.env.now
+        call.transfer_end = self.env._now
         call.stage = WAIT_DECODE
         self.waiting_decode[call.uid] = call
         self.instances[call.decode_instance].enqueue(call)
@@ -147,7 +162,7 @@ class EventHandlersMixin:
 
     def on_decode_done(self, call: Call, inst: Any) -> None:
         for f in self.listeners["on_call_done"]:
-            f(call, inst, self.env.now)
+            f(call, inst, self.env._now)
         self._call_done(call)
 
     def on_started(self, call: Call) -> None:
@@ -193,15 +208,14 @@ class EventHandlersMixin:
 
     def _call_done(self, call: Call) -> None:
         run = call.workflow
+        node = call.node
         if self.online_horizons:
             # Refine H_w(t) with the true isolated duration now that the output length is known.
-            parent_end = _latest(run.path_end, call.node.parents)
-            run.set_path_end(
-                call.node.id, parent_end + self.isolated_call_time(call, use_truth=True)
-            )
-            run.online_horizon = run.max_path_end()
+            parent_end = _latest(run.path_end, node.parents)
+            run.set_path_end(node.id, parent_end + self.isolated_call_time(call, use_truth=True))
+            run.online_horizon = run._top_end  # run.max_path_end(), inline
         service = (call.prefill_end - call.prefill_start) + (call.decode_end - call.decode_start)
-        self._node_done(run, call.node.id, service)
+        self._node_done(run, node.id, service, node)
 
     def _pack_run(self, run: WorkflowRun) -> None:
         """``record_store`` ``compact``/``disk``: pack finished ``run``'s calls into the store and
@@ -219,15 +233,19 @@ class EventHandlersMixin:
         run.finished = set()
         run.revealed = []
 
-    def _node_done(self, run: WorkflowRun, node_id: str, service: float = 0.0) -> None:
-        node = run.nodes[node_id]
+    def _node_done(
+        self, run: WorkflowRun, node_id: str, service: float = 0.0, node: Any = None
+    ) -> None:
+        if node is None:
+            node = run.nodes[node_id]
         path = _latest(run.service_path, node.parents) + service
         run.service_path[node_id] = path
         run.attained_service += service
-        run.attained_critical = max(run.attained_critical, path)
+        if path > run.attained_critical:  # max(attained_critical, path), NaN included
+            run.attained_critical = path
         children = run.finish_node(node_id)
         if run.done:
-            run.finish_time = self.env.now
+            run.finish_time = self.env._now
             self.finished_runs += 1
             self.completed.append(run)
             if self._store is not None:

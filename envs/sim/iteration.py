@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import math
 
-#: Entries of :meth:`LatencyModel.decode_steps_time`'s memo before it is cleared (~20 MB).
-_STEPS_MEMO_SIZE = 1 << 17
+#: Entries of :meth:`LatencyModel.decode_steps_time`'s memo before it is cleared (~0.6 MB).
+#: Issue 32: in a fresh episode its hits are the key a ``decode_steps_within`` bisection just
+#: evaluated (15.2 % of calls with this bound, 15.8 % with 2^17 entries; ``mixed`` x 1,000 on
+#: ``hetero-1``; ``python -m benchmarks.sim_speed --memo-stats``); only re-running the identical
+#: workload hits more, and 2^17 entries per model made a 10,000-workflow soak at a load the
+#: cluster sustains climb by 2.5 KB per workflow (README "Soak").
+_STEPS_MEMO_SIZE = 1 << 12
 
 
 class IterationTimeMixin:

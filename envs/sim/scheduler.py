@@ -46,20 +46,37 @@ class DefaultScheduler:
             work = [p.queued_work_seconds() for p in prefill]
             base_kv = [d.reserved + d.waiting_predicted_kv for d in decode]
             planned_kv = [0] * len(decode)
+            caps = [d.capacity for d in decode]
+            every = list(range(len(decode)))
+            smallest = min(caps) if caps else 0
             for c in inv.new_calls:
                 n_in = c.input_tokens
-                i = _argmin_then(work, lambda i, n=n_in: prefill[i].latency.prefill_time(n))
-                need = c.predicted_kv_tokens
-                fits = [j for j, d in enumerate(decode) if need <= d.capacity] or list(
-                    range(len(decode))
-                )
-                loads = [(base_kv[j] + planned_kv[j]) / decode[j].capacity for j in fits]
-                j = fits[
-                    _argmin_then(
-                        loads,
-                        lambda k, f=fits, n=n_in: decode[f[k]].latency.decode_iteration_time(1, n),
-                    )
-                ]
+                low = min(work)  # _argmin_then(work, ...), inline for the common unique minimum
+                if work.count(low) == 1:
+                    i = work.index(low)
+                else:
+                    i = _argmin_then(work, lambda i, n=n_in: prefill[i].latency.prefill_time(n))
+                need = c.input_tokens + c.predicted_output_tokens  # c.predicted_kv_tokens
+                if need <= smallest:  # every decode instance holds it
+                    fits = every
+                    loads = [
+                        (b + p) / cap for b, p, cap in zip(base_kv, planned_kv, caps, strict=True)
+                    ]
+                else:
+                    fits = [j for j in every if need <= caps[j]] or every
+                    loads = [(base_kv[j] + planned_kv[j]) / caps[j] for j in fits]
+                low = min(loads)
+                if loads.count(low) == 1:
+                    j = fits[loads.index(low)]
+                else:
+                    j = fits[
+                        _argmin_then(
+                            loads,
+                            lambda k, f=fits, n=n_in: decode[f[k]].latency.decode_iteration_time(
+                                1, n
+                            ),
+                        )
+                    ]
                 work[i] += prefill[i].latency.prefill_time(n_in)
                 planned_kv[j] += need
                 out.append(Assignment(c, c.revealed_at, prefill[i].index, decode[j].index))

@@ -493,6 +493,13 @@ class Simulation(
         if not self.pending:
             raise SchedulingError("apply() called with no pending invocation")
         inv = self.pending[0]
+        if type(plan) is list and not plan and delay == 0 and inv.stage == "decode":
+            # an empty decode plan (every call keeps its prefill-time priority): validating and
+            # applying it changes nothing, and a decode invocation has no uid bound
+            if type(delay) is bool or not isinstance(delay, (int, float)):
+                raise ValueError(f"delay must be a number of seconds >= 0, got {delay!r}")
+            self.pending.pop(0)
+            return
         if isinstance(delay, bool) or not isinstance(delay, (int, float)):
             raise ValueError(f"delay must be a number of seconds >= 0, got {delay!r}")
         if not (math.isfinite(delay) and delay >= 0):
