@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import math
 from pathlib import Path
 
 import numpy as np
@@ -137,9 +138,13 @@ def test_calibration_rejects_an_elementwise_efficiency_outside_the_unit_range():
         Calibration.from_dict(data)
 
 
-def test_elementwise_fit_recovers_the_efficiency_of_synthetic_measurements():
-    ideal = np.array([1e-4, 3e-4, 1e-3, 2e-3])
-    assert kernels.fit_elementwise(ideal, ideal / 0.63) == pytest.approx(0.63)
+def test_elementwise_fit_recovers_the_efficiency_and_floor_of_synthetic_measurements():
+    ideal = np.array([1e-7, 1e-6, 1e-5, 1e-4, 3e-4, 1e-3, 2e-3])
+    eff, floor = kernels.fit_elementwise(ideal, ideal / 0.63 + 5 * 3.25e-6)
+    assert eff == pytest.approx(0.63)
+    assert floor == pytest.approx(3.25e-6)
+    # no launch cost in the data: no floor
+    assert kernels.fit_elementwise(ideal, ideal / 0.8)[1] == 0.0
 
 
 def test_packaged_calibration_prices_elementwise_kernels_on_every_family():
@@ -149,11 +154,19 @@ def test_packaged_calibration_prices_elementwise_kernels_on_every_family():
         assert 0 < family.elementwise_memory <= 1.0
 
 
-def test_prefill_check_covers_both_generations_when_the_measured_data_is_present():
+@pytest.fixture(scope="module")
+def measured_prefills() -> list[PrefillPoint]:
+    """The whole-prefill check on the measured data (skips when the folder is absent)."""
     data_dir = data.find_data_dir()
     if not (data_dir / "SOURCES.md").exists():
         pytest.skip(f"measured-latency data not found at {data_dir} (set SERVEGYM_LATENCY_DATA)")
-    points = prefill.prefill_points(data_dir, load_calibration())
+    return prefill.prefill_points(data_dir, load_calibration())
+
+
+def test_prefill_check_covers_both_generations_when_the_measured_data_is_present(
+    measured_prefills: list[PrefillPoint],
+):
+    points = measured_prefills
     generations = {p.generation for p in points}
     assert {"Ampere", "Hopper"} <= generations
     assert all(p.measured_s > 0 and p.predicted_s > 0 for p in points)
@@ -162,3 +175,136 @@ def test_prefill_check_covers_both_generations_when_the_measured_data_is_present
         "vidur h100 layers + aic attention",
         "llmservingsim H100 layers",
     }
+
+
+# --- smooth roofline, kernel floors, components (issue 30's per-op refit) --------------------
+def _with_family(cal: Calibration, family: str, **changes: object) -> Calibration:
+    families = dict(cal.families)
+    families[family] = dataclasses.replace(families[family], **changes)
+    return dataclasses.replace(cal, families=families)
+
+
+def test_smooth_roofline_costs_most_at_the_ridge_and_tends_to_the_hard_max():
+    cal = load_calibration()
+    hard = LatencyModel.from_names(
+        "h100-sxm",
+        "llama3.1-8b",
+        calibration=_with_family(cal, "hopper", gemm_roofline_exponent=None),
+    )
+    smooth = LatencyModel.from_names(
+        "h100-sxm",
+        "llama3.1-8b",
+        calibration=_with_family(cal, "hopper", gemm_roofline_exponent=2.0),
+    )
+    # the batch size at which compute time equals the weight-read time (the ridge)
+    ridge = (hard._dense_weight_read_s - hard._lm_head_s_per_seq) / hard._gemm_s_per_token
+    at_ridge = round(ridge)
+    ratio = smooth._gemm_time(at_ridge, 1) / hard._gemm_time(at_ridge, 1)
+    assert ratio == pytest.approx(2**0.5, rel=0.01)  # both bounds equal: 2^(1/p)
+    for far in (1, 16 * at_ridge):
+        assert 1.0 <= smooth._gemm_time(far, 1) / hard._gemm_time(far, 1) < 1.02
+    # p = 1 adds the two bounds (no overlap)
+    sum_model = LatencyModel.from_names(
+        "h100-sxm",
+        "llama3.1-8b",
+        calibration=_with_family(cal, "hopper", gemm_roofline_exponent=1.0),
+    )
+    compute = 64 * hard._gemm_s_per_token + hard._lm_head_s_per_seq
+    assert sum_model._gemm_time(64, 1) == pytest.approx(compute + hard._dense_weight_read_s)
+
+
+def test_elementwise_floor_is_charged_per_kernel_per_layer_on_every_iteration():
+    cal = load_calibration()
+    base = _with_family(cal, "hopper", elementwise_floor_seconds=0.0)
+    floored = _with_family(cal, "hopper", elementwise_floor_seconds=3e-6)
+    model = get_model("llama3.1-70b")
+    a = LatencyModel(get_gpu("h100-sxm"), model, 4, 1.0, base)
+    b = LatencyModel(get_gpu("h100-sxm"), model, 4, 1.0, floored)
+    extra = model.num_layers * cal.elementwise_kernels_per_layer * 3e-6
+    assert b.prefill_time(300) - a.prefill_time(300) == pytest.approx(extra)
+    assert b.decode_iteration_time(8, 4000) - a.decode_iteration_time(8, 4000) == pytest.approx(
+        extra
+    )
+    assert b.mixed_iteration_time(8, 4000, 256, 1, 0) - a.mixed_iteration_time(
+        8, 4000, 256, 1, 0
+    ) == pytest.approx(extra)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "model", "tp"),
+    [
+        ("h100-sxm", "llama3.1-70b", 4),
+        ("a100-80g", "llama3.1-8b", 1),
+        ("h200", "qwen3-235b-a22b", 8),
+    ],
+)
+def test_prefill_components_sum_to_the_prefill_time(gpu: str, model: str, tp: int):
+    m = LatencyModel.from_names(gpu, model, tp)
+    for n in (1, 100, 256, 4096):
+        parts = m.prefill_components(n)
+        assert set(parts) == {"gemm", "attention", "allreduce", "elementwise", "framework"}
+        assert all(v >= 0 for v in parts.values())
+        assert sum(parts.values()) == pytest.approx(m.prefill_time(n), rel=1e-12)
+    with pytest.raises(ValueError, match="num_tokens=0"):
+        m.prefill_components(0)
+
+
+def test_gemm_fit_recovers_a_synthetic_smooth_roofline():
+    rng = np.random.default_rng(0)
+    m = rng.choice([1, 16, 64, 128, 256, 512, 1024, 4096], 400).astype(float)
+    n = rng.choice([1024, 4096, 8192], 400).astype(float)
+    k = rng.choice([1024, 4096, 8192], 400).astype(float)
+    peak, bw = 989e12, 3.35e12
+    table = kernels.GemmTable(
+        m, n, k, np.zeros(400), np.full(400, peak), np.full(400, bw), "synthetic"
+    )
+    compute = 2 * m * n * k / (0.7 * peak)
+    read = table.moved_bytes() / (0.8 * bw)
+    table.seconds = (compute**2 + read**2) ** 0.5 + 5e-6
+    assert kernels.fit_gemm(table) == pytest.approx((0.7, 0.8, 5e-6, 2.0))
+    # fixing the exponent at the hard roofline gives the best max() fit instead
+    assert kernels.fit_gemm(table, exponents=(math.inf,))[3] == math.inf
+
+
+def test_calibration_rejects_a_roofline_exponent_below_one_and_a_negative_floor():
+    data_ = calibrate._to_dict(load_calibration())
+    data_["families"]["hopper"]["gemm_roofline_exponent"] = 0.5
+    with pytest.raises(ValueError, match="'hopper' gemm_roofline_exponent=0.5"):
+        Calibration.from_dict(data_)
+    data_ = calibrate._to_dict(load_calibration())
+    data_["families"]["volta"]["elementwise_floor_seconds"] = -1e-6
+    with pytest.raises(ValueError, match="'volta' elementwise_floor_seconds=-1e-06"):
+        Calibration.from_dict(data_)
+
+
+def test_component_summary_reports_each_part_and_the_vllm_comparable_subtotal():
+    comps = (("gemm", 0.9, 1.0), ("attention", 0.3, 0.2), ("elementwise", 0.1, 0.5))
+    p = PrefillPoint("s", "x", 1.3, 1.7, "h100-sxm", 256, "s", comps)
+    e2e_row = _point("h100-sxm", 256, 0.1, "e2e")  # no components: skipped
+    summary = prefill.summarize_components([p, e2e_row])
+    assert summary[("Hopper", "s", "gemm")].median == pytest.approx(-0.1)
+    assert summary[("Hopper", "s", "attention")].worst == pytest.approx(0.5)
+    assert summary[("Hopper", "s", "elementwise")].median == pytest.approx(-0.8)
+    assert summary[("Hopper", "s", "gemm+attention+allreduce")].median == pytest.approx(0.0)
+    assert {k[1] for k in summary} == {"s"}
+
+
+def test_every_held_out_prefill_meets_the_per_op_target(measured_prefills: list[PrefillPoint]):
+    """Issue 30: every held-out prefill (Argonne vLLM TTFT rows of models not fitted; Vidur
+    layers + aiconfigurator attention, elementwise constants refitted without the model; the
+    LLMServingSim H100 profile) within 30 %. LLMServingSim times HuggingFace's eager layer,
+    whose RMSNorm and rotary embedding are unfused (5x Vidur's fused kernels on the same GPU):
+    its full layers are upper bounds, held to the target on the kernels vLLM runs alike (GEMMs,
+    attention, all-reduce) and never predicted slower than the bound."""
+    points = measured_prefills
+    target = prefill.PER_OP_TARGET
+    assert target == 0.30
+    assert len(points) > 300
+    for p in points:
+        if p.source.startswith("llmservingsim"):
+            sub = [(pr, me) for name, pr, me in p.components if name in prefill.KERNEL_SUBTOTAL]
+            err = sum(pr for pr, _ in sub) / sum(me for _, me in sub) - 1
+            assert abs(err) <= target, (p.label, err)
+            assert p.relative_error <= target, (p.label, p.relative_error)
+        else:
+            assert abs(p.relative_error) <= target, (p.source, p.label, p.relative_error)
