@@ -85,7 +85,5 @@ def test_without_the_smooth_constants_the_model_is_the_hard_roofline_exactly():
         },
     )
     hard = LatencyModel.from_names("a100-80g", "llama3.1-70b", 4, calibration=stripped)
-    by_hand = max(
-        300 * hard._gemm_s_per_token + hard._lm_head_s_per_seq, hard._dense_weight_read_s
-    )
+    by_hand = max(300 * hard._gemm_s_per_token + hard._lm_head_s_per_seq, hard._dense_weight_read_s)
     assert hard._gemm_time(300, 1) == by_hand
