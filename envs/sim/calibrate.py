@@ -98,6 +98,7 @@ from envs.sim.calibration.e2e import (
     heldout_points,
     median_abs_error,
 )
+from envs.sim.calibration.eager import eager_leave_one_out, print_eager_check
 from envs.sim.calibration.headers import yaml_header
 from envs.sim.calibration.kernels import (
     PER_OP_FITS,
@@ -122,7 +123,11 @@ from envs.sim.calibration.prefill import (
     print_norm_rotary_agreement,
     print_prefill_report,
 )
-from envs.sim.calibration.variants import print_variant_comparison, variant_points
+from envs.sim.calibration.variants import (
+    print_fused_llmservingsim,
+    print_variant_comparison,
+    variant_points,
+)
 from envs.sim.catalog import get_gpu
 from envs.sim.efficiency import (
     CALIBRATION_VARIANTS,
@@ -449,6 +454,8 @@ def main(argv: list[str] | None = None) -> int:
         print_norm_rotary_agreement(norm_rotary_source_agreement(data_dir), sys.stdout)
     if args.variants:
         print_variant_comparison(variant_points(data_dir), sys.stdout)
+        print_fused_llmservingsim(data_dir, sys.stdout)
+        print_eager_check(eager_leave_one_out(data_dir), sys.stdout)
     if args.ablation:
         print_ablation(data_dir, load_calibration(variant="smooth-roofline"), sys.stdout)
     n_all = sum(1 for r in anl_runs(data_dir) if r.model in HELDOUT_E2E_MODELS)

@@ -384,16 +384,18 @@ def fit_elementwise(
     measured_s: np.ndarray,
     kernels: int = len(VIDUR_ELEMENTWISE_OPS),
     floors: np.ndarray = ELEMENTWISE_FLOOR_GRID_S,
+    effs: np.ndarray = EFF_GRID,
 ) -> tuple[float, float]:
     """Grid-search the elementwise memory efficiency and per-kernel floor:
     ``measured ≈ ideal / eff + kernels · floor`` (mean squared log error). Coarse to fine:
-    efficiencies in steps of 0.02 and floors in steps of 0.5 µs, then steps of 0.01 and
-    0.25 µs within one coarse step of the coarse optimum.
+    every other grid value (efficiencies in steps of 0.02 and floors in steps of 0.5 µs on
+    the default grids), then the whole grids within one coarse step of the coarse optimum.
 
     :param ideal_s: bytes / peak bandwidth of each measurement, seconds.
     :param measured_s: measured seconds (``kernels`` kernels summed).
     :param kernels: kernels in each measurement.
-    :param floors: candidate floors, seconds (``[0.0]``: no floor).
+    :param floors: candidate floors, seconds, evenly spaced (``[0.0]``: no floor).
+    :param effs: candidate efficiencies, evenly spaced.
     :return: (efficiency, floor seconds per kernel).
     """
 
@@ -403,13 +405,13 @@ def fit_elementwise(
         i, j = np.unravel_index(np.argmin(loss), loss.shape)
         return float(effs[i]), float(floors[j])
 
-    floors = np.asarray(floors, dtype=float)
+    floors, effs = np.asarray(floors, dtype=float), np.asarray(effs, dtype=float)
     if len(floors) == 1:  # the efficiency alone (the "roofline" variant): the whole grid
-        return grid(EFF_GRID, floors)
-    eff, floor = grid(EFF_GRID[::2], floors[::2])
+        return grid(effs, floors)
+    eff, floor = grid(effs[::2], floors[::2])
     return grid(
-        EFF_GRID[np.abs(EFF_GRID - eff) <= 0.02 + 1e-9],
-        floors[np.abs(floors - floor) <= 0.5e-6 + 1e-12],
+        effs[np.abs(effs - eff) <= 2 * (effs[1] - effs[0]) + 1e-9],
+        floors[np.abs(floors - floor) <= 2 * (floors[1] - floors[0]) + 1e-12],
     )
 
 

@@ -15,6 +15,12 @@ import numpy as np
 
 from envs.sim.calibration.data import Point, _read_csv
 from envs.sim.calibration.e2e import anl_runs, predict_run
+from envs.sim.calibration.eager import (
+    LLMSERVINGSIM_ELEMENTWISE_OPS,
+    eager_elementwise_s,
+    fit_eager_elementwise,
+    llmservingsim_files,
+)
 from envs.sim.calibration.kernels import (
     PER_OP_FITS,
     VIDUR_ELEMENTWISE_GPUS,
@@ -50,7 +56,6 @@ VIDUR_MODELS = {
 }
 VIDUR_GPUS = {"a100": ("a100-80g", "a100_sxm"), "h100": ("h100-sxm", "h100_sxm")}
 VIDUR_GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
-LLMSERVINGSIM_MODELS = {"Llama-3.1-8B": "llama3.1-8b", "Llama-3.1-70B": "llama3.1-70b"}
 LLMSERVINGSIM_ONCE = ("embedding", "final_layernorm", "lm_head")
 #: LLMServingSim's per-layer linear ops (HuggingFace's unfused q/k/v and gate/up projections).
 LLMSERVINGSIM_GEMM_OPS = (
@@ -62,9 +67,6 @@ LLMSERVINGSIM_GEMM_OPS = (
     "up_proj",
     "down_proj",
 )
-#: LLMServingSim's per-layer elementwise ops: HuggingFace's eager RMSNorm and rotary embedding
-#: (several PyTorch kernels each, where vLLM runs one fused kernel) and the activation.
-LLMSERVINGSIM_ELEMENTWISE_OPS = ("input_layernorm", "rope", "post_layernorm", "act_fn")
 #: Parts of a composed prefill compared one by one (``LatencyModel.prefill_components``).
 COMPONENTS = ("gemm", "attention", "allreduce", "elementwise")
 
@@ -253,26 +255,30 @@ def vidur_prefill_points(
     return points
 
 
-def llmservingsim_prefill_points(data_dir: Path, cal: Calibration) -> list[PrefillPoint]:
+def llmservingsim_prefill_points(
+    data_dir: Path, cal: Calibration, eager: bool = True
+) -> list[PrefillPoint]:
     """Whole prefills composed from LLMServingSim's H100 per-layer profile
     (``llmservingsim/H100/<model>_tp<k>_layers.csv``, one sequence of n tokens):
     ``num_layers`` × the layer's ops at n + embedding and final norm at n + the LM head at one
     token + 2 measured NVLink all-reduces per layer when TP > 1 (aiconfigurator). Compared with
     ``prefill_time(n)`` less the model's framework overhead. Its small ops were timed with
-    PyTorch hooks and run long (SOURCES.md §5), so it bounds the time from above.
+    PyTorch hooks and run long (SOURCES.md §5): HuggingFace's eager RMSNorm and rotary
+    embedding, several kernels each where vLLM runs one. With ``eager`` (the default) that
+    implementation is taken as a property of the measured deployment: the prediction's
+    elementwise part is :mod:`envs.sim.calibration.eager`'s cost fitted on the other
+    LLMServingSim models (leave one model out), its other parts the latency model's.
 
     :param data_dir: the measured-latency folder.
     :param cal: constants to evaluate.
+    :param eager: price the elementwise ops as HuggingFace eager (else as vLLM's fused kernels).
     """
     comm, comm_gpu = _nvlink_by_gpu(data_dir)
     gpu = "h100-sxm"
     points = []
-    for path in sorted((data_dir / "llmservingsim" / "H100").glob("*_layers.csv")):
-        stem, _, tp_part = path.name.removesuffix("_layers.csv").rpartition("_tp")
-        if stem not in LLMSERVINGSIM_MODELS:
-            continue
-        name, tp = LLMSERVINGSIM_MODELS[stem], int(tp_part)
+    for path, name, tp in llmservingsim_files(data_dir):
         spec = get_model(name)
+        eager_fit = fit_eager_elementwise(data_dir, name) if eager else None
         per_layer: dict[int, float] = {}
         ops: dict[tuple[str, int], float] = {}
         for r in _read_csv(path):
@@ -300,6 +306,10 @@ def llmservingsim_prefill_points(data_dir: Path, cal: Calibration) -> list[Prefi
             pred = m.prefill_time(n) - _framework_overhead_s(cal, tp, 1)
             src = "llmservingsim H100 layers"
             comps = _components(m, n, parts)
+            if eager_fit is not None:
+                elem = eager_elementwise_s(name, tp, n, *eager_fit)
+                pred += elem - m.prefill_components(n)["elementwise"]
+                comps = tuple((k, elem if k == "elementwise" else pr, me) for k, pr, me in comps)
             points.append(
                 PrefillPoint(src, f"{name} {tp}x{gpu} n={n}", pred, meas, gpu, n, src, comps)
             )

@@ -15,6 +15,7 @@ import numpy as np
 from envs.sim.calibration.prefill import (
     PER_OP_TARGET,
     PrefillPoint,
+    llmservingsim_prefill_points,
     prefill_points,
     summarize_prefill,
 )
@@ -94,5 +95,23 @@ def print_variant_comparison(by_variant: Mapping[str, Sequence[PrefillPoint]], o
             f"{v}: {s.points} held-out points, median |error| {s.median_abs:.1%}, worst "
             f"{s.worst_abs:.1%} ({s.worst_label}); {s.within_target}/{s.points} within the "
             f"{PER_OP_TARGET:.0%} target ({'met' if s.worst_abs <= PER_OP_TARGET else 'NOT met'})",
+            file=out,
+        )
+
+
+def print_fused_llmservingsim(data_dir: Path, out) -> None:
+    """Print each variant's LLMServingSim points priced with vLLM's fused elementwise kernels
+    instead of the eager cost (:mod:`envs.sim.calibration.eager`): what the check gave before
+    the measured implementation was modelled.
+
+    :param data_dir: the measured-latency folder.
+    :param out: text stream.
+    """
+    for v in CALIBRATION_VARIANTS:
+        points = llmservingsim_prefill_points(data_dir, load_calibration(variant=v), eager=False)
+        s = summarize_per_op(points)
+        print(
+            f"{v}, LLMServingSim priced with vLLM's fused elementwise kernels: {s.points} points, "
+            f"median |error| {s.median_abs:.1%}, worst {s.worst_abs:.1%} ({s.worst_label})",
             file=out,
         )
