@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from envs.sim import calibrate
-from envs.sim.calibration import data, eager, kernels, prefill, variants
+from envs.sim.calibration import data, eager, kernels, perop, prefill, variants
 from envs.sim.calibration.prefill import PrefillPoint
 from envs.sim.catalog import get_gpu, get_model
 from envs.sim.latency import (
@@ -392,6 +392,6 @@ def test_committed_elementwise_constants_are_the_variants_fit(variant: str):
     if not (data_dir / "vidur").exists():
         pytest.skip(f"measured-latency data not found at {data_dir} (set SERVEGYM_LATENCY_DATA)")
     cal = load_calibration(variant=variant)
-    for fam, (eff, floor) in kernels.PER_OP_FITS[variant].elementwise(data_dir).items():
+    for fam, (eff, floor) in perop.PER_OP_FITS[variant].elementwise(data_dir).items():
         assert cal.family(fam).elementwise_memory == eff, fam
         assert cal.family(fam).elementwise_floor_seconds == pytest.approx(floor, abs=1e-12), fam

@@ -101,7 +101,6 @@ from envs.sim.calibration.e2e import (
 from envs.sim.calibration.eager import eager_leave_one_out, print_eager_check
 from envs.sim.calibration.headers import yaml_header
 from envs.sim.calibration.kernels import (
-    PER_OP_FITS,
     _attention_arrays,
     _concat,
     _gemm_predict,
@@ -114,6 +113,7 @@ from envs.sim.calibration.kernels import (
     nvlink_table,
     pcie_table,
 )
+from envs.sim.calibration.perop import PER_OP_FITS
 from envs.sim.calibration.prefill import (
     gemm_source_agreement,
     norm_rotary_source_agreement,
@@ -173,7 +173,7 @@ def _to_dict(cal: Calibration) -> dict:
 # ---------------------------------------------------------------------------------------------
 def fit(data_dir: Path, variant: str = DEFAULT_CALIBRATION_VARIANT) -> Calibration:
     """Run the whole fit (steps 1–4 of the module docstring, with 1b and 1c) the way of one
-    per-op calibration variant (:data:`~envs.sim.calibration.kernels.PER_OP_FITS`).
+    per-op calibration variant (:data:`~envs.sim.calibration.perop.PER_OP_FITS`).
 
     :param data_dir: the measured-latency folder.
     :param variant: one of ``CALIBRATION_VARIANTS``.

@@ -1,7 +1,7 @@
 """Provenance headers of the fitted latency-calibration YAMLs, one per per-op calibration variant
 (``envs.sim.efficiency.CALIBRATION_VARIANTS``); written by ``python -m envs.sim.calibrate --fit``.
 The variants differ only in how linear layers and elementwise kernels are fitted
-(:data:`envs.sim.calibration.kernels.PER_OP_FITS`), so only those paragraphs differ.
+(:data:`envs.sim.calibration.perop.PER_OP_FITS`), so only those paragraphs differ.
 """
 
 from __future__ import annotations

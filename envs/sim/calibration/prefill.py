@@ -22,12 +22,12 @@ from envs.sim.calibration.eager import (
     llmservingsim_files,
 )
 from envs.sim.calibration.kernels import (
-    PER_OP_FITS,
     VIDUR_ELEMENTWISE_GPUS,
     VIDUR_ELEMENTWISE_OPS,
     CommTable,
     nvlink_table,
 )
+from envs.sim.calibration.perop import PER_OP_FITS
 from envs.sim.catalog import get_gpu, get_model
 from envs.sim.efficiency import resolve_calibration_variant
 from envs.sim.latency import (
