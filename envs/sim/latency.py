@@ -3,12 +3,14 @@
 Every iteration of the engine (one prefill batch, or one decode step of a batch) is priced as
 the sum of five parts, each per tensor-parallel shard (HexAgent §4.2 uses a roofline model; the
 efficiency constants are fitted in ``envs/configs/latency_calibration.yaml`` by
-``envs/sim/calibrate.py``):
+``envs/sim/calibrate.py``; the opt-in per-op calibration variant ``"smooth-roofline"``, ours, in
+``latency_calibration_smooth_roofline.yaml``, see :mod:`envs.sim.efficiency`):
 
-1. **Linear layers (GEMMs)**: a smooth roofline ``(C^p + R^p)^(1/p)`` of the compute bound
+1. **Linear layers (GEMMs)**: the roofline ``max(C, R)`` of the compute bound
    ``C = FLOPs / (eff_gemm_compute · peak · f)`` and the weight-read bound ``R = weight bytes /
-   (eff_gemm_memory · bandwidth · f)``, with ``p = gemm_roofline_exponent`` fitted per GPU family
-   (``max(C, R)`` when the family has none). FLOPs = 2 · tokens · params touched per token (+ the
+   (eff_gemm_memory · bandwidth · f)`` (the default calibration), or, where the family has a
+   ``gemm_roofline_exponent`` ``p`` (the ``"smooth-roofline"`` variant), the smooth roofline
+   ``(C^p + R^p)^(1/p)``. FLOPs = 2 · tokens · params touched per token (+ the
    LM head for one token per sequence); bytes = the weights the batch touches. A MoE layer reads
    only the experts the batch activates: of E experts with k per token, a batch of B tokens
    touches ``E · (1 − (1 − k/E)^B)`` in expectation. The smooth form is ours (HexAgent §4.2 says
@@ -30,7 +32,8 @@ efficiency constants are fitted in ``envs/configs/latency_calibration.yaml`` by
 (In 1, 2 and 4 the ``f`` multiplying the bandwidth is ``bandwidth_share``; see below.)
 5. **Fixed overheads**: a per-layer kernel floor (launch latency and tail of the layer's GEMM,
    attention and elementwise kernels: ``gemms_per_layer · gemm_floor_seconds +
-   attention_floor_seconds + elementwise_kernels_per_layer · elementwise_floor_seconds``) and a
+   attention_floor_seconds + elementwise_kernels_per_layer · elementwise_floor_seconds``, the
+   last 0 in the default calibration) and a
    per-iteration framework overhead (scheduler, sampling, Python; plus a term per extra TP
    worker), seconds.
 
