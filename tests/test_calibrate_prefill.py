@@ -245,13 +245,19 @@ def test_elementwise_floor_is_charged_per_kernel_per_layer_on_every_iteration():
         ("h200", "qwen3-235b-a22b", 8),
     ],
 )
-def test_prefill_components_sum_to_the_prefill_time(gpu: str, model: str, tp: int):
-    m = LatencyModel.from_names(gpu, model, tp)
+@pytest.mark.parametrize("variant", ["roofline", "smooth-roofline"])
+@pytest.mark.parametrize("custom_allreduce", [False, True])
+def test_prefill_components_sum_to_the_prefill_time(
+    gpu: str, model: str, tp: int, variant: str, custom_allreduce: bool
+):
+    cal = dataclasses.replace(load_calibration(variant=variant), custom_allreduce=custom_allreduce)
+    m = LatencyModel.from_names(gpu, model, tp, calibration=cal)
     for n in (1, 100, 256, 4096):
         parts = m.prefill_components(n)
         assert set(parts) == {"gemm", "attention", "allreduce", "elementwise", "framework"}
         assert all(v >= 0 for v in parts.values())
         assert sum(parts.values()) == pytest.approx(m.prefill_time(n), rel=1e-12)
+        assert (parts["allreduce"] > 0) == (tp > 1)
     with pytest.raises(ValueError, match="num_tokens=0"):
         m.prefill_components(0)
 

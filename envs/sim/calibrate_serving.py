@@ -113,8 +113,8 @@ PRECISIONS = {"": "bf16", "bf16": "bf16", "fp8": "fp8"}
 #: - ``aiconfigurator`` (the default of the benchmark and the fit): TensorRT-LLM and vLLM with
 #:   that token budget (``max_batch_size`` = the row's concurrency; TensorRT-LLM's rounded up to
 #:   32-token blocks); SGLang at its own defaults, because its generator flags (mixed chunks)
-#:   fit it worse (leave-one-model-out SGLang TPOT median 34.6 % against 19.4 %, TTFT 67.9 %
-#:   against 35.2 %: ``python -m benchmarks.serving_fidelity --deployment aiconfigurator-all``),
+#:   fit it worse (leave-one-model-out SGLang TPOT median 28.9 % against 9.8 %, TTFT 68.2 %
+#:   against 32.9 %: ``python -m benchmarks.serving_fidelity --deployment aiconfigurator-all``),
 #:   which suggests these rows predate that rule. A choice made on the rows, documented as such.
 #: - ``aiconfigurator-versioned``: as ``aiconfigurator`` but vLLM before 0.14 at its default
 #:   budget: the generator's ``vllm/cli_args.0.12.0.j2`` template passes no

@@ -137,6 +137,10 @@ class Calibration:
     :param elementwise_kernels_per_layer: elementwise kernels per transformer layer as vLLM runs
         a Llama-style layer (two fused residual-add + RMSNorm, rotary embedding, SiLU-and-mul),
         each charged the family's ``elementwise_floor_seconds``.
+    :param custom_allreduce: price a tensor-parallel all-reduce as the engines' custom
+        all-reduce kernel picks it by size (one-stage or two-stage, see
+        :meth:`envs.sim.latency.LatencyModel.allreduce_time`) instead of the ring formula; off
+        by default (the per-op model of PDCluster keeps the ring). An engine preset turns it on.
     :param target_heldout_median_error: the committed accuracy target of the held-out check.
     """
 
@@ -148,6 +152,7 @@ class Calibration:
     moe_kernel_efficiency: float = 1.0
     gemms_per_layer: int = 4
     elementwise_kernels_per_layer: int = 4
+    custom_allreduce: bool = False
     target_heldout_median_error: float = 0.15
     source: str = field(default="", compare=False)
 

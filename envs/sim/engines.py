@@ -14,6 +14,16 @@ constants fitted for it on measured deployments (``python -m envs.sim.calibrate_
 - ``prefix_caching``: whether the engine reuses the KV of a prompt prefix it has already
   computed, by default (vLLM V1's automatic prefix caching, SGLang's radix cache, TensorRT-LLM's
   KV block reuse); read by :func:`envs.sim.serving.closed_loop`;
+- ``overlap_scheduling``: the engine prepares iteration n+1 on the CPU while the GPU runs
+  iteration n (TensorRT-LLM's overlap scheduler, SGLang's overlap ("zero-overhead") scheduler,
+  both on by default); the latency model's per-iteration CPU framework overheads
+  (``iteration_overhead_seconds`` and its per-TP-worker and per-sequence terms, all fitted on
+  vLLM V0, which did not overlap) are then hidden behind the GPU's work and priced at 0 (see
+  :meth:`EnginePreset.calibration`);
+- ``custom_allreduce``: the engine all-reduces tensor-parallel activations with its custom
+  one-stage / two-stage NVLink kernel (vLLM's ``custom_all_reduce.cuh``, which SGLang reuses;
+  TensorRT-LLM's ONESHOT / TWOSHOT kernels) rather than a ring: sets
+  ``Calibration.custom_allreduce`` (:meth:`envs.sim.latency.LatencyModel.allreduce_time`);
 - ``calibrated``: overrides of :class:`envs.sim.latency.Calibration` fields (per-iteration
   framework overhead, its growth with the TP degree and batch, MoE kernel efficiency), plus
   ``frontend_seconds``: the API server's per-request path (HTTP, tokenisation, hand-off to the
@@ -46,6 +56,13 @@ ENGINES_YAML = CONFIG_DIR / "engines.yaml"
 #: Fitted constants of a preset that are not latency-model (Calibration) fields.
 ENGINE_CONSTANTS = ("frontend_seconds",)
 _GIB = 2**30
+#: Calibration fields that price the engine's per-iteration CPU work (scheduling, input
+#: preparation, sampling bookkeeping, driver-to-worker broadcast), hidden by overlap scheduling.
+CPU_OVERHEAD_FIELDS = (
+    "iteration_overhead_seconds",
+    "iteration_overhead_per_extra_gpu_seconds",
+    "iteration_overhead_per_seq_seconds",
+)
 
 
 def _tiers(value: Any, field: str, where: str) -> tuple[tuple[float, int], ...]:
@@ -86,6 +103,9 @@ class EnginePreset:
     :param small_tier_families: GPU families that always take the first tier.
     :param calibrated: :class:`Calibration` fields this engine overrides.
     :param prefix_caching: the engine reuses cached prompt prefixes by default.
+    :param overlap_scheduling: the engine overlaps its CPU scheduling work with the GPU's
+        (:data:`CPU_OVERHEAD_FIELDS` are priced at 0).
+    :param custom_allreduce: the engine's TP all-reduce is its custom one/two-stage kernel.
     """
 
     name: str
@@ -98,6 +118,8 @@ class EnginePreset:
     small_tier_families: tuple[str, ...] = ()
     calibrated: Mapping[str, float] = dataclasses.field(default_factory=dict)
     prefix_caching: bool = False
+    overlap_scheduling: bool = False
+    custom_allreduce: bool = False
 
     def _tier(self, tiers: tuple[tuple[float, int], ...], gpu: GPUSpec) -> int:
         if gpu.family in self.small_tier_families:
@@ -114,8 +136,16 @@ class EnginePreset:
         return self._tier(self.max_batch, gpu)
 
     def calibration(self, base: Calibration) -> Calibration:
-        """``base`` with this engine's fitted latency constants substituted."""
+        """``base`` with this engine's fitted latency constants substituted; with
+        ``overlap_scheduling``, :data:`CPU_OVERHEAD_FIELDS` set to 0 (the CPU prepares the next
+        iteration while the GPU runs this one, so a step costs max(GPU, CPU) time; the GPU part
+        of every benchmarked deployment's iterations is longer than these ~1.3 ms, so the max is
+        the GPU time the latency model gives without them). A value in ``calibrated`` wins."""
         fields = {k: v for k, v in self.calibrated.items() if k not in ENGINE_CONSTANTS}
+        if self.overlap_scheduling:
+            fields = {**dict.fromkeys(CPU_OVERHEAD_FIELDS, 0.0), **fields}
+        if self.custom_allreduce:
+            fields = {"custom_allreduce": True, **fields}
         return dataclasses.replace(base, **fields) if fields else base
 
     @property
@@ -146,6 +176,8 @@ def _preset_from_entry(name: str, entry: Mapping[str, Any], source: str) -> Engi
         "small_tier_families",
         "calibrated",
         "prefix_caching",
+        "overlap_scheduling",
+        "custom_allreduce",
     }
     unknown = set(entry) - known
     if unknown:
@@ -167,6 +199,11 @@ def _preset_from_entry(name: str, entry: Mapping[str, Any], source: str) -> Engi
     prefix_caching = entry.get("prefix_caching", False)
     if not isinstance(prefix_caching, bool):
         raise ValueError(f"{where}: prefix_caching={prefix_caching!r}; expected true or false")
+    overlap = entry.get("overlap_scheduling", False)
+    custom_ar = entry.get("custom_allreduce", False)
+    for key, flag in (("overlap_scheduling", overlap), ("custom_allreduce", custom_ar)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"{where}: {key}={flag!r}; expected true or false")
     calibrated = dict(entry.get("calibrated") or {})
     fields = {f.name for f in dataclasses.fields(Calibration)} | set(ENGINE_CONSTANTS)
     bad = set(calibrated) - fields
@@ -189,6 +226,8 @@ def _preset_from_entry(name: str, entry: Mapping[str, Any], source: str) -> Engi
         small_tier_families=tuple(entry.get("small_tier_families") or ()),
         calibrated={k: float(v) for k, v in calibrated.items()},
         prefix_caching=prefix_caching,
+        overlap_scheduling=overlap,
+        custom_allreduce=custom_ar,
     )
 
 
@@ -228,6 +267,7 @@ def get_engine(engine: str | EnginePreset) -> EnginePreset:
 
 __all__ = [
     "ENGINES_YAML",
+    "CPU_OVERHEAD_FIELDS",
     "EnginePreset",
     "engine_names",
     "get_engine",

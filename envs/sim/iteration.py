@@ -28,6 +28,34 @@ class IterationTimeMixin:
             return compute if compute > read else read
         return (compute**p + read**p) ** self._gemm_inv_p
 
+    def allreduce_time(self, num_tokens: int) -> float:
+        """Seconds of one iteration's tensor-parallel all-reduces (2 per layer) under the
+        engines' custom all-reduce (``Calibration.custom_allreduce``; 0.0 when it is off, the
+        ring formula then being part of the per-token and fixed terms).
+
+        vLLM's kernel (``csrc/custom_all_reduce.cuh``, ``CustomAllreduce::allreduce``; SGLang
+        ships the same one) runs one stage - every rank reads each peer's whole buffer:
+        ``latency + (tp - 1) · bytes / link`` - on 2 GPUs, or below 512 KiB on up to 4 GPUs and
+        256 KiB on up to 8; else two stages (reduce-scatter then all-gather, each behind a
+        barrier): ``2 · latency + 2 (tp - 1) / tp · bytes / link``. Above its 8 MiB buffer the
+        engines fall back to NCCL (the ring). ``latency`` and ``link`` are the fitted NVLink
+        constants. At 8 GPUs and 64-256 KiB (decode batches) this is 1.2-1.8x the ring.
+
+        :param num_tokens: tokens in the iteration (activations of ``hidden`` bf16 each).
+        """
+        if not self._custom_ar or num_tokens <= 0:
+            return 0.0
+        tp = self.tp
+        nbytes = num_tokens * self._ar_bytes_per_token
+        lat, per_byte = self._ar_latency_s, self._ar_s_per_byte
+        if nbytes > 8 * 2**20:
+            one = lat + 2.0 * (tp - 1) / tp * nbytes * per_byte
+        elif tp == 2 or (tp <= 4 and nbytes < 512 * 2**10) or (tp <= 8 and nbytes < 256 * 2**10):
+            one = lat + (tp - 1) * nbytes * per_byte
+        else:
+            one = 2.0 * lat + 2.0 * (tp - 1) / tp * nbytes * per_byte
+        return 2 * self._ar_layers * one
+
     def experts_touched(self, num_tokens: int) -> float:
         """Expected distinct experts per MoE layer touched by a batch of ``num_tokens`` tokens.
 
@@ -79,6 +107,7 @@ class IterationTimeMixin:
             + num_tokens * (self._allreduce_s_per_token + self._elementwise_s_per_token)
             + self._fixed_s
             + num_seqs * self._seq_s
+            + (self.allreduce_time(num_tokens) if self._custom_ar else 0.0)
         )
 
     def prefill_components(self, num_tokens: int) -> dict[str, float]:
@@ -105,7 +134,9 @@ class IterationTimeMixin:
         parts = {
             "gemm": self._gemm_time(num_tokens, 1) + gemm_floor,
             "attention": max(attn_compute, attn_read) + attn_floor,
-            "allreduce": num_tokens * self._allreduce_s_per_token + self._allreduce_fixed_s,
+            "allreduce": num_tokens * self._allreduce_s_per_token
+            + self._allreduce_fixed_s
+            + (self.allreduce_time(num_tokens) if self._custom_ar else 0.0),
             "elementwise": num_tokens * self._elementwise_s_per_token + elem_floor,
         }
         parts["framework"] = (
@@ -132,6 +163,7 @@ class IterationTimeMixin:
             + batch_size * (self._allreduce_s_per_token + self._elementwise_s_per_token)
             + self._fixed_s
             + batch_size * self._seq_s
+            + (self.allreduce_time(batch_size) if self._custom_ar else 0.0)
         )
 
     def decode_iteration_time(self, batch_size: int, total_context_tokens: int) -> float:
@@ -192,7 +224,14 @@ class IterationTimeMixin:
             decode_batch, decode_batch
         )
         joint_gemm = self._gemm_time(decode_batch + prefill_tokens, decode_batch + prefill_seqs)
-        return prefill + decode - self._fixed_s - separate_gemms + joint_gemm
+        mixed = prefill + decode - self._fixed_s - separate_gemms + joint_gemm
+        if self._custom_ar:  # one all-reduce over every token, not one per part
+            mixed += (
+                self.allreduce_time(decode_batch + prefill_tokens)
+                - self.allreduce_time(prefill_tokens)
+                - self.allreduce_time(decode_batch)
+            )
+        return mixed
 
     def decode_steps_time(
         self, batch_size: int, total_context_tokens: int, num_steps: int

@@ -308,13 +308,22 @@ class LatencyModel(IterationTimeMixin):
             )
 
         # --- all-reduce -----------------------------------------------------------------
+        # custom all-reduce (opt-in): priced per iteration by allreduce_time; else the ring
+        self._custom_ar = bool(cal.custom_allreduce) and tp > 1 and gpu.has_nvlink
+        self._ar_bytes_per_token = m.hidden_size * dtype
+        self._ar_layers = layers
         if tp > 1:
             link = cal.links["nvlink" if gpu.has_nvlink else "pcie"]
+            self._ar_latency_s = link.latency_seconds
+            self._ar_s_per_byte = 1.0 / (link.efficiency * gpu.interconnect_bandwidth)
             ring_bytes_per_token = 2.0 * (tp - 1) / tp * m.hidden_size * dtype
             self._allreduce_fixed_s = 2 * layers * link.latency_seconds
             self._allreduce_s_per_token = (
                 2 * layers * ring_bytes_per_token / (link.efficiency * gpu.interconnect_bandwidth)
             )
+            if self._custom_ar:
+                self._allreduce_fixed_s = 0.0
+                self._allreduce_s_per_token = 0.0
         else:
             self._allreduce_fixed_s = 0.0
             self._allreduce_s_per_token = 0.0
