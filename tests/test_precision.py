@@ -1,5 +1,7 @@
 """Specification of numeric precision (bf16 / fp8) in the catalog, latency model and clusters."""
 
+import math
+
 import pytest
 
 from envs.sim import calibrate
@@ -239,13 +241,17 @@ def test_gpus_without_an_fp8_fit_use_their_bf16_gemm_constants():
     assert cal.family("hopper").gemm_compute_fp8 is not None
 
 
-def test_committed_fp8_gemm_constants_are_the_fit_of_the_infersim_table():
+@pytest.mark.parametrize("variant", sorted(calibrate.CALIBRATION_VARIANTS))
+def test_committed_fp8_gemm_constants_are_the_fit_of_the_infersim_table(variant: str):
     data_dir = calibrate.find_data_dir()
     if not (data_dir / "infersim" / "h800" / "gemm.csv").exists():
         pytest.skip(f"measured-latency data not found at {data_dir} (set SERVEGYM_LATENCY_DATA)")
     (table,) = calibrate.fp8_gemm_tables(data_dir)["hopper"]
-    ec, em, _ = calibrate.fit_gemm(table)
-    assert load_calibration().family("hopper").gemm_efficiency("fp8") == (ec, em)
+    hopper = load_calibration(variant=variant).family("hopper")
+    p = hopper.gemm_roofline_exponent  # the fp8 fit runs at the family's bf16 exponent
+    spec = calibrate.PER_OP_FITS[variant]
+    ec, em, _, _ = calibrate.fit_gemm(table, (p or math.inf,), spec.gemm_full_grid)
+    assert hopper.gemm_efficiency("fp8") == (ec, em)
 
 
 # --- clusters -----------------------------------------------------------------------------

@@ -6,12 +6,18 @@ The folder layout and the meaning of every column are in that folder's ``SOURCES
 
 Fit procedure (deterministic grid searches in numpy, loss = mean squared log(pred / measured)):
 
-1. **GEMM** per GPU family: ``t = max(2mnk / (e_c·peak), 2(mk + kn + mn) / (e_m·bw)) + t_0``
-   fitted on kernel tables (A100: aiconfigurator ``a100_sxm/gemm_perf.csv``; Hopper:
-   aiconfigurator ``h100_sxm`` + ``h200_sxm/gemm_perf.csv``; Volta: APEX+
-   ``comp/V100-PCIE-16GB/gemm_0_subset.csv``; Ampere GDDR: Vidur ``compute/a40/.../mlp.csv``
-   QKV/output/up/down projections), rows with n, k >= 256, every j-th row kept so each table
-   contributes at most 3000 points.
+1. **GEMM** per GPU family: the smooth roofline ``t = (C^p + R^p)^(1/p) + t_0`` with
+   ``C = 2mnk / (e_c·peak)`` and ``R = 2(mk + kn + mn) / (e_m·bw)`` (``p`` = ∞ is the hard
+   ``max(C, R)``), (e_c, e_m, t_0, p) fitted on kernel tables (A100: aiconfigurator
+   ``a100_sxm/gemm_perf.csv``; Hopper: aiconfigurator ``h100_sxm`` + ``h200_sxm/gemm_perf.csv``;
+   Volta: APEX+ ``comp/V100-PCIE-16GB/gemm_0_subset.csv``; Ampere GDDR: Vidur
+   ``compute/a40/.../mlp.csv`` QKV/output/up/down projections), rows with n, k >= 256, every
+   j-th row kept so each table contributes at most 3000 points; ``p`` from
+   :data:`~envs.sim.calibration.kernels.ROOFLINE_EXPONENT_GRID`. With the hard ``max`` the
+   tables' GEMMs near the ridge point (``|log(C/R)| < 0.25``) were slower than predicted by a
+   median 16 % (A100), 11 % (H200), 18 % (A40), 7 % (V100), 3.5 % (H100); every family's fit
+   prefers a finite ``p`` (the smooth form is ours: HexAgent §4.2 names a roofline model
+   without a formula; ``--ablation`` prints the comparison).
 1b. **FP8 GEMM** (Hopper only; ``gemm_*_fp8``): the same model with 1-byte operands and a
    bf16 output, ``t = max(2mnk / (e_c·peak_fp8), (mk + kn + 2mn) / (e_m·bw)) + t_0``, fitted on
    InferSim ``infersim/h800/gemm.csv`` (DeepGEMM ``fp8_gemm_nt`` on H800, whose compute and
@@ -23,10 +29,12 @@ Fit procedure (deterministic grid searches in numpy, loss = mean squared log(pre
    measurements and fall back to their bf16 constants at the FP8 peak.
 1c. **Elementwise kernels** per family (``elementwise_memory``): the per-layer norm, rotary,
    activation and residual-add ops of Vidur's layer profiles (``vidur/compute/<a100|h100|a40>/
-   */*/mlp.csv``, every model and TP degree, rows with >= 256 tokens), ``t = bytes /
-   (e·bw)`` with the bytes of :func:`envs.sim.latency.elementwise_bytes_per_token`; no floor is
-   kept (below 256 tokens launches dominate, and decode runs under CUDA graphs). Volta: its
-   ``gemm_memory`` times the measured families' geometric-mean ratio. Without this term the
+   */*/mlp.csv``, every model, TP degree and token count), ``t = bytes / (e·bw) + 5·t_e``
+   with the bytes of :func:`envs.sim.latency.elementwise_bytes_per_token` and ``t_e``
+   (``elementwise_floor_seconds``) the fixed time of each of Vidur's five ops; the model
+   charges it for each of vLLM's four fused kernels per layer (``elementwise_kernels_per_layer``).
+   Volta: its ``gemm_memory`` times the measured families' geometric-mean ratio and their mean
+   floor. Without this term the
    model priced only GEMMs, attention and all-reduce, and whole prefills on Hopper came out
    16–27 % fast (median per token band; A100 4–14 %): the ops are bandwidth-bound, and Hopper's
    FLOP/s grew 3.2× over A100's but its bandwidth only 1.6×, so they are a larger share of a
@@ -51,6 +59,7 @@ prediction does not model (the simulator's instances never over-admit either).
 Usage::
 
     python -m envs.sim.calibrate [--data-dir D] [--fit] [--summary] [--prefill-report]
+        [--ablation]
 
 Prefill check (``--prefill-report``): :meth:`LatencyModel.prefill_time` against every
 measurement in the folder that isolates a whole prefill — the Argonne batch-TTFT rows (vLLM,
@@ -58,7 +67,13 @@ end to end), and whole prefills composed from kernel measurements: Vidur's per-l
 non-attention ops + aiconfigurator prefill attention + aiconfigurator all-reduce (A100, H100),
 and LLMServingSim's H100 per-layer profile + aiconfigurator all-reduce — grouped by GPU
 generation and prefill-token band, with the median and worst signed error (negative: the model
-is faster than measured). Not covered: DistServe's coefficients (OPT models, not in the
+is faster than measured). Every point is held out: the Argonne TTFT rows are of models the
+overhead fit never saw, no A100/Hopper GEMM constant is fitted on Vidur or LLMServingSim, and
+each Vidur model's prefills are predicted with the elementwise constants refitted without that
+model. The composed prefills are also compared part by part (GEMMs, attention, all-reduce,
+elementwise; :meth:`LatencyModel.prefill_components`), with the worst |error| against issue 30's
+30 % target. ``--ablation`` repeats the check without the smooth GEMM roofline and/or the
+elementwise floor. Not covered: DistServe's coefficients (OPT models, not in the
 catalog), Argonne's GH200 rows (not in the catalog), aiconfigurator's deployment rows (TTFT under
 concurrency >= 2 includes queueing) and InferSim (decode attention and FP8 GEMM only).
 """
@@ -66,6 +81,7 @@ concurrency >= 2 includes queueing) and InferSim (decode attention and FP8 GEMM 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -73,6 +89,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from envs.sim.calibration.ablation import print_ablation
 from envs.sim.calibration.data import FIT_E2E_MODELS, HELDOUT_E2E_MODELS, Point, find_data_dir
 from envs.sim.calibration.e2e import (
     anl_runs,
@@ -81,14 +98,14 @@ from envs.sim.calibration.e2e import (
     heldout_points,
     median_abs_error,
 )
+from envs.sim.calibration.eager import eager_leave_one_out, print_eager_check
+from envs.sim.calibration.headers import yaml_header
 from envs.sim.calibration.kernels import (
     _attention_arrays,
     _concat,
     _gemm_predict,
     _ring,
-    elementwise_tables,
     fit_attention,
-    fit_elementwise,
     fit_gemm,
     fit_link,
     fp8_gemm_tables,
@@ -96,15 +113,28 @@ from envs.sim.calibration.kernels import (
     nvlink_table,
     pcie_table,
 )
+from envs.sim.calibration.perop import PER_OP_FITS
 from envs.sim.calibration.prefill import (
     gemm_source_agreement,
+    norm_rotary_source_agreement,
     prefill_points,
+    print_component_report,
     print_gemm_agreement,
+    print_norm_rotary_agreement,
     print_prefill_report,
 )
+from envs.sim.calibration.variants import (
+    print_fused_llmservingsim,
+    print_variant_comparison,
+    variant_points,
+)
 from envs.sim.catalog import get_gpu
+from envs.sim.efficiency import (
+    CALIBRATION_VARIANTS,
+    DEFAULT_CALIBRATION_VARIANT,
+    resolve_calibration_variant,
+)
 from envs.sim.latency import (
-    CALIBRATION_YAML,
     Calibration,
     load_calibration,
 )
@@ -117,31 +147,48 @@ def _with(cal: Calibration, **changes: object) -> Calibration:
 
 
 def _to_dict(cal: Calibration) -> dict:
-    return {
+    data = {
         "iteration_overhead_seconds": cal.iteration_overhead_seconds,
         "iteration_overhead_per_extra_gpu_seconds": cal.iteration_overhead_per_extra_gpu_seconds,
         "gemms_per_layer": cal.gemms_per_layer,
+        "elementwise_kernels_per_layer": cal.elementwise_kernels_per_layer,
         "target_heldout_median_error": cal.target_heldout_median_error,
         "links": {k: vars(v).copy() for k, v in cal.links.items()},
-        # unset optional constants (fp8 fits of families without FP8 data) are left out
+        # unset optional constants (fp8 fits of families without FP8 data, the roofline
+        # exponent and elementwise floor of the "roofline" variant) are left out
         "families": {
-            k: {n: x for n, x in vars(v).items() if x is not None} for k, v in cal.families.items()
+            k: {
+                n: x
+                for n, x in vars(v).items()
+                if x is not None and not (n == "elementwise_floor_seconds" and x == 0)
+            }
+            for k, v in cal.families.items()
         },
     }
+    if not any(v.elementwise_floor_seconds for v in cal.families.values()):
+        del data["elementwise_kernels_per_layer"]  # it only counts floors
+    return data
 
 
 # ---------------------------------------------------------------------------------------------
-def fit(data_dir: Path) -> Calibration:
-    """Run the whole fit (steps 1–4 of the module docstring, with 1b and 1c).
+def fit(data_dir: Path, variant: str = DEFAULT_CALIBRATION_VARIANT) -> Calibration:
+    """Run the whole fit (steps 1–4 of the module docstring, with 1b and 1c) the way of one
+    per-op calibration variant (:data:`~envs.sim.calibration.perop.PER_OP_FITS`).
 
     :param data_dir: the measured-latency folder.
+    :param variant: one of ``CALIBRATION_VARIANTS``.
     """
+    spec = PER_OP_FITS[resolve_calibration_variant(variant)]
     families: dict[str, dict[str, float]] = {}
     for fam, tables in gemm_tables(data_dir).items():
-        ec, em, t0 = fit_gemm(_concat(tables))
+        ec, em, t0, p = fit_gemm(_concat(tables), spec.roofline_exponents, spec.gemm_full_grid)
         families[fam] = {"gemm_compute": ec, "gemm_memory": em, "gemm_floor_seconds": t0}
+        if math.isfinite(p):
+            families[fam]["gemm_roofline_exponent"] = p
     for fam, tables in fp8_gemm_tables(data_dir).items():
-        ec, em, _ = fit_gemm(_concat(tables))  # floor not kept, see step 1b
+        # the family's bf16 exponent (the fp8 table is small); floor not kept, see step 1b
+        p = families[fam].get("gemm_roofline_exponent", math.inf)
+        ec, em, _, _ = fit_gemm(_concat(tables), (p,), spec.gemm_full_grid)
         families[fam].update(gemm_compute_fp8=ec, gemm_memory_fp8=em)
     attn = {
         "ampere-hbm": [("a100_sxm", "a100-80g")],
@@ -177,15 +224,18 @@ def fit(data_dir: Path) -> Calibration:
         )
     # Elementwise kernels (step 1c); a family without Vidur profiles (Volta) takes its weight-read
     # efficiency times the measured families' geometric-mean elementwise/weight-read ratio.
-    elem_fit = {
-        fam: fit_elementwise(ideal, meas)
-        for fam, (ideal, meas) in elementwise_tables(data_dir).items()
-    }
-    ratio_e = np.exp(np.mean([np.log(e / families[f]["gemm_memory"]) for f, e in elem_fit.items()]))
+    elem_fit = spec.elementwise(data_dir)
+    ratio_e = np.exp(
+        np.mean([np.log(e / families[f]["gemm_memory"]) for f, (e, _) in elem_fit.items()])
+    )
+    floor_e = float(np.mean([t0 for _, t0 in elem_fit.values()]))
     for fam, vals in families.items():
-        vals["elementwise_memory"] = elem_fit.get(
-            fam, min(1.0, round(float(ratio_e * vals["gemm_memory"]), 2))
+        e, t0 = elem_fit.get(
+            fam, (min(1.0, round(float(ratio_e * vals["gemm_memory"]), 2)), floor_e)
         )
+        vals["elementwise_memory"] = e
+        if t0 > 0:  # a variant without a floor keeps its YAML free of zero floors
+            vals["elementwise_floor_seconds"] = t0
     # GPUs with no measurements (Ada L40S) get the geometric mean of the fitted families.
     keys = (
         "gemm_compute",
@@ -197,8 +247,17 @@ def fit(data_dir: Path) -> Calibration:
     default = {
         k: round(float(np.exp(np.mean([np.log(v[k]) for v in families.values()]))), 2) for k in keys
     }
-    for k in ("gemm_floor_seconds", "attention_floor_seconds", "attention_half_tokens"):
-        default[k] = float(np.mean([v[k] for v in families.values()]))
+    for k in (
+        "gemm_floor_seconds",
+        "attention_floor_seconds",
+        "attention_half_tokens",
+        "elementwise_floor_seconds",
+    ):
+        if any(k in v for v in families.values()):
+            default[k] = float(np.mean([v.get(k, 0.0) for v in families.values()]))
+    exponents = [v.get("gemm_roofline_exponent", math.inf) for v in families.values()]
+    if math.isfinite(float(np.median(exponents))):
+        default["gemm_roofline_exponent"] = float(np.median(exponents))
     families["default"] = default
     links = {}
     for kind, table in (("nvlink", nvlink_table(data_dir)), ("pcie", pcie_table(data_dir))):
@@ -218,57 +277,17 @@ def fit(data_dir: Path) -> Calibration:
     )
 
 
-YAML_HEADER = """\
-# Fitted constants of the roofline latency model (envs/sim/latency.py).
-# Written by `python -m envs.sim.calibrate --fit` (deterministic grid searches, loss = mean
-# squared log(predicted / measured)); do not hand-edit, refit instead. Data: the measured-latency
-# folder described in ../shared/latency-data/SOURCES.md (never committed here). Paths below are
-# relative to that folder.
-#
-# families.<f>.gemm_*: fit of t = max(2mnk/(gemm_compute*peak), 2(mk+kn+mn)/(gemm_memory*bw))
-#   + gemm_floor_seconds on GEMM kernel rows with n,k >= 256 (<= 3000 evenly spaced rows/table):
-#   ampere-hbm  aiconfigurator/a100_sxm/gemm_perf.csv (vLLM 0.14, bf16)
-#   hopper      aiconfigurator/h100_sxm/gemm_perf.csv + aiconfigurator/h200_sxm/gemm_perf.csv
-#   volta       apex_plus/comp/V100-PCIE-16GB/gemm_0_subset.csv (peak 112 TFLOP/s, 900 GB/s)
-#   ampere-gddr vidur/compute/a40/meta-llama/Llama-2-7b-hf/mlp.csv (attn_pre_proj,
-#               attn_post_proj, mlp_up_proj, mlp_down_proj medians as GEMMs)
-#   default     geometric mean of the four (used by Ada / L40S, which has no measurements)
-# families.hopper.gemm_*_fp8: the same fit for fp8-weight linear layers, with 1-byte operands and
-#   a bf16 output, t = max(2mnk/(gemm_compute_fp8*peak_fp8), (mk+kn+2mn)/(gemm_memory_fp8*bw))
-#   + floor, on infersim/h800/gemm.csv (DeepGEMM fp8_gemm_nt kernels on H800 = H100-SXM compute
-#   and memory, n,k >= 256). The fitted floor (DeepGEMM's small-shape minimum) is not kept: fp8
-#   kernels share gemm_floor_seconds (see envs/sim/calibrate.py step 1b). Families without
-#   these keys (no FP8 data) use their bf16 gemm_* constants at the FP8 peak.
-# families.<f>.attention_*: ampere-hbm and hopper from aiconfigurator/<gpu>/
-#   generation_attention_perf.csv (memory efficiency + floor) then context_attention_perf.csv
-#   (isl >= 16; compute efficiency). volta and ampere-gddr have no attention tables: their
-#   GEMM efficiencies times the geometric-mean attention/GEMM ratio of ampere-hbm and hopper.
-# families.<f>.elementwise_memory: fit of t = bytes/(elementwise_memory*bw) (bytes per token of
-#   the fused add+RMSNorm, rotary and activation kernels, envs/sim/latency.py
-#   elementwise_bytes_per_token) on the summed input_layernorm, attn_rope,
-#   post_attention_layernorm, mlp_act and add medians of vidur/compute/<gpu>/*/*/mlp.csv rows
-#   with >= 256 tokens (every model and TP degree): ampere-hbm a100, hopper h100, ampere-gddr
-#   a40; volta its gemm_memory times their geometric-mean ratio; default the geometric mean.
-# links.nvlink: ring all-reduce fit on the faster of aiconfigurator/<gpu>/nccl_perf.csv
-#   (all_reduce, half) and custom_allreduce_perf.csv (CUDA-graph rows) per (GPU, n, bytes),
-#   A100/H100/H200, link bandwidth = datasheet NVLink (bidirectional aggregate).
-# links.pcie: apex_plus/comm/V100-PCIE-16GB/all_reduce.csv single-node half rows, PCIe Gen3
-#   32 GB/s.
-# iteration_overhead_seconds + iteration_overhead_per_extra_gpu_seconds * (tp - 1): 2-D grid on
-#   llm_inference_bench_anl/All_results.csv vLLM Llama-2-7B rows (A100-40GB and H100,
-#   TP 1/2/4) whose KV demand fits, all other constants fixed (the TP term is the engine's
-#   per-step driver-to-worker synchronisation, which grows with the worker count).
-# target_heldout_median_error: the committed accuracy target for the held-out end-to-end check
-#   (vLLM runs of Mistral-7B, Qwen2-7B, Qwen2-72B, Mixtral-8x7B in the same Argonne files).
-"""
-
-
-def write_yaml(cal: Calibration, path: Path = CALIBRATION_YAML) -> None:
-    """Write ``cal`` as the packaged calibration YAML with its provenance header.
+def write_yaml(
+    cal: Calibration, path: Path | None = None, variant: str = DEFAULT_CALIBRATION_VARIANT
+) -> None:
+    """Write ``cal`` as per-op calibration ``variant``'s packaged YAML with its provenance
+    header.
 
     :param cal: fitted constants.
-    :param path: destination file.
+    :param path: destination file; ``None``: the variant's (``CALIBRATION_VARIANTS``).
+    :param variant: which variant's fit ``cal`` is (its header).
     """
+    path = CALIBRATION_VARIANTS[variant] if path is None else path
     data = _to_dict(cal)
     # round away float noise of the grids (e.g. 1.9999999999999998e-05) so the file reads cleanly
     for group in ("families", "links"):
@@ -278,7 +297,7 @@ def write_yaml(cal: Calibration, path: Path = CALIBRATION_YAML) -> None:
     for k in ("iteration_overhead_seconds", "iteration_overhead_per_extra_gpu_seconds"):
         data[k] = float(f"{data[k]:.4g}")
     body = yaml.safe_dump(data, sort_keys=True, default_flow_style=False)
-    path.write_text(YAML_HEADER + body)
+    path.write_text(yaml_header(variant) + body)
 
 
 def kernel_points(data_dir: Path, cal: Calibration) -> list[Point]:
@@ -291,7 +310,13 @@ def kernel_points(data_dir: Path, cal: Calibration) -> list[Point]:
     for fam, tables in gemm_tables(data_dir).items():
         eff = cal.family(fam)
         for t in tables:
-            pred = _gemm_predict(t, eff.gemm_compute, eff.gemm_memory, eff.gemm_floor_seconds)
+            pred = _gemm_predict(
+                t,
+                eff.gemm_compute,
+                eff.gemm_memory,
+                eff.gemm_floor_seconds,
+                eff.gemm_roofline_exponent,
+            )
             points += [
                 Point(f"gemm {fam}", f"{t.label} m={m:.0f} n={n:.0f} k={k:.0f}", p, s)
                 for m, n, k, p, s in zip(t.m, t.n, t.k, pred, t.seconds, strict=True)
@@ -300,7 +325,7 @@ def kernel_points(data_dir: Path, cal: Calibration) -> list[Point]:
         eff = cal.family(fam)
         ec, em = eff.gemm_efficiency("fp8")
         for t in tables:
-            pred = _gemm_predict(t, ec, em, eff.gemm_floor_seconds)
+            pred = _gemm_predict(t, ec, em, eff.gemm_floor_seconds, eff.gemm_roofline_exponent)
             points += [
                 Point(f"gemm {fam} fp8", f"{t.label} m={m:.0f} n={n:.0f} k={k:.0f}", p, s)
                 for m, n, k, p, s in zip(t.m, t.n, t.k, pred, t.seconds, strict=True)
@@ -371,9 +396,29 @@ def main(argv: list[str] | None = None) -> int:
         "--data-dir",
         help="measured-latency folder (default: $SERVEGYM_LATENCY_DATA or ../shared/latency-data)",
     )
-    parser.add_argument("--fit", action="store_true", help=f"refit and rewrite {CALIBRATION_YAML}")
+    parser.add_argument(
+        "--calibration",
+        choices=sorted(CALIBRATION_VARIANTS),
+        default=None,
+        help="per-op calibration variant to fit / check (default: $SERVEGYM_LATENCY_CALIBRATION, "
+        f"else {DEFAULT_CALIBRATION_VARIANT!r})",
+    )
+    parser.add_argument(
+        "--fit", action="store_true", help="refit and rewrite the variant's calibration YAML"
+    )
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="also print every variant's held-out whole-prefill (per-op) errors side by side",
+    )
     parser.add_argument(
         "--summary", action="store_true", help="print only per-group summaries, not every point"
+    )
+    parser.add_argument(
+        "--ablation",
+        action="store_true",
+        help="also print the smooth-roofline variant's whole-prefill check without the smooth "
+        "GEMM roofline and/or the elementwise kernel floor (refits both the old way; ~2 minutes)",
     )
     parser.add_argument(
         "--prefill-report",
@@ -389,19 +434,30 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    variant = resolve_calibration_variant(args.calibration)
+    print(f"per-op calibration variant: {variant}")
     if args.fit:
-        cal = fit(data_dir)
-        write_yaml(cal)
-        print(f"wrote {CALIBRATION_YAML}")
+        cal = fit(data_dir, variant)
+        write_yaml(cal, variant=variant)
+        print(f"wrote {CALIBRATION_VARIANTS[variant]}")
     else:
-        cal = load_calibration()
+        cal = load_calibration(variant=variant)
     fit_runs = [r for r in anl_runs(data_dir) if r.model in FIT_E2E_MODELS]
     points = kernel_points(data_dir, cal) + e2e_points(fit_runs, cal, "fit e2e (overhead)")
     held = heldout_points(data_dir, cal)
     _print_points(points + held, args.summary, sys.stdout)
     if args.prefill_report:
-        print_prefill_report(prefill_points(data_dir, cal), sys.stdout)
+        prefills = prefill_points(data_dir, cal, variant)
+        print_prefill_report(prefills, sys.stdout)
+        print_component_report(prefills, sys.stdout)
         print_gemm_agreement(gemm_source_agreement(data_dir), sys.stdout)
+        print_norm_rotary_agreement(norm_rotary_source_agreement(data_dir), sys.stdout)
+    if args.variants:
+        print_variant_comparison(variant_points(data_dir), sys.stdout)
+        print_fused_llmservingsim(data_dir, sys.stdout)
+        print_eager_check(eager_leave_one_out(data_dir), sys.stdout)
+    if args.ablation:
+        print_ablation(data_dir, load_calibration(variant="smooth-roofline"), sys.stdout)
     n_all = sum(1 for r in anl_runs(data_dir) if r.model in HELDOUT_E2E_MODELS)
     med = median_abs_error(held)
     print(

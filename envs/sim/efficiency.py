@@ -2,11 +2,22 @@
 efficiencies and floor (bf16, FP8), elementwise and attention efficiencies, per link the
 all-reduce efficiency and latency, the framework overhead; read from
 ``envs/configs/latency_calibration.yaml`` (written by ``python -m envs.sim.calibrate``).
+
+**Per-op calibration variants** (:data:`CALIBRATION_VARIANTS`): ``"roofline"`` (the default,
+HexAgent §4.2's roofline: linear layers at the hard ``max(compute, read)``, no elementwise kernel
+floor; ``latency_calibration.yaml``) and ``"smooth-roofline"`` (ours, issue 30: the smooth GEMM
+roofline ``(C^p + R^p)^(1/p)`` and a per-kernel elementwise floor, every constant refitted by
+the same code; ``latency_calibration_smooth_roofline.yaml``). :func:`load_calibration` picks
+the variant named by its argument, else by the environment variable
+:data:`CALIBRATION_VARIANT_ENV` (``SERVEGYM_LATENCY_CALIBRATION``), else the default; every
+latency model built without explicit constants (all envs, the Scepsy profiles, the fidelity
+benchmark's workers) follows it.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +31,15 @@ from envs.sim.catalog import (
 )
 
 CALIBRATION_YAML = CONFIG_DIR / "latency_calibration.yaml"
+#: The default per-op calibration variant (the paper's roofline).
+DEFAULT_CALIBRATION_VARIANT = "roofline"
+#: Per-op calibration variant -> its fitted constants (see the module docstring).
+CALIBRATION_VARIANTS = {
+    "roofline": CALIBRATION_YAML,
+    "smooth-roofline": CONFIG_DIR / "latency_calibration_smooth_roofline.yaml",
+}
+#: Environment variable naming the process-wide calibration variant (unset: the default).
+CALIBRATION_VARIANT_ENV = "SERVEGYM_LATENCY_CALIBRATION"
 
 
 @dataclass(frozen=True)
@@ -45,6 +65,15 @@ class FamilyEfficiency:
     :param elementwise_memory: achieved / peak bytes/s of the per-token elementwise kernels
         (norms, residual add, rotary embedding, activation; :func:`elementwise_bytes_per_token`);
         ``None``: those kernels are not priced.
+    :param gemm_roofline_exponent: ``p`` of the smooth roofline of linear layers: their time is
+        ``(compute^p + read^p)^(1/p)`` with ``compute`` and ``read`` the two roofline bounds
+        (plus ``gemm_floor_seconds`` per kernel). A GEMM near the ridge point (arithmetic
+        intensity ≈ peak FLOP/s / bandwidth, m ≈ 150–300 tokens on A100/H100) saturates neither
+        the tensor cores nor HBM and runs up to ``2^(1/p)`` times slower than the larger bound;
+        far from the ridge the formula tends to the hard ``max``. ``None``: the hard roofline
+        ``max(compute, read)`` (``p`` → ∞). Must be >= 1 (``p = 1``: no overlap at all).
+    :param elementwise_floor_seconds: fixed time of one elementwise kernel (launch and tail),
+        seconds; charged ``Calibration.elementwise_kernels_per_layer`` times per layer.
     """
 
     gemm_compute: float
@@ -57,6 +86,8 @@ class FamilyEfficiency:
     gemm_compute_fp8: float | None = None
     gemm_memory_fp8: float | None = None
     elementwise_memory: float | None = None
+    gemm_roofline_exponent: float | None = None
+    elementwise_floor_seconds: float = 0.0
 
     def gemm_efficiency(self, precision: str) -> tuple[float, float]:
         """Linear-layer efficiencies for weights stored in ``precision``.
@@ -103,6 +134,9 @@ class Calibration:
     :param moe_kernel_efficiency: achieved / dense-GEMM efficiency of the grouped MoE expert
         kernels (weight reads and compute of routed experts), in (0, 1.5].
     :param gemms_per_layer: GEMM kernels per transformer layer (QKV, output, gate/up, down).
+    :param elementwise_kernels_per_layer: elementwise kernels per transformer layer as vLLM runs
+        a Llama-style layer (two fused residual-add + RMSNorm, rotary embedding, SiLU-and-mul),
+        each charged the family's ``elementwise_floor_seconds``.
     :param custom_allreduce: price a tensor-parallel all-reduce as the engines' custom
         all-reduce kernel picks it by size (one-stage or two-stage, see
         :meth:`envs.sim.latency.LatencyModel.allreduce_time`) instead of the ring formula; off
@@ -117,6 +151,7 @@ class Calibration:
     iteration_overhead_per_seq_seconds: float = 0.0
     moe_kernel_efficiency: float = 1.0
     gemms_per_layer: int = 4
+    elementwise_kernels_per_layer: int = 4
     custom_allreduce: bool = False
     target_heldout_median_error: float = 0.15
     source: str = field(default="", compare=False)
@@ -176,6 +211,18 @@ class Calibration:
                         f"{source}: family {fam!r} {name}={value}; expected an "
                         "efficiency in (0, 1.5]"
                     )
+        for fam, eff in families.items():
+            p = eff.gemm_roofline_exponent
+            if p is not None and not p >= 1:
+                raise ValueError(
+                    f"{source}: family {fam!r} gemm_roofline_exponent={p}; expected >= 1 "
+                    "(or leave it out for the hard roofline max(compute, read))"
+                )
+            if not eff.elementwise_floor_seconds >= 0:
+                raise ValueError(
+                    f"{source}: family {fam!r} elementwise_floor_seconds="
+                    f"{eff.elementwise_floor_seconds}; expected >= 0 seconds"
+                )
         per_gpu = float(data.get("iteration_overhead_per_extra_gpu_seconds", 0.0))
         per_seq = float(data.get("iteration_overhead_per_seq_seconds", 0.0))
         moe_eff = float(data.get("moe_kernel_efficiency", 1.0))
@@ -196,6 +243,7 @@ class Calibration:
             iteration_overhead_per_seq_seconds=per_seq,
             moe_kernel_efficiency=moe_eff,
             gemms_per_layer=int(data.get("gemms_per_layer", 4)),
+            elementwise_kernels_per_layer=int(data.get("elementwise_kernels_per_layer", 4)),
             target_heldout_median_error=float(data.get("target_heldout_median_error", 0.15)),
             source=source,
         )
@@ -244,9 +292,39 @@ def _load_calibration(path: str) -> Calibration:
         return Calibration.from_dict(yaml.safe_load(fh), source=path)
 
 
-def load_calibration(path: str | Path | None = None) -> Calibration:
-    """Read a calibration YAML (the packaged fitted one by default).
+def resolve_calibration_variant(variant: str | None = None) -> str:
+    """The per-op calibration variant in force: ``variant`` if given, else
+    ``$SERVEGYM_LATENCY_CALIBRATION`` if set and non-empty, else
+    :data:`DEFAULT_CALIBRATION_VARIANT`.
 
-    :param path: YAML file; ``None`` for ``envs/configs/latency_calibration.yaml``.
+    :param variant: one of :data:`CALIBRATION_VARIANTS`, or ``None``.
+    :raises ValueError: naming the culprit (argument or environment variable) if unknown.
     """
-    return _load_calibration(str(CALIBRATION_YAML if path is None else path))
+    where = "calibration variant"
+    if variant is None:
+        variant = os.environ.get(CALIBRATION_VARIANT_ENV) or DEFAULT_CALIBRATION_VARIANT
+        where = f"${CALIBRATION_VARIANT_ENV}"
+    if variant not in CALIBRATION_VARIANTS:
+        raise ValueError(
+            f"{where}={variant!r}: unknown per-op calibration variant; expected one of "
+            f"{sorted(CALIBRATION_VARIANTS)}"
+        )
+    return variant
+
+
+def load_calibration(path: str | Path | None = None, variant: str | None = None) -> Calibration:
+    """Read a calibration YAML: ``path``, else the fitted constants of the per-op calibration
+    variant (:func:`resolve_calibration_variant`; the default's is
+    ``envs/configs/latency_calibration.yaml``).
+
+    :param path: YAML file; ``None`` for the variant's.
+    :param variant: one of :data:`CALIBRATION_VARIANTS`; ``None`` for the one in force.
+    :raises ValueError: if both are given, or the variant is unknown.
+    """
+    if path is not None:
+        if variant is not None:
+            raise ValueError(
+                f"load_calibration: pass path={path!r} or variant={variant!r}, not both"
+            )
+        return _load_calibration(str(path))
+    return _load_calibration(str(CALIBRATION_VARIANTS[resolve_calibration_variant(variant)]))

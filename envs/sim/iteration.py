@@ -28,7 +28,10 @@ class IterationTimeMixin:
         if self._num_experts:
             touched = self._num_experts * (1.0 - self._expert_miss**num_tokens)
             read += touched * self._expert_read_s
-        return compute if compute > read else read
+        p = self._gemm_p
+        if p is None:  # hard roofline
+            return compute if compute > read else read
+        return (compute**p + read**p) ** self._gemm_inv_p
 
     def allreduce_time(self, num_tokens: int) -> float:
         """Seconds of one iteration's tensor-parallel all-reduces (2 per layer) under the
@@ -111,6 +114,40 @@ class IterationTimeMixin:
             + num_seqs * self._seq_s
             + (self.allreduce_time(num_tokens) if self._custom_ar else 0.0)
         )
+
+    def prefill_components(self, num_tokens: int) -> dict[str, float]:
+        """The parts of :meth:`prefill_time` for one sequence of ``num_tokens`` new tokens,
+        seconds: ``gemm`` (linear layers with their kernel floors), ``attention`` (with its
+        floor), ``allreduce`` (with its latency), ``elementwise`` (with its kernel floors) and
+        ``framework`` (per-iteration and per-sequence overheads). They sum to
+        ``prefill_time(num_tokens)``.
+
+        :param num_tokens: new tokens (>= 1).
+        """
+        if num_tokens < 1:
+            raise ValueError(f"num_tokens={num_tokens}; expected >= 1")
+        eff = self.calibration.family(self.gpu.family)
+        cal = self.calibration
+        layers = self.model.num_layers
+        pairs = (0.5 if self._causal else 1.0) * num_tokens * num_tokens
+        pairs += self._attn_pairs_per_token * num_tokens
+        attn_compute = pairs * self._attn_flop_s_per_pair
+        attn_read = num_tokens * self._kv_read_s_per_token
+        gemm_floor = layers * cal.gemms_per_layer * eff.gemm_floor_seconds
+        attn_floor = layers * eff.attention_floor_seconds
+        elem_floor = layers * cal.elementwise_kernels_per_layer * eff.elementwise_floor_seconds
+        parts = {
+            "gemm": self._gemm_time(num_tokens, 1) + gemm_floor,
+            "attention": max(attn_compute, attn_read) + attn_floor,
+            "allreduce": num_tokens * self._allreduce_s_per_token
+            + self._allreduce_fixed_s
+            + (self.allreduce_time(num_tokens) if self._custom_ar else 0.0),
+            "elementwise": num_tokens * self._elementwise_s_per_token + elem_floor,
+        }
+        parts["framework"] = (
+            self._fixed_s - gemm_floor - attn_floor - elem_floor - self._allreduce_fixed_s
+        ) + self._seq_s
+        return parts
 
     def _decode_fixed(self, batch_size: int) -> float:
         t = self._fixed_by_batch.get(batch_size)

@@ -3,13 +3,20 @@
 Every iteration of the engine (one prefill batch, or one decode step of a batch) is priced as
 the sum of five parts, each per tensor-parallel shard (HexAgent §4.2 uses a roofline model; the
 efficiency constants are fitted in ``envs/configs/latency_calibration.yaml`` by
-``envs/sim/calibrate.py``):
+``envs/sim/calibrate.py``; the opt-in per-op calibration variant ``"smooth-roofline"``, ours, in
+``latency_calibration_smooth_roofline.yaml``, see :mod:`envs.sim.efficiency`):
 
-1. **Linear layers (GEMMs)**: ``max(FLOPs / (eff_gemm_compute · peak · f),
-   weight bytes / (eff_gemm_memory · bandwidth · f))``. FLOPs = 2 · tokens · params touched per
-   token (+ the LM head for one token per sequence); bytes = the weights the batch touches. A MoE
-   layer reads only the experts the batch activates: of E experts with k per token, a batch of B
-   tokens touches ``E · (1 − (1 − k/E)^B)`` in expectation.
+1. **Linear layers (GEMMs)**: the roofline ``max(C, R)`` of the compute bound
+   ``C = FLOPs / (eff_gemm_compute · peak · f)`` and the weight-read bound ``R = weight bytes /
+   (eff_gemm_memory · bandwidth · f)`` (the default calibration), or, where the family has a
+   ``gemm_roofline_exponent`` ``p`` (the ``"smooth-roofline"`` variant), the smooth roofline
+   ``(C^p + R^p)^(1/p)``. FLOPs = 2 · tokens · params touched per token (+ the
+   LM head for one token per sequence); bytes = the weights the batch touches. A MoE layer reads
+   only the experts the batch activates: of E experts with k per token, a batch of B tokens
+   touches ``E · (1 − (1 − k/E)^B)`` in expectation. The smooth form is ours (HexAgent §4.2 says
+   "roofline" and gives no formula): kernel tables show GEMMs near the ridge point, where
+   neither tensor cores nor HBM are saturated, running 4–18 % slower than ``max(C, R)``
+   (``python -m envs.sim.calibrate --prefill-report --ablation``); the hard ``max`` is ``p`` → ∞.
 2. **Attention**: ``max(attention FLOPs / (eff_attn_compute · peak · f),
    KV bytes / (eff_attn_memory · bandwidth · f))``; prefill FLOPs are causal (half the square)
    for decoders and full for encoders; decode reads the whole KV context.
@@ -23,7 +30,10 @@ efficiency constants are fitted in ``envs/configs/latency_calibration.yaml`` by
    no ``elementwise_memory`` constant.
 
 (In 1, 2 and 4 the ``f`` multiplying the bandwidth is ``bandwidth_share``; see below.)
-5. **Fixed overheads**: a per-layer kernel floor (launch latency of the layer's kernels) and a
+5. **Fixed overheads**: a per-layer kernel floor (launch latency and tail of the layer's GEMM,
+   attention and elementwise kernels: ``gemms_per_layer · gemm_floor_seconds +
+   attention_floor_seconds + elementwise_kernels_per_layer · elementwise_floor_seconds``, the
+   last 0 in the default calibration) and a
    per-iteration framework overhead (scheduler, sampling, Python; plus a term per extra TP
    worker), seconds.
 
@@ -76,6 +86,7 @@ Command line::
 from __future__ import annotations
 
 import argparse
+import math
 
 from envs.sim.catalog import (
     PRECISIONS,
@@ -317,9 +328,19 @@ class LatencyModel(IterationTimeMixin):
             self._allreduce_fixed_s = 0.0
             self._allreduce_s_per_token = 0.0
 
+        # smooth-roofline exponent of the linear layers (None: the hard max)
+        p = eff.gemm_roofline_exponent
+        self._gemm_p: float | None = None if p is None or math.isinf(p) else float(p)
+        self._gemm_inv_p = 0.0 if self._gemm_p is None else 1.0 / self._gemm_p
+
         # --- fixed overheads ------------------------------------------------------------
         self._fixed_s = (
-            layers * (cal.gemms_per_layer * eff.gemm_floor_seconds + eff.attention_floor_seconds)
+            layers
+            * (
+                cal.gemms_per_layer * eff.gemm_floor_seconds
+                + eff.attention_floor_seconds
+                + cal.elementwise_kernels_per_layer * eff.elementwise_floor_seconds
+            )
             + cal.iteration_overhead_seconds
             + (tp - 1) * cal.iteration_overhead_per_extra_gpu_seconds
             + self._allreduce_fixed_s

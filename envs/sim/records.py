@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.cluster import InstanceSpec
+from envs.sim.efficiency import resolve_calibration_variant
 from envs.sim.engines import EnginePreset
 from envs.sim.latency import LatencyModel, load_calibration
 from envs.sim.workload import CallNames
@@ -150,10 +151,16 @@ class PlanningStats:
 
 class LatencyCache:
     """One :class:`LatencyModel` per distinct (GPU, model, TP, fraction, precision, engine);
-    shared by simulations."""
+    shared by simulations.
 
-    def __init__(self) -> None:
+    :param calibration_variant: per-op calibration variant of every model (one of
+        ``envs.sim.efficiency.CALIBRATION_VARIANTS``); ``None``: the one in force
+        (``$SERVEGYM_LATENCY_CALIBRATION``, else the default ``"roofline"``).
+    """
+
+    def __init__(self, calibration_variant: str | None = None) -> None:
         self._models: dict[tuple, LatencyModel] = {}
+        self.calibration_variant = resolve_calibration_variant(calibration_variant)
 
     def get(
         self,
@@ -179,10 +186,11 @@ class LatencyCache:
             key += (bandwidth_share,)
         m = self._models.get(key)
         if m is None:
-            extra: dict[str, Any] = {}
+            base = load_calibration(variant=self.calibration_variant)
+            extra: dict[str, Any] = {"calibration": base}
             if engine is not None:
                 extra = {
-                    "calibration": engine.calibration(load_calibration()),
+                    "calibration": engine.calibration(base),
                     "memory_utilization": engine.memory_utilization,
                 }
             if bandwidth_share is not None:

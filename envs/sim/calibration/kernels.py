@@ -5,6 +5,7 @@ efficiencies, and NVLink / PCIe all-reduce efficiency and latency.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -158,6 +159,18 @@ def fp8_gemm_tables(data_dir: Path) -> dict[str, list[GemmTable]]:
     return {"hopper": [_gemm_rows_infersim_fp8(data_dir / "infersim/h800/gemm.csv", "h800")]}
 
 
+def vidur_profiles(data_dir: Path, sku: str, exclude: Iterable[str] = ()) -> list[Path]:
+    """Vidur's ``mlp.csv`` profiles of one GPU folder, sorted, less the models in ``exclude``
+    (``"<org>/<model>"`` names, e.g. ``"meta-llama/Llama-2-7b-hf"``)."""
+    base = data_dir / "vidur" / "compute" / sku
+    skip = set(exclude)
+    return [
+        p
+        for p in sorted(base.glob("*/*/mlp.csv"))
+        if f"{p.parent.parent.name}/{p.parent.name}" not in skip
+    ]
+
+
 def gemm_tables(data_dir: Path) -> dict[str, list[GemmTable]]:
     """GEMM measurements grouped by GPU family.
 
@@ -177,9 +190,19 @@ def gemm_tables(data_dir: Path) -> dict[str, list[GemmTable]]:
     }
 
 
-def _gemm_predict(t: GemmTable, ec: float, em: float, t0: float) -> np.ndarray:
+def smooth_max(a: np.ndarray, b: np.ndarray, p: float | None) -> np.ndarray:
+    """The smooth roofline ``(a^p + b^p)^(1/p)`` of two bounds; ``max(a, b)`` for ``p`` None or
+    infinite (see ``FamilyEfficiency.gemm_roofline_exponent``)."""
+    if p is None or math.isinf(p):
+        return np.maximum(a, b)
+    return (a**p + b**p) ** (1.0 / p)
+
+
+def _gemm_predict(
+    t: GemmTable, ec: float, em: float, t0: float, p: float | None = None
+) -> np.ndarray:
     flops = 2 * t.m * t.n * t.k
-    return np.maximum(flops / (ec * t.peak_flops), t.moved_bytes() / (em * t.bandwidth)) + t0
+    return smooth_max(flops / (ec * t.peak_flops), t.moved_bytes() / (em * t.bandwidth), p) + t0
 
 
 def _concat(tables: Iterable[GemmTable]) -> GemmTable:
@@ -196,30 +219,86 @@ def _concat(tables: Iterable[GemmTable]) -> GemmTable:
 
 EFF_GRID = np.round(np.arange(0.30, 1.0001, 0.01), 2)
 FLOOR_GRID_S = np.arange(0.0, 30.01, 1.0) * 1e-6
+#: Candidate smooth-roofline exponents of the GEMM fit (inf: the hard roofline max).
+ROOFLINE_EXPONENT_GRID = (1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0, math.inf)
 
 
-def fit_gemm(table: GemmTable) -> tuple[float, float, float]:
-    """Grid-search (compute eff, memory eff, floor seconds) minimising mean squared log error.
-
-    :param table: GEMM measurements of one family.
-    """
-    flops = 2 * table.m * table.n * table.k / table.peak_flops
-    data = table.moved_bytes() / table.bandwidth
+def _gemm_grid(
+    compute: np.ndarray,
+    data: np.ndarray,
+    seconds: np.ndarray,
+    p: float,
+    ecs: np.ndarray,
+    ems: np.ndarray,
+    floors: np.ndarray,
+) -> tuple[float, float, float, float]:
+    """Best (loss, ec, em, t0) over ``ecs`` × ``ems`` × ``floors`` at exponent ``p``
+    (loss: the mean squared log error)."""
     best = (math.inf, 0.0, 0.0, 0.0)
-    for t0 in FLOOR_GRID_S:
-        # shape (ec, em, points)
-        pred = (
-            np.maximum(
-                flops[None, None, :] / EFF_GRID[:, None, None],
-                data[None, None, :] / EFF_GRID[None, :, None],
-            )
-            + t0
-        )
-        loss = _msle(pred, table.seconds[None, None, :])
+    base = smooth_max(
+        compute[None, None, :] / ecs[:, None, None], data[None, None, :] / ems[None, :, None], p
+    )
+    for t0 in floors:
+        loss = _msle(base + t0, seconds[None, None, :])
         i, j = np.unravel_index(np.argmin(loss), loss.shape)
         if loss[i, j] < best[0]:
-            best = (float(loss[i, j]), float(EFF_GRID[i]), float(EFF_GRID[j]), float(t0))
-    return best[1], best[2], best[3]
+            best = (float(loss[i, j]), float(ecs[i]), float(ems[j]), float(t0))
+    return best
+
+
+def fit_gemm(
+    table: GemmTable,
+    exponents: Sequence[float] = ROOFLINE_EXPONENT_GRID,
+    full_grid: bool = False,
+) -> tuple[float, float, float, float]:
+    """Grid-search (compute eff, memory eff, floor seconds, roofline exponent) minimising the
+    mean squared log error of ``smooth_max(FLOPs / (ec·peak), bytes / (em·bw), p) + t0``.
+
+    Coarse to fine: every exponent on efficiencies in steps of 0.02 and floors in steps of
+    2 µs; then, at the best exponent, steps of 0.01 and 1 µs in a window of ±0.04 and ±3 µs
+    around the optimum, re-centred until the optimum stays inside it (the full fine grid at
+    every exponent would take minutes). ``full_grid``: the whole fine grid at the one exponent
+    given (the ``"roofline"`` variant's fit, exactly as before issue 30).
+
+    :param table: GEMM measurements of one family.
+    :param exponents: candidate exponents (``math.inf``: the hard roofline); one value fixes it.
+    :param full_grid: search the whole fine grid (needs exactly one exponent).
+    :return: (ec, em, t0 seconds, p) with ``p`` = ``math.inf`` for the hard roofline.
+    """
+    compute = 2 * table.m * table.n * table.k / table.peak_flops
+    data = table.moved_bytes() / table.bandwidth
+    if full_grid:
+        if len(exponents) != 1:
+            raise ValueError(f"full_grid needs exactly one exponent, got {tuple(exponents)}")
+        (p,) = exponents
+        _, ec, em, t0 = _gemm_grid(
+            compute, data, table.seconds, p, EFF_GRID, EFF_GRID, FLOOR_GRID_S
+        )
+        return ec, em, t0, float(p)
+    coarse = (math.inf, 0.0, 0.0, 0.0, math.inf)
+    for p in exponents:
+        loss, ec, em, t0 = _gemm_grid(
+            compute, data, table.seconds, p, EFF_GRID[::2], EFF_GRID[::2], FLOOR_GRID_S[::2]
+        )
+        if loss < coarse[0]:
+            coarse = (loss, ec, em, t0, p)
+    _, ec, em, t0, p = coarse
+
+    def near(grid: np.ndarray, centre: float, width: float) -> np.ndarray:
+        return grid[np.abs(grid - centre) <= width + 1e-12]
+
+    for _ in range(10):
+        ecs, ems = near(EFF_GRID, ec, 0.04), near(EFF_GRID, em, 0.04)
+        floors = near(FLOOR_GRID_S, t0, 3e-6)
+        _, ec2, em2, t02 = _gemm_grid(compute, data, table.seconds, p, ecs, ems, floors)
+        inside = all(
+            abs(new - old) < width - 1e-12
+            for new, old, width in ((ec2, ec, 0.04), (em2, em, 0.04), (t02, t0, 3e-6))
+        )
+        ec, em, t0 = ec2, em2, t02
+        if inside:
+            break
+    return ec, em, t0, float(p)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,55 +318,101 @@ VIDUR_ELEMENTWISE_GPUS = {
     "h100": ("hopper", "h100-sxm"),
     "a40": ("ampere-gddr", "a40"),
 }
-ELEMENTWISE_MIN_TOKENS = 256
 
 
-def elementwise_tables(data_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+@functools.lru_cache(maxsize=32)
+def _elementwise_rows(path: Path, gpu: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bandwidth-seconds at ``gpu``'s peak, measured seconds, tokens) of every row of one
+    Vidur ``mlp.csv`` (see :func:`elementwise_tables`)."""
+    bandwidth = get_gpu(gpu).hbm_bandwidth
+    ideal, measured, counts = [], [], []
+    for r in _read_csv(path):
+        tokens, tp = int(r["num_tokens"]), int(r["num_tensor_parallel_workers"])
+        counts.append(tokens)
+        hidden, heads = float(r["n_embd"]), float(r["n_head"])
+        per_token = elementwise_bytes_per_token(
+            hidden,
+            heads / tp,
+            max(1.0, float(r["n_kv_head"]) / tp),
+            hidden / heads,
+            float(r["n_expanded_embd"]) / tp,
+            r["use_gated_mlp"] == "True",
+            True,
+            2,
+        )
+        ideal.append(tokens * per_token / bandwidth)
+        measured.append(
+            sum(float(r[f"time_stats.{op}.median"]) for op in VIDUR_ELEMENTWISE_OPS) / 1e3
+        )
+    return np.array(ideal), np.array(measured), np.array(counts)
+
+
+def elementwise_tables(
+    data_dir: Path, exclude_vidur_models: Iterable[str] = (), min_tokens: int = 1
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Vidur's per-layer elementwise kernels as (bandwidth-seconds at peak, measured seconds)
-    per GPU family: every ``vidur/compute/<gpu>/<org>/<model>/mlp.csv`` row with at least
-    :data:`ELEMENTWISE_MIN_TOKENS` tokens (where bytes, not launches, set the time), the
-    measured time being the sum of the :data:`VIDUR_ELEMENTWISE_OPS` medians and the bytes
+    per GPU family: every ``vidur/compute/<gpu>/<org>/<model>/mlp.csv`` row (1 to 32,768
+    tokens; the few-token rows, where launches rather than bytes set the time, fix the floor),
+    the measured time being the sum of the :data:`VIDUR_ELEMENTWISE_OPS` medians and the bytes
     :func:`envs.sim.latency.elementwise_bytes_per_token` of the row's shape.
 
     :param data_dir: the measured-latency folder.
+    :param exclude_vidur_models: Vidur models (``"<org>/<model>"``) left out.
+    :param min_tokens: rows with fewer tokens are left out (256: the fit before issue 30,
+        which had no floor).
     """
     out = {}
     for sku, (family, gpu) in VIDUR_ELEMENTWISE_GPUS.items():
-        bandwidth = get_gpu(gpu).hbm_bandwidth
-        ideal, measured = [], []
-        for path in sorted((data_dir / "vidur" / "compute" / sku).glob("*/*/mlp.csv")):
-            for r in _read_csv(path):
-                tokens, tp = int(r["num_tokens"]), int(r["num_tensor_parallel_workers"])
-                if tokens < ELEMENTWISE_MIN_TOKENS:
-                    continue
-                hidden, heads = float(r["n_embd"]), float(r["n_head"])
-                per_token = elementwise_bytes_per_token(
-                    hidden,
-                    heads / tp,
-                    max(1.0, float(r["n_kv_head"]) / tp),
-                    hidden / heads,
-                    float(r["n_expanded_embd"]) / tp,
-                    r["use_gated_mlp"] == "True",
-                    True,
-                    2,
-                )
-                ideal.append(tokens * per_token / bandwidth)
-                measured.append(
-                    sum(float(r[f"time_stats.{op}.median"]) for op in VIDUR_ELEMENTWISE_OPS) / 1e3
-                )
-        if ideal:
-            out[family] = (np.array(ideal), np.array(measured))
+        rows = [
+            _elementwise_rows(p, gpu) for p in vidur_profiles(data_dir, sku, exclude_vidur_models)
+        ]
+        if rows:
+            keep = np.concatenate([n for _, _, n in rows]) >= min_tokens
+            out[family] = (
+                np.concatenate([i for i, _, _ in rows])[keep],
+                np.concatenate([m for _, m, _ in rows])[keep],
+            )
     return out
 
 
-def fit_elementwise(ideal_s: np.ndarray, measured_s: np.ndarray) -> float:
-    """Grid-search the elementwise memory efficiency: ``measured ≈ ideal / eff``.
+#: Per-kernel floors the elementwise fit considers, seconds.
+ELEMENTWISE_FLOOR_GRID_S = np.arange(0.0, 10.001, 0.25) * 1e-6
+
+
+def fit_elementwise(
+    ideal_s: np.ndarray,
+    measured_s: np.ndarray,
+    kernels: int = len(VIDUR_ELEMENTWISE_OPS),
+    floors: np.ndarray = ELEMENTWISE_FLOOR_GRID_S,
+    effs: np.ndarray = EFF_GRID,
+) -> tuple[float, float]:
+    """Grid-search the elementwise memory efficiency and per-kernel floor:
+    ``measured ≈ ideal / eff + kernels · floor`` (mean squared log error). Coarse to fine:
+    every other grid value (efficiencies in steps of 0.02 and floors in steps of 0.5 µs on
+    the default grids), then the whole grids within one coarse step of the coarse optimum.
 
     :param ideal_s: bytes / peak bandwidth of each measurement, seconds.
-    :param measured_s: measured seconds.
+    :param measured_s: measured seconds (``kernels`` kernels summed).
+    :param kernels: kernels in each measurement.
+    :param floors: candidate floors, seconds, evenly spaced (``[0.0]``: no floor).
+    :param effs: candidate efficiencies, evenly spaced.
+    :return: (efficiency, floor seconds per kernel).
     """
-    loss = _msle(ideal_s[None, :] / EFF_GRID[:, None], measured_s[None, :])
-    return float(EFF_GRID[int(np.argmin(loss))])
+
+    def grid(effs: np.ndarray, floors: np.ndarray) -> tuple[float, float]:
+        pred = ideal_s[None, None, :] / effs[:, None, None] + kernels * floors[None, :, None]
+        loss = _msle(pred, measured_s[None, None, :])
+        i, j = np.unravel_index(np.argmin(loss), loss.shape)
+        return float(effs[i]), float(floors[j])
+
+    floors, effs = np.asarray(floors, dtype=float), np.asarray(effs, dtype=float)
+    if len(floors) == 1:  # the efficiency alone (the "roofline" variant): the whole grid
+        return grid(effs, floors)
+    eff, floor = grid(effs[::2], floors[::2])
+    return grid(
+        effs[np.abs(effs - eff) <= 2 * (effs[1] - effs[0]) + 1e-9],
+        floors[np.abs(floors - floor) <= 2 * (floors[1] - floors[0]) + 1e-12],
+    )
 
 
 # ---------------------------------------------------------------------------------------------

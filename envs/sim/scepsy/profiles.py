@@ -16,6 +16,7 @@ from typing import Any
 
 from envs.sim.allocation import TP_DEGREES, min_share_units
 from envs.sim.catalog import get_model
+from envs.sim.efficiency import DEFAULT_CALIBRATION_VARIANT, resolve_calibration_variant
 from envs.sim.scepsy.apl import LLMProfile, ProfileSet
 from envs.sim.scepsy.projection import Projection, project_trace
 from envs.sim.scepsy.replay import NEIGHBOURS
@@ -50,7 +51,9 @@ def profile_key(
     neighbour: str = "busy",
 ) -> str:
     """Hash of everything a profile depends on (see the module docstring). A sub-GPU share's
-    ``neighbour`` is part of it unless ``static`` (whose keys are those before MPS partitions)."""
+    ``neighbour`` is part of it unless ``static`` (whose keys are those before MPS partitions);
+    so is the per-op calibration variant in force unless it is the default
+    (``$SERVEGYM_LATENCY_CALIBRATION``, :mod:`envs.sim.efficiency`)."""
     desc: dict[str, Any] = {
         "version": PROFILE_VERSION,
         "model": model,
@@ -65,6 +68,9 @@ def profile_key(
     }
     if fraction < 1 and neighbour != "static":
         desc["neighbour"] = neighbour
+    variant = resolve_calibration_variant()
+    if variant != DEFAULT_CALIBRATION_VARIANT:  # the default's keys are those before variants
+        desc["latency_calibration"] = variant
     blob = json.dumps(desc, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 

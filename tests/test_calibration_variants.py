@@ -1,0 +1,89 @@
+"""Per-op calibration variants (issue 30): the default is the roofline fit, bit for bit; the
+smooth-roofline refit is opt-in by name, argument or ``$SERVEGYM_LATENCY_CALIBRATION``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import yaml
+
+from envs.sim import efficiency
+from envs.sim.calibrate import _to_dict
+from envs.sim.cluster import InstanceSpec
+from envs.sim.efficiency import (
+    CALIBRATION_VARIANT_ENV,
+    CALIBRATION_VARIANTS,
+    load_calibration,
+    resolve_calibration_variant,
+)
+from envs.sim.latency import LatencyModel
+from envs.sim.records import LatencyCache
+
+
+def test_the_default_variant_is_the_hard_roofline_without_elementwise_floors(monkeypatch):
+    monkeypatch.delenv(CALIBRATION_VARIANT_ENV, raising=False)
+    assert resolve_calibration_variant() == "roofline"
+    cal = load_calibration()
+    assert cal is load_calibration(variant="roofline")
+    assert cal is load_calibration(efficiency.CALIBRATION_YAML)
+    for name, fam in cal.families.items():
+        assert fam.gemm_roofline_exponent is None, name
+        assert fam.elementwise_floor_seconds == 0.0, name
+    smooth = load_calibration(variant="smooth-roofline")
+    assert all(f.gemm_roofline_exponent for f in smooth.families.values())
+    assert all(f.elementwise_floor_seconds > 0 for f in smooth.families.values())
+
+
+def test_the_roofline_yaml_round_trips_without_the_smooth_keys():
+    raw = yaml.safe_load(CALIBRATION_VARIANTS["roofline"].read_text())
+    assert "elementwise_kernels_per_layer" not in raw
+    assert not any(
+        {"gemm_roofline_exponent", "elementwise_floor_seconds"} & set(v)
+        for v in raw["families"].values()
+    )
+    assert _to_dict(load_calibration(variant="roofline")) == raw
+
+
+def test_the_environment_variable_selects_the_variant_and_names_a_bad_one(monkeypatch):
+    monkeypatch.setenv(CALIBRATION_VARIANT_ENV, "smooth-roofline")
+    assert load_calibration() is load_calibration(variant="smooth-roofline")
+    assert load_calibration(variant="roofline") is not load_calibration()
+    monkeypatch.setenv(CALIBRATION_VARIANT_ENV, "smooth")
+    with pytest.raises(ValueError, match=r"\$SERVEGYM_LATENCY_CALIBRATION='smooth'"):
+        load_calibration()
+    with pytest.raises(ValueError, match="calibration variant='hard'"):
+        load_calibration(variant="hard")
+    with pytest.raises(ValueError, match="not both"):
+        load_calibration(efficiency.CALIBRATION_YAML, variant="roofline")
+
+
+def test_latency_cache_builds_its_models_from_its_variant(monkeypatch):
+    monkeypatch.delenv(CALIBRATION_VARIANT_ENV, raising=False)
+    spec = InstanceSpec(0, "m", "monolithic", "h100-sxm", "llama3.1-8b", 1)
+    default = LatencyCache().get(spec)
+    smooth = LatencyCache(calibration_variant="smooth-roofline").get(spec)
+    assert default.calibration is load_calibration(variant="roofline")
+    assert smooth.calibration is load_calibration(variant="smooth-roofline")
+    plain = LatencyModel.from_names("h100-sxm", "llama3.1-8b")
+    assert default.prefill_time(256) == plain.prefill_time(256)
+    # near the GEMM ridge point the smooth roofline and the kernel floors cost more
+    assert smooth.prefill_time(256) > default.prefill_time(256)
+    monkeypatch.setenv(CALIBRATION_VARIANT_ENV, "smooth-roofline")
+    assert LatencyCache().calibration_variant == "smooth-roofline"
+
+
+def test_without_the_smooth_constants_the_model_is_the_hard_roofline_exactly():
+    """The smooth variant's code path with p = None and no floor is today's model, bit for
+    bit: a calibration stripped of the two constants prices every iteration identically."""
+    smooth = load_calibration(variant="smooth-roofline")
+    stripped = dataclasses.replace(
+        smooth,
+        families={
+            k: dataclasses.replace(v, gemm_roofline_exponent=None, elementwise_floor_seconds=0.0)
+            for k, v in smooth.families.items()
+        },
+    )
+    hard = LatencyModel.from_names("a100-80g", "llama3.1-70b", 4, calibration=stripped)
+    by_hand = max(300 * hard._gemm_s_per_token + hard._lm_head_s_per_seq, hard._dense_weight_read_s)
+    assert hard._gemm_time(300, 1) == by_hand
