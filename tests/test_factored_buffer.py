@@ -12,18 +12,15 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 import numpy as np
 import pytest
 import torch as th
+from factored_setup import KWARGS, SPEC, hexagent_steps
 from gymnasium import spaces
 from sb3_contrib.common.maskable.buffers import MaskableDictRolloutBuffer
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from agents import TRAIN_ENVS, build_model, env_kwargs, make_env
+from agents import build_model, make_env
 from agents.factored import FactoredMaskableDistribution, open_slots
 from agents.factored_buffer import FactoredRolloutBuffer, TakenSlotRows
 from agents.factored_buffer import open_slots as open_slots_np
-from heuristics import make_policy
-
-SPEC = TRAIN_ENVS["pd-cluster"]
-KWARGS = env_kwargs(SPEC, {"cluster": "hetero-1", "workload": "mixed", "count": 6, "slots": 8})
 
 
 @pytest.fixture(scope="module")
@@ -36,17 +33,7 @@ def env():
 @pytest.fixture(scope="module")
 def observations(env):
     """Observations of HexAgent's first steps on seeds 0 and 1."""
-    out = []
-    for seed in (0, 1):
-        expert = make_policy("hexagent")
-        expert.reset()
-        obs, info = env.reset(seed=seed)
-        for _ in range(12):
-            out.append(obs)
-            obs, _, term, trunc, info = env.step(expert.act(obs, info))
-            if term or trunc:
-                break
-    return out
+    return [obs for obs, _ in hexagent_steps(env)]
 
 
 @pytest.mark.parametrize("n_pairs", [64, 12])

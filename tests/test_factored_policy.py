@@ -10,13 +10,10 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 import numpy as np
 import pytest
 import torch as th
+from factored_setup import KWARGS, SPEC, hexagent_steps
 
-from agents import TRAIN_ENVS, build_model, env_kwargs, make_env
+from agents import build_model, make_env
 from agents.factored import FactoredActionPolicy, FactoredMaskableDistribution
-from heuristics import make_policy
-
-SPEC = TRAIN_ENVS["pd-cluster"]
-KWARGS = env_kwargs(SPEC, {"cluster": "hetero-1", "workload": "mixed", "count": 6, "slots": 8})
 
 
 @pytest.fixture(scope="module")
@@ -29,17 +26,7 @@ def env():
 @pytest.fixture(scope="module")
 def observations(env):
     """(obs, mask) of HexAgent's first steps, seeds 0 and 1 (several slots open at once)."""
-    out = []
-    for seed in (0, 1):
-        expert = make_policy("hexagent")
-        expert.reset()
-        obs, info = env.reset(seed=seed)
-        for _ in range(12):
-            out.append((obs, np.asarray(info["action_mask"], dtype=bool)))
-            obs, _, term, trunc, info = env.step(expert.act(obs, info))
-            if term or trunc:
-                break
-    return out
+    return hexagent_steps(env)
 
 
 def models(env):
