@@ -406,16 +406,9 @@ class DecodeInstance(_BatchEngine):
 
     role = "decode"
 
-    def __init__(
-        self,
-        sim: InstanceHost,
-        spec: InstanceSpec,
-        latency: Any,
-        token_by_token: bool,
-        kv_policy: str = "reserve",
-        max_batch: int | None = None,
-    ):
-        super().__init__(sim, spec, latency, token_by_token, kv_policy, max_batch)
+    def __init__(self, *args: Any, **kwargs: Any):
+        """The base engine's parameters, unchanged."""
+        super().__init__(*args, **kwargs)
         self._ctx_sum = 0  # sum of input_tokens + generated over ``running`` (not paged)
         self._ends: list[tuple[int, int, Call]] = []  # see the class docstring
         self._admissions = 0
