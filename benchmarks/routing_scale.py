@@ -93,7 +93,8 @@ def measure(
         return wrapper
 
     env._build_context = timed("context", env._build_context, decide)  # type: ignore[method-assign]
-    env._observation = timed("observation", env._observation)  # type: ignore[method-assign]
+    # the env calls ``_observe``, bound at construction to the observation option's builder
+    env._observe = timed("observation", env._observe)  # type: ignore[method-assign]
     # Learned predictors memoise by prompt; clear it so every point times first predictions.
     getattr(make_predictor(predictor, model=env.model), "_memo", {}).clear()
     start, start_cpu = time.perf_counter(), time.thread_time()
