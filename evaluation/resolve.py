@@ -204,11 +204,24 @@ def trace_notes(config: EvalConfig) -> list[str]:
     return [f"trace {', '.join(traces)}: {n}" for n in notes]
 
 
+def calibration_variant_part() -> str | None:
+    """The per-op calibration variant in force (``$SERVEGYM_LATENCY_CALIBRATION``,
+    :mod:`envs.sim.efficiency`) if it is not the default, else None: every env prices work with
+    it, so a table made under another variant names it in its command and its results folder."""
+    from envs.sim.efficiency import DEFAULT_CALIBRATION_VARIANT, resolve_calibration_variant
+
+    variant = resolve_calibration_variant()
+    return None if variant == DEFAULT_CALIBRATION_VARIANT else variant
+
+
 def command_for(config: EvalConfig) -> str:
-    """The command line that regenerates ``config``'s table (every option explicit)."""
+    """The command line that regenerates ``config``'s table (every option explicit; prefixed with
+    ``SERVEGYM_LATENCY_CALIBRATION=...`` under a non-default per-op calibration)."""
     config = resolve_config(config)
     assert config.workloads is not None and config.policies is not None
+    variant = calibration_variant_part()
     parts = [
+        *([f"SERVEGYM_LATENCY_CALIBRATION={variant}"] if variant else []),
         "python evaluate.py",
         f"--env {config.env}",
         f"--cluster {config.cluster}",
@@ -234,7 +247,7 @@ def command_for(config: EvalConfig) -> str:
 def default_out_dir(config: EvalConfig) -> Path:
     """``results/<name>``: a timestamp-free name derived from the options, so a rerun of the
     same suite overwrites its own results and nothing else. Options at the env's default are
-    left out of the name."""
+    left out of the name; a non-default per-op calibration variant is in it."""
     config = resolve_config(config)
     assert config.workloads is not None and config.policies is not None
     parts = [
@@ -256,6 +269,9 @@ def default_out_dir(config: EvalConfig) -> Path:
         parts.append(
             f"sweep-{config.sweep.option}-" + "-".join(map(fmt_value, config.sweep.values))
         )
+    variant = calibration_variant_part()
+    if variant:
+        parts.append(f"cal-{variant}")
     # an option the env does not take (Allocation's model) is None: no part of the name
     name = re.sub(r"[^A-Za-z0-9._+-]+", "_", "_".join(str(p) for p in parts if p not in (None, "")))
     if len(name) > 120:

@@ -181,6 +181,18 @@ def test_default_out_dir_is_derived_from_options_without_timestamp() -> None:
     assert a.parts[0] == "results" and "mixed" in a.name
 
 
+def test_a_non_default_calibration_is_named_in_the_folder_and_the_command(monkeypatch) -> None:
+    monkeypatch.delenv("SERVEGYM_LATENCY_CALIBRATION", raising=False)
+    default_dir, default_cmd = evaluation.default_out_dir(tiny()), evaluation.command_for(tiny())
+    assert "cal-" not in default_dir.name and default_cmd.startswith("python evaluate.py")
+    monkeypatch.setenv("SERVEGYM_LATENCY_CALIBRATION", "smooth-roofline")
+    variant_dir = evaluation.default_out_dir(tiny())
+    assert variant_dir != default_dir and "cal-smooth-roofline" in variant_dir.name
+    assert evaluation.command_for(tiny()) == (
+        "SERVEGYM_LATENCY_CALIBRATION=smooth-roofline " + default_cmd
+    )
+
+
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(ROOT / "evaluate.py"), *args],
