@@ -363,6 +363,18 @@ class _BatchEngine:
         while decodes and self.reserved + len(decodes) > self.capacity:
             self._preempt(decodes)
 
+    def _clamp_segment(self, n: int, b: int, c_total: int) -> int:
+        """Record the segment's batch (``b`` calls, ``c_total`` context tokens) and clamp its
+        length ``n`` (decode steps) to one step in token-by-token mode and to the next
+        migration check."""
+        self.seg_b = b
+        self.seg_c = c_total
+        if self.token_by_token:
+            n = min(n, 1)
+        if self.check_interval:
+            n = min(n, self.check_interval - self.decode_iterations % self.check_interval)
+        return n
+
     def _start_decode_segment(self, calls: list[Call]) -> None:
         """Jump over the iterations of ``calls`` to the next completion (or check boundary)."""
         if self.paged and calls:
@@ -374,12 +386,7 @@ class _BatchEngine:
         b = len(calls)
         c_total = sum([c.input_tokens + c.generated for c in calls])
         n = min(min([c.output_tokens - c.generated for c in calls]), _NO_BATCH_CAP)
-        self.seg_b = b
-        self.seg_c = c_total
-        if self.token_by_token:
-            n = min(n, 1)
-        if self.check_interval:
-            n = min(n, self.check_interval - self.decode_iterations % self.check_interval)
+        n = self._clamp_segment(n, b, c_total)
         if self.paged:  # stop where the cache is full (the next boundary preempts)
             n = min(n, (self.capacity - self.reserved) // b)
         if n <= 0:
@@ -443,12 +450,7 @@ class DecodeInstance(_BatchEngine):
         n = self._ends[0][0] - self.decode_iterations
         if n > _NO_BATCH_CAP:
             n = _NO_BATCH_CAP
-        self.seg_b = b
-        self.seg_c = c_total
-        if self.token_by_token:
-            n = min(n, 1)
-        if self.check_interval:
-            n = min(n, self.check_interval - self.decode_iterations % self.check_interval)
+        n = self._clamp_segment(n, b, c_total)
         if n <= 0:
             self._schedule_boundary(0.0, 0)
             return
