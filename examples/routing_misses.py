@@ -44,16 +44,11 @@ def _gpu_run_alone(env: Any) -> dict[str, Any]:
 def classify(policy_name: str, seed: int, **env_kwargs: Any) -> dict[str, Any]:
     """One episode under ``policy_name``: per-request classes and the episode metrics."""
     from envs.routing import RoutingEnv
+    from evaluation import run_episode
     from evaluation.policies import resolve_policy
 
     env = RoutingEnv(**env_kwargs)
-    policy = resolve_policy(policy_name, env, "routing")
-    policy.reset()
-    obs, info = env.reset(seed=seed)
-    done = False
-    while not done:
-        obs, _, term, trunc, info = env.step(policy.act(obs, info))
-        done = term or trunc
+    episode = run_episode(env, resolve_policy(policy_name, env, "routing"), seed)
     sim = env.sim
     alone = _gpu_run_alone(env)
     gpu_of = {s.index: s.gpu for s in env.cluster.instances}
@@ -78,7 +73,7 @@ def classify(policy_name: str, seed: int, **env_kwargs: Any) -> dict[str, Any]:
             rest = lat - wait - own
             cause = "queue" if wait >= rest else "slow-decode"
         counts[(task, gpu, cause)] += 1
-    return {"metrics": info["metrics"], "counts": counts}
+    return {"metrics": episode["metrics"], "counts": counts}
 
 
 def main(argv: list[str] | None = None) -> None:
