@@ -2,7 +2,8 @@
 
     python -m benchmarks.serving_fidelity [--data-dir D] [--deployment aiconfigurator]
         [--client lockstep] [--latency-override FIELD=VALUE] [--jobs 2]
-        [--plot serving_fidelity.png] [--rows] [--causes]
+        [--variants roofline,smooth-roofline] [--plot serving_fidelity.png]
+        [--plot-kinds docs/fidelity/dense_vs_moe.png] [--rows] [--causes]
 
 Not a speed benchmark: an audit of the serving engine at system level. Every deployment of
 ``aiconfigurator/silicon_sample_calibration.csv`` (section 1b of the measured-latency folder's
@@ -21,15 +22,21 @@ leave one **GPU** out (H100 vs H200); each group is predicted by constants fitte
 
 Printed per scheme, per engine and overall: median and worst |relative error| of the mean TTFT,
 the mean TPOT and the mean request latency (measured latency = TTFT + (osl - 1) x TPOT, both
-means from the row), and PASS/FAIL against the targets (issue 30: on held-out groups mean-TTFT
-median <= 20 %, worst <= 100 %; mean-TPOT median <= 10 %). ``--plot`` writes a scatter plot
-(simulated vs measured, one row of panels per scheme). The rows are simulated once without the
-frontend, which is a client-side constant (:mod:`envs.sim.serving`) added per held-out fit.
+means from the row), and PASS/FAIL against the targets (on held-out groups mean-TTFT median
+<= 20 %, worst <= 100 %; mean-TPOT median <= 10 %), for all rows and then for the dense and the
+MoE models' rows separately (each against the same targets). ``--plot`` writes a scatter plot
+(simulated vs measured, one row of panels per scheme); ``--plot-kinds`` a bar chart of the
+held-out median errors of dense and MoE rows per engine, one colour per per-op calibration
+variant. ``--variants`` runs the whole report once per named variant
+(:data:`envs.sim.efficiency.CALIBRATION_VARIANTS`; default: the one in force). The rows are
+simulated once per variant without the frontend, which is a client-side constant
+(:mod:`envs.sim.serving`) added per held-out fit.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -38,6 +45,15 @@ import numpy as np
 TARGETS = {"ttft_median": 0.20, "ttft_worst": 1.00, "tpot_median": 0.10}
 SCHEMES = ("model", "engine", "gpu")
 METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("latency", "latency"))
+#: The two kinds of model whose rows are reported apart.
+KINDS = ("dense", "moe")
+
+
+def kind(row: Any) -> str:
+    """``"moe"`` for a row of a mixture-of-experts model (routed experts), else ``"dense"``."""
+    from envs.sim.catalog import get_model
+
+    return "moe" if get_model(row.model).is_moe else "dense"
 
 
 def measured(row: Any, metric: str) -> float:
@@ -129,6 +145,76 @@ def plot(held: dict[str, list], path: str) -> None:
     plt.close(fig)
 
 
+def kind_tables(pairs: list) -> dict[str, list[dict[str, Any]]]:
+    """:func:`table` of the dense rows and of the MoE rows (a kind without rows is left out)."""
+    out = {}
+    for k in KINDS:
+        sub = [(r, p) for r, p in pairs if kind(r) == k]
+        if sub:
+            out[k] = table(sub)
+    return out
+
+
+def plot_kinds(summaries: dict[str, dict[str, dict[str, list]]], path: str) -> None:
+    """Held-out median |error| of dense (hatched) and MoE (solid) rows per engine, one colour
+    per calibration variant; one row of TTFT / TPOT / latency panels per scheme.
+
+    :param summaries: variant -> scheme -> :func:`kind_tables`.
+    :param path: PNG to write.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    variants = list(summaries)
+    schemes = list(next(iter(summaries.values())))
+    colors = ["tab:gray", "tab:blue", "tab:orange", "tab:green"]
+    targets = {"ttft": TARGETS["ttft_median"], "tpot": TARGETS["tpot_median"]}
+    fig, axes = plt.subplots(len(schemes), 3, figsize=(15, 3.6 * len(schemes)), squeeze=False)
+    bars = len(variants) * len(KINDS)
+    width = 0.8 / bars
+    for i, scheme in enumerate(schemes):
+        for j, (metric, label) in enumerate(METRICS):
+            ax = axes[i][j]
+            engines = [t["engine"] for t in summaries[variants[0]][scheme][KINDS[0]]]
+            for v, variant in enumerate(variants):
+                for k, kd in enumerate(KINDS):
+                    by_engine = {
+                        t["engine"]: t[f"{metric}_median"]
+                        for t in summaries[variant][scheme].get(kd, [])
+                    }
+                    x = [
+                        e + (v * len(KINDS) + k - (bars - 1) / 2) * width
+                        for e in range(len(engines))
+                    ]
+                    y = [100 * by_engine.get(name, float("nan")) for name in engines]
+                    ax.bar(
+                        x,
+                        y,
+                        width,
+                        color=colors[v % len(colors)],
+                        hatch="//" if kd == "dense" else None,
+                        edgecolor="black",
+                        linewidth=0.4,
+                        label=f"{variant}: {kd}",
+                    )
+            if metric in targets:
+                ax.axhline(100 * targets[metric], color="red", ls="--", lw=0.8)
+            ax.set_xticks(range(len(engines)), engines)
+            ax.set_ylabel(f"median |error| of mean {label} (%)")
+            ax.set_title(f"leave one {scheme} out: {label}")
+            if i == 0 and j == 0:
+                ax.legend(fontsize=7)
+    fig.suptitle(
+        "Held-out serving errors, dense (hatched) vs MoE (solid) rows, per engine "
+        "(red: the median target)"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 #: Groupings of ``--causes``: what a held-out error is broken down by.
 CAUSES = {
     "engine, model, precision": lambda r: f"{r.backend} {r.model} {r.precision}",
@@ -180,15 +266,21 @@ def main(argv: list[str] | None = None) -> int:
     import dataclasses
 
     from envs.sim.calibrate_serving import DEPLOYMENTS, load_rows, predict_rows
-    from envs.sim.efficiency import Calibration
+    from envs.sim.efficiency import (
+        CALIBRATION_VARIANT_ENV,
+        CALIBRATION_VARIANTS,
+        Calibration,
+        resolve_calibration_variant,
+    )
 
     CALIBRATION_FIELDS = {f.name for f in dataclasses.fields(Calibration)} - {
         "families",
         "links",
+        "moe_kernels",
+        "engines",
         "source",
     }
     from envs.sim.serving import AIPERF_DATASET_CLIENT, CALIBRATION_CLIENT, STEADY_CLIENT
-    from envs.sim.serving_fit import fit_frontends, leave_one_group_out, with_frontend
 
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.serving_fidelity", description=__doc__.split("\n")[0]
@@ -212,6 +304,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--plot", help="write the scatter plot to this PNG")
+    parser.add_argument(
+        "--plot-kinds", help="write the dense-vs-MoE bar chart of held-out errors to this PNG"
+    )
+    parser.add_argument(
+        "--variants",
+        help="comma-separated per-op calibration variants to report one after the other "
+        f"(of {sorted(CALIBRATION_VARIANTS)}; default: the one in force)",
+    )
     parser.add_argument("--rows", action="store_true", help="print every held-out prediction")
     parser.add_argument(
         "--causes",
@@ -220,6 +320,15 @@ def main(argv: list[str] | None = None) -> int:
         "length and client count",
     )
     args = parser.parse_args(argv)
+    variants: list[str | None] = [None]
+    if args.variants:
+        variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+        unknown = [v for v in variants if v not in CALIBRATION_VARIANTS]
+        if unknown or not variants:
+            parser.error(
+                f"--variants {args.variants!r}: unknown {unknown}; expected names from "
+                f"{sorted(CALIBRATION_VARIANTS)}"
+            )
     override = {}
     for item in args.latency_override:
         key, sep, value = item.partition("=")
@@ -251,9 +360,31 @@ def main(argv: list[str] | None = None) -> int:
     if override:
         print(f"latency-model overrides for every engine: {override}")
     engines = {r.backend: dict(override) for r in rows}
-    preds0 = predict_rows(
-        rows, engines, jobs=args.jobs, progress=True, deployment=args.deployment, client=client
-    )
+    summaries: dict[str, dict[str, dict[str, list]]] = {}
+    held: dict[str, list] = {}
+    for variant in variants:
+        if variant is not None:
+            os.environ[CALIBRATION_VARIANT_ENV] = variant  # the workers' latency models follow
+        name = resolve_calibration_variant()
+        print(f"\n=== per-op calibration variant: {name} ===")
+        preds0 = predict_rows(
+            rows, engines, jobs=args.jobs, progress=True, deployment=args.deployment, client=client
+        )
+        held, summaries[name] = _report(rows, preds0, args)
+
+    if args.plot:
+        plot(held, args.plot)
+        print(f"\nwrote {args.plot}")
+    if args.plot_kinds:
+        plot_kinds(summaries, args.plot_kinds)
+        print(f"wrote {args.plot_kinds}")
+    return 0
+
+
+def _report(rows: list, preds0: list, args: argparse.Namespace) -> tuple[dict, dict]:
+    """Print the fitted-on-all and held-out tables of one variant's predictions; return the
+    held-out pairs and the per-kind tables of each scheme."""
+    from envs.sim.serving_fit import fit_frontends, leave_one_group_out, with_frontend
 
     fitted_all = fit_frontends(rows, preds0)
     fit_pairs = [
@@ -263,12 +394,17 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(table(fit_pairs), f"\nfitted on every row (frontend: {consts}):"))
 
     held: dict[str, list] = {}
+    kinds: dict[str, dict[str, list]] = {}
     for scheme in SCHEMES:
         pairs, fitted = leave_one_group_out(rows, preds0, scheme)
         held[scheme] = pairs
         t = table(pairs)
         print(format_table(t, f"\nleave one {scheme} out:"))
         print(verdict(t[-1]))
+        kinds[scheme] = kind_tables(pairs)
+        for k, kt in kinds[scheme].items():
+            print(format_table(kt, f"  leave one {scheme} out, {k} rows:"))
+            print(verdict(kt[-1]))
         for group, f in fitted.items():
             e_t, e_p = (
                 abs_errors([(r, p) for r, p in pairs if _group(r, scheme) == group], m)
@@ -289,11 +425,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"c{r.concurrency}: TTFT {r.ttft_s * 1e3:.1f} -> {p['ttft_s'] * 1e3:.1f} ms, "
                     f"TPOT {r.tpot_s * 1e3:.2f} -> {p['tpot_s'] * 1e3:.2f} ms"
                 )
-
-    if args.plot:
-        plot(held, args.plot)
-        print(f"\nwrote {args.plot}")
-    return 0
+    return held, kinds
 
 
 def _group(row: Any, scheme: str) -> str:

@@ -49,3 +49,51 @@ def test_latency_override_rejects_what_is_not_a_numeric_latency_constant(arg, ca
         sf.main(["--latency-override", arg])
     assert exc.value.code == 2
     assert "--latency-override" in capsys.readouterr().err
+
+
+def test_dense_and_moe_rows_are_reported_apart_per_engine():
+    def row(model: str, backend: str, ttft: float, tpot: float):
+        return SimpleNamespace(backend=backend, model=model, osl=128, ttft_s=ttft, tpot_s=tpot)
+
+    pairs = [
+        (row("llama3.1-8b", "vllm", 1.0, 0.01), {"ttft_s": 1.1, "tpot_s": 0.011, "latency_s": 2.5}),
+        (
+            row("qwen3-235b-a22b", "vllm", 1.0, 0.01),
+            {"ttft_s": 2.0, "tpot_s": 0.02, "latency_s": 4.0},
+        ),
+        (
+            row("minimax-m2.5", "trtllm", 1.0, 0.01),
+            {"ttft_s": 0.5, "tpot_s": 0.01, "latency_s": 2.27},
+        ),
+    ]
+    kinds = sf.kind_tables(pairs)
+    assert set(kinds) == {"dense", "moe"}
+    dense = {t["engine"]: t for t in kinds["dense"]}
+    moe = {t["engine"]: t for t in kinds["moe"]}
+    assert set(dense) == {"vllm", "all"} and dense["all"]["rows"] == 1
+    assert dense["all"]["ttft_median"] == pytest.approx(0.1)
+    assert moe["vllm"]["ttft_median"] == pytest.approx(1.0)
+    assert moe["trtllm"]["tpot_median"] == pytest.approx(0.0)
+    assert moe["all"]["rows"] == 2 and moe["all"]["ttft_worst"] == pytest.approx(1.0)
+    assert sf.kind_tables(pairs[:1]).keys() == {"dense"}
+
+
+def test_variants_option_names_an_unknown_variant(capsys):
+    with pytest.raises(SystemExit) as exc:
+        sf.main(["--variants", "roofline,hard"])
+    assert exc.value.code == 2
+    assert "'hard'" in capsys.readouterr().err
+
+
+def test_plot_kinds_writes_one_png_for_every_variant_and_scheme(tmp_path):
+    def t(engine: str, e: float):
+        return {"engine": engine, "ttft_median": e, "tpot_median": e / 2, "latency_median": e}
+
+    kinds = {"dense": [t("vllm", 0.1), t("all", 0.1)], "moe": [t("vllm", 0.3), t("all", 0.3)]}
+    summaries = {
+        "roofline": {"model": kinds, "gpu": kinds},
+        "smooth-roofline": {"model": kinds, "gpu": kinds},
+    }
+    path = tmp_path / "kinds.png"
+    sf.plot_kinds(summaries, str(path))
+    assert path.stat().st_size > 10_000

@@ -167,6 +167,17 @@ def _to_dict(cal: Calibration) -> dict:
     }
     if not any(v.elementwise_floor_seconds for v in cal.families.values()):
         del data["elementwise_kernels_per_layer"]  # it only counts floors
+
+    def kernels(block):
+        return {fam: {prec: vars(e).copy() for prec, e in by.items()} for fam, by in block.items()}
+
+    if cal.moe_kernels:
+        data["moe_kernels"] = kernels(cal.moe_kernels)
+    if cal.engines:
+        data["engines"] = {
+            name: {k: kernels(v) if k == "moe_kernels" else v for k, v in fields.items()}
+            for name, fields in cal.engines.items()
+        }
     return data
 
 
@@ -296,6 +307,14 @@ def write_yaml(
                 entry[k] = float(f"{v:.4g}")
     for k in ("iteration_overhead_seconds", "iteration_overhead_per_extra_gpu_seconds"):
         data[k] = float(f"{data[k]:.4g}")
+    if "moe_kernels" not in data and path.exists():
+        # fitted by envs.sim.calibration.moe_kernels on tables outside the measured-latency
+        # folder and chosen on serving deployments, so a refit of the rest keeps the file's
+        # blocks
+        previous = yaml.safe_load(path.read_text()) or {}
+        for key in ("moe_kernels", "engines"):
+            if key in previous:
+                data[key] = previous[key]
     body = yaml.safe_dump(data, sort_keys=True, default_flow_style=False)
     path.write_text(yaml_header(variant) + body)
 

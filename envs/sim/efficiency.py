@@ -29,6 +29,7 @@ from envs.sim.catalog import (
     CONFIG_DIR,
     PRECISIONS,
 )
+from envs.sim.moe import MoEKernelEfficiency, parse_moe_kernels
 
 CALIBRATION_YAML = CONFIG_DIR / "latency_calibration.yaml"
 #: The default per-op calibration variant (the paper's roofline).
@@ -132,7 +133,8 @@ class Calibration:
     :param iteration_overhead_per_seq_seconds: added per iteration for each sequence in it
         (scheduling, sampling and detokenisation on the CPU), seconds.
     :param moe_kernel_efficiency: achieved / dense-GEMM efficiency of the grouped MoE expert
-        kernels (weight reads and compute of routed experts), in (0, 1.5].
+        kernels (weight reads and compute of routed experts), in (0, 1.5]; unused when
+        ``moe_kernels`` is set.
     :param gemms_per_layer: GEMM kernels per transformer layer (QKV, output, gate/up, down).
     :param elementwise_kernels_per_layer: elementwise kernels per transformer layer as vLLM runs
         a Llama-style layer (two fused residual-add + RMSNorm, rotary embedding, SiLU-and-mul),
@@ -141,6 +143,17 @@ class Calibration:
         all-reduce kernel picks it by size (one-stage or two-stage, see
         :meth:`envs.sim.latency.LatencyModel.allreduce_time`) instead of the ring formula; off
         by default (the per-op model of PDCluster keeps the ring). An engine preset turns it on.
+    :param moe_kernels: GPU family -> weight precision -> the routed-expert kernel's fitted
+        efficiencies (:class:`envs.sim.moe.MoEKernelEfficiency`; a ``default`` family for the
+        others). Set: MoE layers are priced from their physics by :class:`envs.sim.moe.MoELayerCost`
+        (touched experts' weights at the MoE kernel's own efficiencies, dispatch / combine
+        traffic, a per-layer floor). ``None``: the routed experts join the dense linear layers'
+        roofline at ``moe_kernel_efficiency`` (the ``roofline`` variant). These are the
+        kernels of vLLM (and SGLang, which runs the same Triton ``fused_moe``).
+    :param engines: engine preset name -> the fields of this calibration that the variant sets
+        for that engine (:data:`ENGINE_FIELDS`: e.g. the engine's own ``moe_kernels``, or the
+        per-worker overhead and custom all-reduce of vLLM V1), substituted by
+        :meth:`envs.sim.engines.EnginePreset.calibration` before the preset's own settings.
     :param target_heldout_median_error: the committed accuracy target of the held-out check.
     """
 
@@ -153,6 +166,8 @@ class Calibration:
     gemms_per_layer: int = 4
     elementwise_kernels_per_layer: int = 4
     custom_allreduce: bool = False
+    moe_kernels: Mapping[str, Mapping[str, MoEKernelEfficiency]] | None = None
+    engines: Mapping[str, Mapping[str, Any]] | None = None
     target_heldout_median_error: float = 0.15
     source: str = field(default="", compare=False)
 
@@ -235,6 +250,15 @@ class Calibration:
             )
         if not 0 < moe_eff <= 1.5:
             raise ValueError(f"{source}: moe_kernel_efficiency={moe_eff}; expected (0, 1.5]")
+        moe_kernels = data.get("moe_kernels")
+        if moe_kernels is not None:
+            moe_kernels = parse_moe_kernels(moe_kernels, source)
+        engines = data.get("engines")
+        if engines is not None:
+            engines = {
+                name: _engine_fields(fields, f"{source} engines.{name}")
+                for name, fields in engines.items()
+            }
         return cls(
             families=families,
             links=links,
@@ -242,11 +266,46 @@ class Calibration:
             iteration_overhead_per_extra_gpu_seconds=per_gpu,
             iteration_overhead_per_seq_seconds=per_seq,
             moe_kernel_efficiency=moe_eff,
+            moe_kernels=moe_kernels,
+            engines=engines,
             gemms_per_layer=int(data.get("gemms_per_layer", 4)),
             elementwise_kernels_per_layer=int(data.get("elementwise_kernels_per_layer", 4)),
             target_heldout_median_error=float(data.get("target_heldout_median_error", 0.15)),
             source=source,
         )
+
+
+#: Calibration fields a variant may set per engine preset (its ``engines`` block) and their
+#: types.
+ENGINE_FIELDS = {
+    "iteration_overhead_seconds": float,
+    "iteration_overhead_per_extra_gpu_seconds": float,
+    "iteration_overhead_per_seq_seconds": float,
+    "custom_allreduce": bool,
+    "moe_kernels": dict,
+}
+
+
+def _engine_fields(fields: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """One engine's entry of a calibration's ``engines`` block, parsed and checked."""
+    unknown = sorted(set(fields) - set(ENGINE_FIELDS))
+    if unknown:
+        raise ValueError(
+            f"{source}: unknown fields {unknown}; expected some of {list(ENGINE_FIELDS)}"
+        )
+    out: dict[str, Any] = {}
+    for name, value in fields.items():
+        if name == "moe_kernels":
+            out[name] = parse_moe_kernels(value, f"{source}.moe_kernels")
+        elif ENGINE_FIELDS[name] is bool:
+            if not isinstance(value, bool):
+                raise ValueError(f"{source}: {name}={value!r}; expected true or false")
+            out[name] = value
+        else:
+            out[name] = float(value)
+            if out[name] < 0:
+                raise ValueError(f"{source}: {name}={value!r}; expected >= 0 seconds")
+    return out
 
 
 def elementwise_bytes_per_token(

@@ -140,12 +140,16 @@ class EnginePreset:
         ``overlap_scheduling``, :data:`CPU_OVERHEAD_FIELDS` set to 0 (the CPU prepares the next
         iteration while the GPU runs this one, so a step costs max(GPU, CPU) time; the GPU part
         of every benchmarked deployment's iterations is longer than these ~1.3 ms, so the max is
-        the GPU time the latency model gives without them). A value in ``calibrated`` wins."""
+        the GPU time the latency model gives without them). A value in ``calibrated`` wins.
+        Fields the calibration variant sets for this engine (``base.engines``, e.g. its own
+        MoE kernel efficiencies) come first; the preset's settings and fitted block win."""
         fields = {k: v for k, v in self.calibrated.items() if k not in ENGINE_CONSTANTS}
+        variant_fields = (base.engines or {}).get(self.name, {})
         if self.overlap_scheduling:
             fields = {**dict.fromkeys(CPU_OVERHEAD_FIELDS, 0.0), **fields}
         if self.custom_allreduce:
             fields = {"custom_allreduce": True, **fields}
+        fields = {**variant_fields, **fields}
         return dataclasses.replace(base, **fields) if fields else base
 
     @property

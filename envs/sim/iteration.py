@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from envs.sim.moe import experts_touched
+
 #: Entries of :meth:`LatencyModel.decode_steps_time`'s memo before it is cleared (~0.6 MB).
 #: Issue 32: in a fresh episode its hits are the key a ``decode_steps_within`` bisection just
 #: evaluated (15.2 % of calls with this bound, 15.8 % with 2^17 entries; ``mixed`` x 1,000 on
@@ -30,8 +32,11 @@ class IterationTimeMixin:
             read += touched * self._expert_read_s
         p = self._gemm_p
         if p is None:  # hard roofline
-            return compute if compute > read else read
-        return (compute**p + read**p) ** self._gemm_inv_p
+            dense = compute if compute > read else read
+        else:
+            dense = (compute**p + read**p) ** self._gemm_inv_p
+        moe = self._moe
+        return dense if moe is None else dense + moe.time(num_tokens)
 
     def allreduce_time(self, num_tokens: int) -> float:
         """Seconds of one iteration's tensor-parallel all-reduces (2 per layer) under the
@@ -67,9 +72,10 @@ class IterationTimeMixin:
         :param num_tokens: tokens in the batch.
         :return: ``E · (1 − (1 − k/E)^num_tokens)``; 0 for dense models.
         """
-        if not self._num_experts:
+        m = self.model
+        if not m.is_moe:
             return 0.0
-        return self._num_experts * (1.0 - self._expert_miss**num_tokens)
+        return experts_touched(num_tokens, m.num_experts, m.experts_per_token)
 
     def prefill_time(self, num_tokens: int, num_seqs: int = 1, context_tokens: int = 0) -> float:
         """Seconds for one prefill iteration.
@@ -133,7 +139,7 @@ class IterationTimeMixin:
         pairs += self._attn_pairs_per_token * num_tokens
         attn_compute = pairs * self._attn_flop_s_per_pair
         attn_read = num_tokens * self._kv_read_s_per_token
-        gemm_floor = layers * cal.gemms_per_layer * eff.gemm_floor_seconds
+        gemm_floor = layers * self._gemms_per_layer * eff.gemm_floor_seconds
         attn_floor = layers * eff.attention_floor_seconds
         elem_floor = layers * cal.elementwise_kernels_per_layer * eff.elementwise_floor_seconds
         parts = {

@@ -107,6 +107,7 @@ from envs.sim.efficiency import (
     load_calibration,
 )
 from envs.sim.iteration import IterationTimeMixin
+from envs.sim.moe import MoELayerCost, kernel_efficiency
 
 
 class InsufficientMemoryError(ValueError):
@@ -248,10 +249,36 @@ class LatencyModel(IterationTimeMixin):
         attn_flop_rate = eff.attention_compute * flops
         attn_byte_rate = eff.attention_memory * bandwidth
 
+        # smooth-roofline exponent of the linear layers (None: the hard max)
+        p = eff.gemm_roofline_exponent
+        self._gemm_p: float | None = None if p is None or math.isinf(p) else float(p)
+        self._gemm_inv_p = 0.0 if self._gemm_p is None else 1.0 / self._gemm_p
+
+        # --- routed experts priced from their physics (calibrations with moe_kernels) ------
+        self._moe: MoELayerCost | None = None
+        if m.is_moe and cal.moe_kernels:
+            self._moe = MoELayerCost(
+                num_layers=layers,
+                hidden_size=m.hidden_size,
+                expert_ffn=m.expert_intermediate_size,
+                num_experts=m.num_experts,
+                top_k=m.experts_per_token,
+                weight_bytes=weight_elem,
+                activation_bytes=dtype,
+                peak_flops=linear_peak * self.fraction,
+                hbm_bandwidth=bandwidth,
+                efficiency=kernel_efficiency(cal.moe_kernels, gpu.family, precision),
+                # experts sharded over the TP group (expert parallelism over the same GPUs
+                # reads the same bytes per GPU; its load imbalance is not modelled)
+                tp=tp,
+                ep=1,
+                roofline_exponent=self._gemm_p,
+            )
+
         # --- linear layers --------------------------------------------------------------
         # seconds per token of compute-bound GEMM work on one shard
         dense_params_layer = m.attention_params_per_layer + m.dense_ffn_params_per_layer
-        routed_params_token = m.experts_per_token * m.expert_params
+        routed_params_token = 0 if self._moe else m.experts_per_token * m.expert_params
         moe_eff = cal.moe_kernel_efficiency
         self._gemm_s_per_token = (
             2.0 * layers * (dense_params_layer + routed_params_token / moe_eff) / tp
@@ -272,7 +299,8 @@ class LatencyModel(IterationTimeMixin):
         self._expert_read_s = (
             layers * m.expert_params * weight_elem / tp / linear_byte_rate / moe_eff
         )
-        self._num_experts = m.num_experts
+        # experts read inside the dense roofline (0: none, or priced by self._moe)
+        self._num_experts = 0 if self._moe else m.num_experts
         self._expert_miss = 1.0 - m.experts_per_token / m.num_experts if m.is_moe else 1.0
 
         # --- attention ------------------------------------------------------------------
@@ -287,12 +315,14 @@ class LatencyModel(IterationTimeMixin):
         if eff.elementwise_memory is None:
             self._elementwise_s_per_token = 0.0
         else:
-            # FFN width a token passes through: its routed experts' for MoE
-            ffn = (
-                m.experts_per_token * m.expert_intermediate_size
-                if m.is_moe
-                else m.intermediate_size
-            )
+            # FFN width a token passes through: its routed experts' for MoE (none when the
+            # MoE kernel is priced whole: its measured time includes the activation)
+            if self._moe:
+                ffn = 0
+            elif m.is_moe:
+                ffn = m.experts_per_token * m.expert_intermediate_size
+            else:
+                ffn = m.intermediate_size
             per_layer = elementwise_bytes_per_token(
                 m.hidden_size,
                 heads_shard,
@@ -328,16 +358,14 @@ class LatencyModel(IterationTimeMixin):
             self._allreduce_fixed_s = 0.0
             self._allreduce_s_per_token = 0.0
 
-        # smooth-roofline exponent of the linear layers (None: the hard max)
-        p = eff.gemm_roofline_exponent
-        self._gemm_p: float | None = None if p is None or math.isinf(p) else float(p)
-        self._gemm_inv_p = 0.0 if self._gemm_p is None else 1.0 / self._gemm_p
-
         # --- fixed overheads ------------------------------------------------------------
+        # a MoE layer priced whole runs the router GEMM in place of the FFN's two GEMMs; the
+        # expert kernels' floor is part of self._moe
+        self._gemms_per_layer = cal.gemms_per_layer - 1 if self._moe else cal.gemms_per_layer
         self._fixed_s = (
             layers
             * (
-                cal.gemms_per_layer * eff.gemm_floor_seconds
+                self._gemms_per_layer * eff.gemm_floor_seconds
                 + eff.attention_floor_seconds
                 + cal.elementwise_kernels_per_layer * eff.elementwise_floor_seconds
             )

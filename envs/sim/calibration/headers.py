@@ -28,7 +28,7 @@ _TEMPLATE = """\
 #   (isl >= 16; compute efficiency). volta and ampere-gddr have no attention tables: their
 #   GEMM efficiencies times the geometric-mean attention/GEMM ratio of ampere-hbm and hopper.
 {ELEMENTWISE}
-# links.nvlink: ring all-reduce fit on the faster of aiconfigurator/<gpu>/nccl_perf.csv
+{MOE}# links.nvlink: ring all-reduce fit on the faster of aiconfigurator/<gpu>/nccl_perf.csv
 #   (all_reduce, half) and custom_allreduce_perf.csv (CUDA-graph rows) per (GPU, n, bytes),
 #   A100/H100/H200, link bandwidth = datasheet NVLink (bidirectional aggregate).
 # links.pcie: apex_plus/comm/V100-PCIE-16GB/all_reduce.csv single-node half rows, PCIe Gen3
@@ -59,6 +59,7 @@ _BLOCKS = {
 #   post_attention_layernorm, mlp_act and add medians of vidur/compute/<gpu>/*/*/mlp.csv rows
 #   with >= 256 tokens (every model and TP degree): ampere-hbm a100, hopper h100, ampere-gddr
 #   a40; volta its gemm_memory times their geometric-mean ratio; default the geometric mean.""",
+        "MOE": "",
     },
     "smooth-roofline": {
         "VARIANT": """\
@@ -85,6 +86,23 @@ _BLOCKS = {
 #   a100, hopper h100, ampere-gddr a40; volta its gemm_memory times their geometric-mean ratio
 #   and their mean floor; default the geometric mean / mean. The model charges the floor
 #   elementwise_kernels_per_layer (4: vLLM's fused kernels) times per layer.""",
+        "MOE": """\
+# moe_kernels.<f>.<precision>: routed-expert kernel efficiencies and per-layer floor of
+#   envs/sim/moe.py (MoE layers priced from their physics), fitted by
+#   `python -m envs.sim.calibration.moe_kernels --tables DIR` at the hopper
+#   gemm_roofline_exponent on AIConfigurator's measured vLLM 0.14 fused_moe tables
+#   (ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/systems/data/{h100_sxm,h200_sxm}/
+#   moe/vllm/0.14.0/moe_perf.parquet, balanced routing, <= 8 GPUs; bf16 rows and fp8_block rows
+#   for fp8); kept across refits of the rest. default (families without MoE tables):
+#   AIConfigurator's achieved-util levels of unmeasured MoE kernels (operators/moe.rs
+#   MOE_QUANT_UTIL_LEVEL: bf16 0.53, fp8 0.40) on both bounds, with the hopper floors.
+# engines.<engine>: Calibration fields this variant sets for one engine preset, kept across
+#   refits. trtllm.moe_kernels: the same fit on TensorRT-LLM 1.2.0rc5's tables (--engine
+#   trtllm; CUTLASS MoE kernels). vllm: custom_allreduce and no per-extra-GPU overhead (vLLM
+#   0.11+ all-reduces with its custom kernel and broadcasts to workers without the V0 per-worker
+#   step): chosen because it lowers the held-out serving errors of dense and MoE rows
+#   (docs/fidelity/moe.md; python -m benchmarks.serving_fidelity).
+""",
     },
 }
 
