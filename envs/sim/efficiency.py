@@ -7,8 +7,9 @@ all-reduce efficiency and latency, the framework overhead; read from
 HexAgent §4.2's roofline: linear layers at the hard ``max(compute, read)``, no elementwise kernel
 floor; ``latency_calibration.yaml``) and ``"smooth-roofline"`` (ours, issue 30: the smooth GEMM
 roofline ``(C^p + R^p)^(1/p)`` and a per-kernel elementwise floor, every constant refitted by
-the same code; ``latency_calibration_smooth_roofline.yaml``). :func:`load_calibration` picks
-the variant named by its argument, else by the environment variable
+the same code; MoE layers priced from their physics by :mod:`envs.sim.moe` (``moe_kernels``);
+per-engine fields (``engines``); ``latency_calibration_smooth_roofline.yaml``).
+:func:`load_calibration` picks the variant named by its argument, else by the environment variable
 :data:`CALIBRATION_VARIANT_ENV` (``SERVEGYM_LATENCY_CALIBRATION``), else the default; every
 latency model built without explicit constants (all envs, the Scepsy profiles, the fidelity
 benchmark's workers) follows it.

@@ -13,9 +13,12 @@ efficiency constants are fitted in ``envs/configs/latency_calibration.yaml`` by
    ``(C^p + R^p)^(1/p)``. FLOPs = 2 · tokens · params touched per token (+ the
    LM head for one token per sequence); bytes = the weights the batch touches. A MoE layer reads
    only the experts the batch activates: of E experts with k per token, a batch of B tokens
-   touches ``E · (1 − (1 − k/E)^B)`` in expectation. The smooth form is ours (HexAgent §4.2 says
-   "roofline" and gives no formula): kernel tables show GEMMs near the ridge point, where
-   neither tensor cores nor HBM are saturated, running 4–18 % slower than ``max(C, R)``
+   touches ``E · (1 − (1 − k/E)^B)`` in expectation. Calibrations with ``moe_kernels`` (the
+   ``"smooth-roofline"`` variant) price those routed experts apart, from the MoE kernel's own
+   fitted efficiencies plus its dispatch / combine traffic and floor (:mod:`envs.sim.moe`); the
+   ``"roofline"`` variant keeps them in the dense roofline. The smooth form is ours (HexAgent
+   §4.2 says "roofline" and gives no formula): kernel tables show GEMMs near the ridge point,
+   where neither tensor cores nor HBM are saturated, running 4–18 % slower than ``max(C, R)``
    (``python -m envs.sim.calibrate --prefill-report --ablation``); the hard ``max`` is ``p`` → ∞.
 2. **Attention**: ``max(attention FLOPs / (eff_attn_compute · peak · f),
    KV bytes / (eff_attn_memory · bandwidth · f))``; prefill FLOPs are causal (half the square)
