@@ -223,3 +223,16 @@ def test_a_variants_engine_block_names_what_is_wrong():
     bad = dict(raw, engines={"vllm": {"custom_allreduce": 1}})
     with pytest.raises(ValueError, match="custom_allreduce=1; expected true or false"):
         Calibration.from_dict(bad, "x.yaml")
+
+
+def test_a_refit_of_the_rest_keeps_the_moe_and_engine_blocks(tmp_path):
+    from envs.sim.calibrate import write_yaml
+
+    path = tmp_path / "smooth.yaml"
+    path.write_text(CALIBRATION_VARIANTS["smooth-roofline"].read_text())
+    smooth = load_calibration(variant="smooth-roofline")
+    refit = dataclasses.replace(smooth, moe_kernels=None, engines=None)
+    write_yaml(refit, path, variant="smooth-roofline")
+    again = Calibration.from_dict(yaml.safe_load(path.read_text()), str(path))
+    assert again.moe_kernels == smooth.moe_kernels
+    assert again.engines == smooth.engines

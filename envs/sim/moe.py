@@ -29,10 +29,11 @@ sort, two grouped-GEMM launches, activation, the combine sum)::
 Grouped MoE GEMMs run well below dense GEMMs: every expert sees only ``T·k/touched`` rows and a
 narrow shard (``ffn / tp`` columns), so the tiles are small and the tensor cores idle. On
 AIConfigurator's measured vLLM ``fused_moe`` tables (H100/H200) the roofline of the routed part
-at the dense GEMM efficiencies is 0.25–0.75 of the measured kernel (decode to prefill), which is
-what the fitted ``compute``, ``memory`` and ``floor_seconds`` of :class:`MoEKernelEfficiency`
-absorb (``python -m envs.sim.calibration.moe_kernels``, fitted only on those kernel tables and
-validated leave one model shape out).
+at the dense GEMM efficiencies is a median 0.67 of the measured kernel (10th-90th percentile
+0.30-1.01, lowest at large T where the grouped GEMMs are compute-bound), which is what the
+fitted ``compute``, ``memory`` and ``floor_seconds`` of :class:`MoEKernelEfficiency` absorb
+(``python -m envs.sim.calibration.moe_kernels``, fitted only on kernel tables and validated
+leave one model shape out; ``docs/fidelity/moe.md``).
 
 Sources (read, not copied):
 
