@@ -32,6 +32,7 @@ folder and the effective configuration (KV blocks, block size, attention source)
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -138,6 +139,23 @@ def input_files(spec: dict, model_config, replica_config, block_size: int) -> tu
     )
 
 
+def profiles_id(spec: dict) -> str:
+    """A name for the compute profiles the run trains on: device, model folder, and a digest of
+    the files (Vidur's ``mlp.csv`` and its ``attention.csv`` or the AIConfigurator tables)."""
+    compute = Path(spec["data_dir"]) / "compute" / spec["device"] / spec["profile_model"]
+    files = [compute / "mlp.csv", compute / "attention.csv"]
+    if not files[1].is_file() and spec.get("attention_from"):
+        folder = Path(spec["attention_from"])
+        files[1:] = [
+            folder / "context_attention_perf.csv",
+            folder / "generation_attention_perf.csv",
+        ]
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.read_bytes() if f.is_file() else b"-")
+    return f"local/{spec['device']}/{spec['profile_model']}/{digest.hexdigest()[:12]}"
+
+
 def vidur_argv(spec: dict) -> list[str]:
     """``python -m vidur.main`` options of the run (Vidur's flat CLI)."""
     predictor = "random_forrest_execution_time_predictor_config"
@@ -164,6 +182,10 @@ def vidur_argv(spec: dict) -> list[str]:
         "trace_request_generator_config_time_scale_factor": 1,
         "execution_time_predictor_config_type": "random_forrest",
         f"{predictor}_cache_dir": spec["cache_dir"],
+        # Vidur keys its predictor cache by this name (and a few sizes), not by model or GPU:
+        # naming the local files and their content keeps one cache valid for all of them.
+        f"{predictor}_model_profiling_dataset": profiles_id(spec),
+        f"{predictor}_network_profiling_dataset": f"local/{spec['network_device']}",
         f"{predictor}_prediction_max_tokens_per_request": spec["max_tokens"],
         f"{predictor}_prediction_max_batch_size": spec["batch_cap"],
         f"{predictor}_prediction_max_prefill_chunk_size": spec["chunk_size"],
