@@ -119,6 +119,9 @@ class EngineSetup:
     :param block_size: KV block, tokens (Vidur's paging unit; servegym counts whole tokens).
     :param memory_margin: share of GPU memory neither engine uses (Vidur
         ``memory_margin_fraction``).
+    :param overlap_scheduling: servegym prices its per-iteration CPU overheads at 0, as for an
+        engine that overlaps them with the GPU (:data:`envs.sim.engines.CPU_OVERHEAD_FIELDS`);
+        Vidur 0.0.26 prices no CPU work. A named variant: off by default (vLLM's preset).
     """
 
     model: str = "llama3-8b"
@@ -129,6 +132,7 @@ class EngineSetup:
     chunk_size: int = 512
     block_size: int = 16
     memory_margin: float = 0.1
+    overlap_scheduling: bool = False
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -160,6 +164,11 @@ class EngineSetup:
             f"per iteration, at most {self.batch_cap} running requests, KV in "
             f"{self.block_size}-token blocks (servegym: whole tokens), memory margin "
             f"{self.memory_margin:g}, no prefix caching"
+            + (
+                "; servegym CPU overheads priced 0 (overlap scheduling)"
+                if self.overlap_scheduling
+                else ""
+            )
         )
 
 
@@ -200,6 +209,7 @@ def servegym_engine(setup: EngineSetup, kv_tokens: int) -> EnginePreset:
         kv_policy="paged",
         memory_utilization=util,
         prefix_caching=False,
+        overlap_scheduling=setup.overlap_scheduling,
     )
 
 
@@ -469,6 +479,11 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--chunk-size", type=int, default=512, help="tokens per iteration")
     ap.add_argument("--block-size", type=int, default=16, help="Vidur KV block, tokens")
     ap.add_argument("--memory-margin", type=float, default=0.1, help="GPU memory share unused")
+    ap.add_argument(
+        "--overlap-scheduling",
+        action="store_true",
+        help="servegym variant: per-iteration CPU overheads priced 0 (Vidur prices none)",
+    )
     ap.add_argument("--vidur-python", default=None, help="Python of an env with vidur==0.0.26")
     ap.add_argument("--vidur-data", type=Path, default=data / "vidur", help="Vidur profiles")
     ap.add_argument(
@@ -507,10 +522,18 @@ def main(argv: list[str] | None = None) -> int:
             chunk_size=args.chunk_size,
             block_size=args.block_size,
             memory_margin=args.memory_margin,
+            overlap_scheduling=args.overlap_scheduling,
         )
         vidur_python = find_vidur_python(args.vidur_python)
         if not 0 < args.load <= 1.5:
             raise PeerConfigError(f"--load {args.load}; expected a share in (0, 1.5]")
+        profiles = args.vidur_data / "compute" / GPUS[setup.gpu][0] / MODELS[setup.model][1]
+        if vidur_python is not None and not (profiles / "mlp.csv").is_file():
+            raise PeerConfigError(
+                f"--vidur-data {args.vidur_data}: no Vidur compute profile {profiles}/mlp.csv "
+                "(point it at a copy of Vidur's data/profiling folder, or set "
+                "SERVEGYM_LATENCY_DATA)"
+            )
     except PeerConfigError as exc:
         ap.exit(2, f"benchmarks.peer_vidur: error: {exc}\n")
     args.vidur_python = vidur_python
@@ -525,7 +548,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.rate is None:
         capacity = servegym_capacity(setup, kv_tokens)
         rate = args.load * capacity
-        print(f"servegym capacity {capacity:.2f} req/s (saturated); Poisson rate {rate:.2f} req/s")
+        print(
+            f"servegym capacity {capacity:.2f} req/s (saturated); Poisson rate {rate:.2f} req/s "
+            f"(--rate {rate!r})"
+        )
     else:
         rate = args.rate
         print(f"Poisson rate {rate:.2f} req/s (given)")
@@ -540,7 +566,11 @@ def main(argv: list[str] | None = None) -> int:
         write_trace(requests, trace)
         shared = read_trace(trace, setup.model)
         ours = run_servegym(shared, setup, kv_tokens)
-        peer = None if vidur_python is None else run_vidur(trace, count, setup, args, work)
+        try:
+            peer = None if vidur_python is None else run_vidur(trace, count, setup, args, work)
+        except (RuntimeError, PeerConfigError) as exc:
+            print(f"benchmarks.peer_vidur: error: {exc}", file=sys.stderr)
+            return 1
         print(f"\n{count:,} requests, seed {args.seed}, trace {trace}")
         if peer is not None and peer.extra.get("kv_capacity_tokens") != kv_tokens:
             print(f"  note: Vidur reports {peer.extra.get('kv_capacity_tokens')} KV tokens")

@@ -177,3 +177,16 @@ def test_bad_options_are_errors_that_name_them(tmp_path, capsys):
         pv.EngineSetup(osl=1)
     with pytest.raises(pv.PeerConfigError, match="--rate"):
         pv.poisson_requests(5, 0.0, SETUP, seed=0)
+
+
+def test_overlap_variant_drops_exactly_the_cpu_overhead_from_each_decode_step():
+    from envs.sim.latency import load_calibration
+
+    kv = pv.vidur_kv_capacity_tokens(SETUP)
+    alone = [dataclasses.replace(r, arrival=5.0) for r in pv.poisson_requests(1, 1.0, SETUP, 0)]
+    base = pv.run_servegym(alone, SETUP, kv)
+    hidden = pv.run_servegym(alone, dataclasses.replace(SETUP, overlap_scheduling=True), kv)
+    cal = load_calibration()
+    per_step = cal.iteration_overhead_seconds + cal.iteration_overhead_per_seq_seconds
+    assert per_step > 0
+    assert base.tpot[0] - hidden.tpot[0] == pytest.approx(per_step, rel=1e-9)
