@@ -2,7 +2,7 @@
 
 This script runs in *Vidur's* Python environment, not servegym's: ``python -m
 benchmarks.peer_vidur`` starts it as ``<vidur python> benchmarks/vidur_driver.py --spec
-spec.json`` and reads what it writes. It imports only Vidur, pandas and the standard library.
+spec.json`` and reads what it writes. It imports only Vidur and the standard library.
 
 What it adds to ``python -m vidur.main``:
 
@@ -32,6 +32,7 @@ folder and the effective configuration (KV blocks, block size, attention source)
 from __future__ import annotations
 
 import argparse
+import csv
 import hashlib
 import json
 import os
@@ -50,7 +51,7 @@ def attention_from_aiconfigurator(
     n_kv_head: int,
     tp: int,
     block_size: int,
-):
+) -> list[dict]:
     """Vidur attention-profile rows from AIConfigurator's attention tables of one GPU.
 
     Prefill rows: ``context_attention_perf.csv`` with ``batch_size`` 1 (one prompt of ``isl``
@@ -60,47 +61,47 @@ def attention_from_aiconfigurator(
     itself included, as Vidur counts them), ``prefill_chunk_size`` 0. Both tables list heads per
     GPU (after the tensor-parallel split); latencies are milliseconds per layer, as Vidur's are.
     """
-    import pandas as pd
+    q_per_gpu, kv_per_gpu = n_q_head // tp, max(1, n_kv_head // tp)
 
-    q_per_gpu = n_q_head // tp
-    kv_per_gpu = max(1, n_kv_head // tp)
-    ctx = pd.read_csv(folder / "context_attention_perf.csv")
-    gen = pd.read_csv(folder / "generation_attention_perf.csv")
-    ctx = ctx[
-        (ctx["num_heads"] == q_per_gpu)
-        & (ctx["num_key_value_heads"] == kv_per_gpu)
-        & (ctx["batch_size"] == 1)
-    ]
-    gen = gen[(gen["num_heads"] == q_per_gpu) & (gen["num_key_value_heads"] == kv_per_gpu)]
-    if ctx.empty or gen.empty:
+    def rows(name: str) -> list[dict]:
+        with open(folder / name, newline="") as fh:
+            return [
+                r
+                for r in csv.DictReader(fh)
+                if int(r["num_heads"]) == q_per_gpu and int(r["num_key_value_heads"]) == kv_per_gpu
+            ]
+
+    ctx = [r for r in rows("context_attention_perf.csv") if int(r["batch_size"]) == 1]
+    gen = rows("generation_attention_perf.csv")
+    if not ctx or not gen:
         raise SystemExit(
             f"vidur_driver: {folder} has no attention rows for {q_per_gpu} query / {kv_per_gpu} "
             f"KV heads per GPU (context rows {len(ctx)}, generation rows {len(gen)})"
         )
-    prefill = pd.DataFrame(
+    shard = dict(zip(ATTENTION_KEYS, (n_embd, n_q_head, n_kv_head, block_size, tp), strict=True))
+    out = [
         {
+            **shard,
             "batch_size": 1,
             "kv_cache_size": 0,
-            "prefill_chunk_size": ctx["isl"].astype(int),
-            "time_stats.attn_prefill.median": ctx["latency"].astype(float),
-            "time_stats.attn_decode.median": float("nan"),
+            "prefill_chunk_size": int(r["isl"]),
+            "time_stats.attn_prefill.median": float(r["latency"]),
+            "time_stats.attn_decode.median": "",
         }
-    )
-    decode = pd.DataFrame(
+        for r in ctx
+    ]
+    out += [
         {
-            "batch_size": gen["batch_size"].astype(int),
-            "kv_cache_size": gen["step"].astype(int) + 1,
+            **shard,
+            "batch_size": int(r["batch_size"]),
+            "kv_cache_size": int(r["step"]) + 1,
             "prefill_chunk_size": 0,
-            "time_stats.attn_prefill.median": float("nan"),
-            "time_stats.attn_decode.median": gen["latency"].astype(float),
+            "time_stats.attn_prefill.median": "",
+            "time_stats.attn_decode.median": float(r["latency"]),
         }
-    )
-    rows = pd.concat([prefill, decode], ignore_index=True)
-    for key, value in zip(
-        ATTENTION_KEYS, (n_embd, n_q_head, n_kv_head, block_size, tp), strict=True
-    ):
-        rows[key] = value
-    return rows
+        for r in gen
+    ]
+    return out
 
 
 def input_files(spec: dict, model_config, replica_config, block_size: int) -> tuple[str, ...]:
@@ -124,7 +125,10 @@ def input_files(spec: dict, model_config, replica_config, block_size: int) -> tu
             block_size,
         )
         attention = Path(spec["output_dir"]) / "attention_from_aiconfigurator.csv"
-        rows.to_csv(attention, index=False)
+        with open(attention, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
         spec["attention_source"] = f"{spec['attention_from']} (rewritten to {attention})"
     else:
         raise SystemExit(

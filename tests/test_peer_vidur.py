@@ -190,3 +190,57 @@ def test_overlap_variant_drops_exactly_the_cpu_overhead_from_each_decode_step():
     per_step = cal.iteration_overhead_seconds + cal.iteration_overhead_per_seq_seconds
     assert per_step > 0
     assert base.tpot[0] - hidden.tpot[0] == pytest.approx(per_step, rel=1e-9)
+
+
+def _aiconfigurator_fixture(folder):
+    folder.mkdir()
+    (folder / "context_attention_perf.csv").write_text(
+        "batch_size,isl,num_heads,num_key_value_heads,latency\n"
+        "1,512,32,8,0.03\n"
+        "2,512,32,8,0.06\n"  # two prompts: not a Vidur prefill row
+        "1,512,64,8,0.09\n"  # another model's heads
+        "1,1024,32,8,0.1\n"
+        "1,512,16,4,0.015\n"  # the same model at TP 2
+    )
+    (folder / "generation_attention_perf.csv").write_text(
+        "batch_size,num_heads,num_key_value_heads,step,latency\n"
+        "4,32,8,511,0.02\n"
+        "4,16,4,511,0.01\n"  # the same model at TP 2
+    )
+
+
+def test_driver_rewrites_aiconfigurator_attention_into_vidur_profile_rows(tmp_path):
+    from benchmarks import vidur_driver as vd
+
+    _aiconfigurator_fixture(tmp_path / "aic")
+    rows = vd.attention_from_aiconfigurator(tmp_path / "aic", 4096, 32, 8, 1, 16)
+    shard = {"n_embd": 4096, "n_q_head": 32, "n_kv_head": 8, "block_size": 16}
+    assert all(r.items() >= {**shard, "num_tensor_parallel_workers": 1}.items() for r in rows)
+    prefill = [(r["kv_cache_size"], r["prefill_chunk_size"]) for r in rows if r["batch_size"] == 1]
+    assert prefill == [(0, 512), (0, 1024)]
+    decode = [r for r in rows if r["prefill_chunk_size"] == 0]
+    assert [(r["batch_size"], r["kv_cache_size"]) for r in decode] == [(4, 512)]
+    assert decode[0]["time_stats.attn_decode.median"] == 0.02
+    tp2 = vd.attention_from_aiconfigurator(tmp_path / "aic", 4096, 32, 8, 2, 16)
+    assert [r["time_stats.attn_decode.median"] for r in tp2 if r["batch_size"] == 4] == [0.01]
+    with pytest.raises(SystemExit, match="48 query"):
+        vd.attention_from_aiconfigurator(tmp_path / "aic", 6144, 48, 8, 1, 16)
+
+
+def test_driver_keys_vidurs_predictor_cache_by_the_profiles_it_trains_on(tmp_path):
+    from benchmarks import vidur_driver as vd
+
+    compute = tmp_path / "vidur" / "compute" / "a100" / "org" / "model"
+    compute.mkdir(parents=True)
+    (compute / "mlp.csv").write_text("num_tokens\n1\n")
+    _aiconfigurator_fixture(tmp_path / "aic")
+    spec = {
+        "data_dir": str(tmp_path / "vidur"),
+        "device": "a100",
+        "profile_model": "org/model",
+        "attention_from": str(tmp_path / "aic"),
+    }
+    first = vd.profiles_id(spec)
+    assert first.startswith("local/a100/org/model/")
+    (compute / "mlp.csv").write_text("num_tokens\n2\n")
+    assert vd.profiles_id(spec) != first
