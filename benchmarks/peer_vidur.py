@@ -64,12 +64,10 @@ from traces.schema import Request
 
 DRIVER = Path(__file__).with_name("vidur_driver.py")
 #: servegym catalog model -> (Vidur 0.0.26 model name, folder of its profiles under
-#: ``compute/<device>/`` in Vidur's ``data/profiling`` tree).
+#: ``compute/<device>/`` in Vidur's ``data/profiling`` tree): the profiled models that fit one GPU.
 MODELS = {
     "llama3-8b": ("meta-llama/Llama-3-8B", "meta-llama/Meta-Llama-3-8B"),
-    "llama3-70b": ("meta-llama/Llama-3-70B", "meta-llama/Meta-Llama-3-70B"),
     "llama2-7b": ("meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-7b-hf"),
-    "llama2-70b": ("meta-llama/Llama-2-70b-hf", "meta-llama/Llama-2-70b-hf"),
 }
 #: servegym catalog GPU -> (Vidur device, Vidur node, AIConfigurator folder of that GPU).
 GPUS = {
@@ -189,6 +187,11 @@ def vidur_kv_capacity_tokens(setup: EngineSetup) -> int:
     memory = VIDUR_MEMORY_GB * 1024**3 * (1 - setup.memory_margin)
     tokens = int((memory - 2 * params) // (4 * head_dim * m.num_kv_heads * m.num_layers))
     blocks = (setup.max_tokens // setup.block_size) * (tokens // setup.max_tokens)
+    if blocks < 1:
+        raise PeerConfigError(
+            f"{setup.model} on one {setup.gpu} leaves {tokens} KV tokens, less than one request "
+            f"slot of {setup.max_tokens} tokens (--memory-margin {setup.memory_margin})"
+        )
     return blocks * setup.block_size
 
 
@@ -534,6 +537,9 @@ def main(argv: list[str] | None = None) -> int:
                 "(point it at a copy of Vidur's data/profiling folder, or set "
                 "SERVEGYM_LATENCY_DATA)"
             )
+        kv_tokens = vidur_kv_capacity_tokens(setup)
+        for count in args.count:
+            poisson_requests(count, 1.0 if args.rate is None else args.rate, setup, args.seed)
     except PeerConfigError as exc:
         ap.exit(2, f"benchmarks.peer_vidur: error: {exc}\n")
     args.vidur_python = vidur_python
@@ -542,7 +548,6 @@ def main(argv: list[str] | None = None) -> int:
         args.vidur_attention_from = candidate if candidate.is_dir() else None
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="peer_vidur_"))
     work.mkdir(parents=True, exist_ok=True)
-    kv_tokens = vidur_kv_capacity_tokens(setup)
     print(f"engine: {setup.describe()}")
     print(f"KV capacity (Vidur's formula, both sides): {kv_tokens:,} tokens")
     if args.rate is None:
@@ -558,12 +563,8 @@ def main(argv: list[str] | None = None) -> int:
     if vidur_python is None:
         print(INSTALL_HELP)
     for count in args.count:
-        try:
-            requests = poisson_requests(count, rate, setup, args.seed)
-        except PeerConfigError as exc:
-            ap.exit(2, f"benchmarks.peer_vidur: error: {exc}\n")
         trace = work / f"trace-{count}.csv"
-        write_trace(requests, trace)
+        write_trace(poisson_requests(count, rate, setup, args.seed), trace)
         shared = read_trace(trace, setup.model)
         ours = run_servegym(shared, setup, kv_tokens)
         try:

@@ -168,7 +168,9 @@ def test_without_vidur_only_servegym_runs_and_the_install_steps_are_printed(
     assert (tmp_path / "trace-20.csv").is_file()
 
 
-def test_bad_options_are_errors_that_name_them(tmp_path, capsys):
+def test_bad_options_are_errors_that_name_them(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("SERVEGYM_VIDUR_PYTHON", raising=False)
+    monkeypatch.setattr(pv.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(SystemExit) as exc:
         pv.main(["--vidur-python", str(tmp_path / "no-python"), "--count", "5"])
     assert exc.value.code == 2
@@ -177,6 +179,13 @@ def test_bad_options_are_errors_that_name_them(tmp_path, capsys):
         pv.EngineSetup(osl=1)
     with pytest.raises(pv.PeerConfigError, match="--rate"):
         pv.poisson_requests(5, 0.0, SETUP, seed=0)
+    with pytest.raises(pv.PeerConfigError, match="less than one request slot"):
+        pv.vidur_kv_capacity_tokens(dataclasses.replace(SETUP, memory_margin=0.85))
+    for bad in (["--rate", "0"], ["--count", "0"]):
+        with pytest.raises(SystemExit) as exc:
+            pv.main([*bad, "--work-dir", str(tmp_path)])
+        assert exc.value.code == 2
+        assert bad[0] in capsys.readouterr().err
 
 
 def test_overlap_variant_drops_exactly_the_cpu_overhead_from_each_decode_step():
