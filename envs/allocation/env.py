@@ -187,6 +187,25 @@ def _sub_topology(topo: Topology, gpus: int | None) -> Topology:
     return dataclasses.replace(topo, num_nodes=gpus // topo.gpus_per_node)
 
 
+def _check_ramp(ramp: Any, rate_trace: str | None, periods: int) -> tuple[float, float]:
+    if rate_trace is not None:
+        raise ValueError(
+            f"rate_ramp={ramp!r} and rate_trace={rate_trace!r} both set the period rates; give one"
+        )
+    try:
+        lo, hi = (float(x) for x in ramp)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"rate_ramp must be two numbers (first and last period's rate / workflow_rate), "
+            f"got {ramp!r}"
+        ) from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo > 0 and hi > 0):
+        raise ValueError(f"rate_ramp must be two finite numbers > 0, got {ramp!r}")
+    if periods < 2:
+        raise ValueError(f"rate_ramp needs periods >= 2 to ramp over, got periods={periods}")
+    return lo, hi
+
+
 class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, ServegymEnv):
     """Scepsy's GPU-allocation problem (see the module docstring for the full tables).
 
@@ -235,6 +254,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
         workflow_rate: float | None = None,
         rate_trace: str | None = None,
         rate_window: str | int = "train",
+        rate_ramp: tuple[float, float] | None = None,
         periods: int = 1,
         period_seconds: float = 120.0,
         warmup_seconds: float = 0.0,
@@ -307,6 +327,8 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
                 raise ValueError(
                     f"rate_window must be one of {RATE_WINDOWS} or a start bin, got {rate_window!r}"
                 )
+        if rate_ramp is not None:
+            rate_ramp = _check_ramp(rate_ramp, rate_trace, periods)
         if warmup_seconds >= periods * period_seconds:
             raise ValueError(
                 f"warmup_seconds={warmup_seconds} leaves nothing of the {periods} x "
@@ -316,6 +338,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
         self.workflow_rate = workflow_rate
         self.rate_trace = rate_trace
         self.rate_window = rate_window
+        self.rate_ramp = rate_ramp
         self.periods = periods
         self.period_seconds = float(period_seconds)
         self.warmup_seconds = float(warmup_seconds)

@@ -26,6 +26,9 @@ class EpisodeMixin:
         if base is None:
             base = _default_rate(self.workload, GENERATORS)
         self.rates_start = 0
+        if self.rate_ramp is not None:
+            lo, hi = self.rate_ramp
+            return [float(base * x) for x in np.linspace(lo, hi, self.periods)]
         if self.rate_trace is None:
             return [float(base)] * self.periods
         window = self.rate_window
