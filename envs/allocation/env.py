@@ -1,4 +1,4 @@
-"""``servegym/Allocation-v0``: Scepsy's problem as a Gymnasium MDP.
+"""``servegym/Allocation-v1`` (and ``-v0``): Scepsy's problem as a Gymnasium MDP.
 
 Multi-LLM agentic workflows (RAG + reranker, beam search, both combined; Scepsy §7.1) arrive at a
 GPU pool (``scepsy-16``: 4 nodes × 4 RTX A6000, NVLinked pairs). The policy decides how much of
@@ -13,6 +13,9 @@ An episode is ``periods`` allocation periods of ``period_seconds`` each, with on
 arrival rate per period (Poisson arrivals):
 
 * ``rate_trace=None``: a constant ``workflow_rate`` — Scepsy's static problem (§5);
+* ``rate_ramp=(lo, hi)``: Scepsy Fig. 6's throughput sweep as one episode: the period rates step
+  linearly from ``lo`` to ``hi`` × ``workflow_rate`` (``servegym/Allocation-v1``'s default:
+  0.5 to 4 over 6 periods of 60 s; see the class docstring's Version History);
 * ``rate_trace="ragpulse_hourly"`` (or ``"azure_code_minutely"``): the autoscaling problem; one
   bin of a real service's rate shape per period, times ``workflow_rate``
   (:mod:`traces.rates`; ``rate_window`` = ``"train"``, ``"heldout"`` or a start bin picks the
@@ -135,7 +138,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.allocation.context import AllocationContext, LLMPeriodMetrics
-from envs.allocation.episode import EpisodeMixin
+from envs.allocation.episode import EpisodeMixin, check_ramp
 from envs.allocation.masking import MaskingMixin
 from envs.allocation.observation import (
     GLOBAL_FEATURES,
@@ -187,25 +190,6 @@ def _sub_topology(topo: Topology, gpus: int | None) -> Topology:
     return dataclasses.replace(topo, num_nodes=gpus // topo.gpus_per_node)
 
 
-def _check_ramp(ramp: Any, rate_trace: str | None, periods: int) -> tuple[float, float]:
-    if rate_trace is not None:
-        raise ValueError(
-            f"rate_ramp={ramp!r} and rate_trace={rate_trace!r} both set the period rates; give one"
-        )
-    try:
-        lo, hi = (float(x) for x in ramp)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"rate_ramp must be two numbers (first and last period's rate / workflow_rate), "
-            f"got {ramp!r}"
-        ) from None
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo > 0 and hi > 0):
-        raise ValueError(f"rate_ramp must be two finite numbers > 0, got {ramp!r}")
-    if periods < 2:
-        raise ValueError(f"rate_ramp needs periods >= 2 to ramp over, got periods={periods}")
-    return lo, hi
-
-
 class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, ServegymEnv):
     """Scepsy's GPU-allocation problem (see the module docstring for the full tables).
 
@@ -217,6 +201,9 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
     :param workflow_rate: workflows/s (the base rate of a ``rate_trace``); None:
         :data:`DEFAULT_WORKFLOW_RATE` of the workload (RAG 1/s, beam 0.1/s, combined 0.2/s).
     :param rate_trace: None (constant rate) or a :mod:`traces.rates` shape name.
+    :param rate_ramp: None, or ``(lo, hi)``: the period rates step linearly from ``lo`` ×
+        ``workflow_rate`` in the first period to ``hi`` × ``workflow_rate`` in the last (needs
+        ``periods`` >= 2; excludes ``rate_trace``).
     :param rate_window: ``train`` (a random window of the shape's training bins, drawn from the
         reset seed), ``heldout`` (the same from its held-out bins) or an int start bin.
     :param periods: allocation periods per episode.
@@ -328,7 +315,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
                     f"rate_window must be one of {RATE_WINDOWS} or a start bin, got {rate_window!r}"
                 )
         if rate_ramp is not None:
-            rate_ramp = _check_ramp(rate_ramp, rate_trace, periods)
+            rate_ramp = check_ramp(rate_ramp, rate_trace, periods)
         if warmup_seconds >= periods * period_seconds:
             raise ValueError(
                 f"warmup_seconds={warmup_seconds} leaves nothing of the {periods} x "
