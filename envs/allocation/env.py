@@ -229,6 +229,27 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
     :param render_mode: ``ansi`` or ``rgb_array``.
     :param decision_context: put the :class:`AllocationContext` in every step's ``info`` (True
         here; the registered id passes False, see :mod:`envs.common.base`).
+
+    ## Why v1's default episode ramps the rate
+
+    Scepsy's question is the throughput an allocation serves at bounded latency: "we execute the
+    workflows at different arrival rates" and plot "the achieved throughput ... and the workflow
+    request latency" (Scepsy §7.2, Fig. 6). At one constant rate, either every allocation has
+    enough (v0's default: all tie on goodput) or the weak ones are overloaded from the start and
+    score 0. A ramp puts every policy's knee inside one episode: each serves within SLO until its
+    capacity binds, then backlogs, so goodput grows with where its knee sits. Each rate is held
+    60 s, twice a new Llama-3-8B replica's cold start (~28 s), and six rates make a Fig. 6 sweep.
+
+    ## Version History
+
+    * v1: the default episode ramps the workflow rate: 6 periods of 60 s at 0.5, 1.2, 1.9, 2.6,
+      3.3 and 4 x the workload's default rate (``rate_ramp=(0.5, 4.0)``, the registered id's
+      kwargs :data:`envs.ALLOCATION_V1_KWARGS`). Held-out seeds 200-202, RAG on 4 GPUs: goodput
+      demand-proportional 1.95, Scepsy 1.14, K8s HPA 0.48, equal split 0.15 wf/s (>= 10x best
+      to worst on each seed; docs/envs/allocation-v1.md).
+    * v0: one 120-s period at the default rate (RAG 1 wf/s). On held-out seed 77 all eight
+      policies scored the same goodput (0.97 wf/s on RAG) while mean latency ranged 8.8-39 s,
+      and every run measured a backlog. Kept, bit for bit, for published numbers.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}

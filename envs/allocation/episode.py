@@ -25,7 +25,8 @@ def check_ramp(ramp: Any, rate_trace: str | None, periods: int) -> tuple[float, 
     """
     if rate_trace is not None:
         raise ValueError(
-            f"rate_ramp={ramp!r} and rate_trace={rate_trace!r} both set the period rates; give one"
+            f"rate_ramp={ramp!r} and rate_trace={rate_trace!r} both set the period rates; give "
+            "one (servegym/Allocation-v1 ramps by default: pass rate_ramp=None with a rate trace)"
         )
     try:
         lo, hi = (float(x) for x in ramp)
