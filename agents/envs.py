@@ -72,6 +72,7 @@ _EXTRACTORS: dict[str, tuple[type[BaseFeaturesExtractor], dict[str, Any], bool]]
     "routing": (RoutingScorer, {"hidden": 32}, True),
     "allocation": (SetPoolingExtractor, {"hidden": 32, "valid_columns": {"llms": 0}}, False),
 }
+_EXTRACTORS["allocation-v1"] = _EXTRACTORS["allocation"]  # v1 changes the episode, not the spaces
 
 #: Training-only env options (not ``evaluate.py`` flags): Routing-v0's opt-in observation
 #: (a ``ckpt:`` policy trained with it computes it itself, ``agents.checkpoint``).

@@ -4,10 +4,12 @@ import envs, gymnasium
 env = gymnasium.make("servegym/PDCluster-v0", cluster="hetero-1", workload="mixed")
 env = gymnasium.make("servegym/Routing-v0", cluster="goodserve-4", model="llama3.1-8b")
 env = gymnasium.make("servegym/Allocation-v0", cluster="scepsy-16", gpus=4, workload="rag_reranker")
+env = gymnasium.make("servegym/Allocation-v1")   # the workflow rate ramps through the knee
 # or, without the import: gymnasium.make("envs:servegym/PDCluster-v0")
 
 The registered ids are made for learners: ``info`` leaves out the decision context the experts
-act on (``decision_context=True`` puts it back); every other default is the env class's own.
+act on (``decision_context=True`` puts it back); every other default is the env class's own,
+except where a newer version of an env sets its own (:data:`ALLOCATION_V1_KWARGS`).
 The rules every env follows (actions, masks, ``info``, rendering) are in :mod:`envs.common.base`.
 """
 
@@ -27,6 +29,22 @@ for _id, _entry in (
 ):
     if _id not in registry:
         register(id=_id, entry_point=_entry, kwargs=dict(REGISTERED_KWARGS))
+
+#: ``servegym/Allocation-v1``'s defaults over the env class's (Allocation-v0's): the workflow rate
+#: steps from 0.5 to 4 times the workload's default rate over 6 periods of 60 s (Scepsy Fig. 6's
+#: throughput sweep as one episode). The class docstring's Version History says why and what it
+#: measured. Arguments passed to ``gym.make`` override these.
+ALLOCATION_V1_KWARGS: dict[str, Any] = {
+    "rate_ramp": (0.5, 4.0),
+    "periods": 6,
+    "period_seconds": 60.0,
+}
+if "servegym/Allocation-v1" not in registry:
+    register(
+        id="servegym/Allocation-v1",
+        entry_point="envs.allocation:AllocationEnv",
+        kwargs={**REGISTERED_KWARGS, **ALLOCATION_V1_KWARGS},
+    )
 
 #: Short env names used by ``train.py`` and ``evaluate.py``: the gym id, and how their
 #: command-line options map to the env's keyword arguments (one table for both scripts).
@@ -90,6 +108,12 @@ CLI_ENVS: dict[str, tuple[str, dict[str, str]]] = {
         },
     ),
 }
+
+
+CLI_ENVS["allocation-v1"] = (
+    "servegym/Allocation-v1",
+    {**CLI_ENVS["allocation"][1], "rate_ramp": "rate_ramp"},
+)
 
 
 def env_short_name(name: str) -> str:

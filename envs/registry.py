@@ -15,6 +15,7 @@ Policies are named by strings here (the heuristics are registered in :mod:`heuri
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -93,6 +94,8 @@ class EnvFamily:
     :param train_reward_scale: training envs see the env's reward times this
         (``agents.envs.ScaledReward``), so that returns stay of order one; evaluation reads the
         env's metrics, never the scaled reward.
+    :param policies_of: the family whose registered heuristics act in this env (a newer version
+        of that env, with its action space); None: the heuristics registered for this family.
     """
 
     gym_id: str
@@ -119,6 +122,7 @@ class EnvFamily:
     metrics_note: str = ""
     train_defaults: Mapping[str, Any] = field(default_factory=dict)
     train_reward_scale: float = 1.0
+    policies_of: str | None = None
 
     def __post_init__(self) -> None:
         if self.select not in {m.key for m in self.headline}:
@@ -266,6 +270,25 @@ FAMILIES: dict[str, EnvFamily] = {
         train_reward_scale=1e-3,
     ),
 }
+
+
+# Allocation-v1: v0's family with the v1 default episode (envs.ALLOCATION_V1_KWARGS). It trains
+# on that episode (v0's autoscaling training variant sets a rate trace, which a ramp excludes).
+FAMILIES["allocation-v1"] = dataclasses.replace(
+    FAMILIES["allocation"],
+    gym_id=CLI_ENVS["allocation-v1"][0],
+    options=CLI_ENVS["allocation-v1"][1],
+    paper="Scepsy §7.2 (Fig. 6's throughput sweep as one episode: the rate ramps through the knee)",
+    train_defaults={"workload": "rag_reranker"},
+    policies_of="allocation",
+)
+
+
+def policy_family(name: str) -> str:
+    """The family whose registered heuristics act in family ``name`` (see
+    :attr:`EnvFamily.policies_of`); ``name`` itself when it is not a family."""
+    entry = FAMILIES.get(name)
+    return (entry.policies_of or name) if entry is not None else name
 
 
 def family(name: str) -> EnvFamily:

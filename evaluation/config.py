@@ -61,6 +61,15 @@ def parse_cache(text: str) -> bool | int | str:
         return int(value)
 
 
+def parse_ramp(text: str) -> tuple[float, float]:
+    """A rate ramp from the command line: ``LO:HI`` (first and last period's rate as multiples of
+    the workflow rate, e.g. ``0.5:4``)."""
+    lo, sep, hi = str(text).partition(":")
+    if not sep:
+        raise ValueError(f"expected LO:HI (e.g. 0.5:4), got {text!r}")
+    return float(lo), float(hi)
+
+
 def env_option(kind: Any, help: str, abbrev: str) -> Any:
     """A :class:`EvalConfig` field that configures the env (None: the env family's default).
 
@@ -193,6 +202,9 @@ class EvalConfig:
     rate_window: str | None = env_option(
         str, "rate-trace window: train, heldout or a start bin", "win"
     )
+    rate_ramp: tuple[float, float] | None = env_option(
+        parse_ramp, "rate steps linearly from LO to HI x the workflow rate (LO:HI)", "ramp"
+    )
     periods: int | None = env_option(int, "allocation periods per episode", "per")
     period_seconds: float | None = env_option(float, "simulated seconds per period", "ps")
     warmup_seconds: float | None = env_option(
@@ -249,7 +261,8 @@ FULL_SUITE_COMMAND = (
 @functools.cache
 def env_defaults(name: str) -> dict[str, Any]:
     """The env's own keyword defaults by :class:`EvalConfig` field (read off the env class's
-    signature, so they never drift from the env); ``{}`` if the env cannot be imported."""
+    signature and the registered id's keyword arguments, so they never drift from the env);
+    ``{}`` if the env cannot be imported."""
     import importlib
     import inspect
 
@@ -259,13 +272,17 @@ def env_defaults(name: str) -> dict[str, Any]:
 
     entry = env_entry(name)
     try:
-        module, _, cls = str(gym.spec(entry.gym_id).entry_point).partition(":")
+        spec = gym.spec(entry.gym_id)
+        module, _, cls = str(spec.entry_point).partition(":")
         params = inspect.signature(getattr(importlib.import_module(module), cls)).parameters
     except Exception:  # an env module being written must not break evaluation of the others
         return {}
+    registered = spec.kwargs or {}
     out = {}
     for option, kw in entry.options.items():
-        if option in ENV_FIELD_META and kw in params:
+        if option in ENV_FIELD_META and kw in registered:
+            out[option] = registered[kw]
+        elif option in ENV_FIELD_META and kw in params:
             default = params[kw].default
             out[option] = None if default is inspect.Parameter.empty else default
     return out
@@ -280,6 +297,8 @@ def fmt_value(value: Any) -> str:
     """An option value as tables, names and commands show it (``1.5``, ``unset``)."""
     if value is None:
         return "unset"
+    if isinstance(value, (tuple, list)):
+        return ":".join(fmt_value(v) for v in value)
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 

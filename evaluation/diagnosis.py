@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.config import unique
+from evaluation.config import fmt_value, unique
 from evaluation.rows import column_key, column_label, headline_of, mean_metric
 
 #: :func:`diagnose` thresholds: a run whose arrivals span less than this share of its simulated
@@ -82,11 +82,20 @@ def overloaded_notes(rows: Sequence[dict[str, Any]], label: str) -> list[str]:
     (Allocation-v0: fewer than 99 % of the measured workflows finished, or the completions
     inside the measured window are under 90 % of the offered rate), saying which: a backlog the
     drain did not clear, or workflows that finished only after the window (a window not much
-    longer than the latency cannot tell a slow deployment from an overloaded one)."""
+    longer than the latency cannot tell a slow deployment from an overloaded one). Runs whose
+    rate ramps (``rate_ramp``: Allocation-v1's default) end overloaded by design; they get one
+    note saying so instead."""
     out = []
+    ramps = sorted({fmt_value(r["rate_ramp"]) for r in rows if r.get("rate_ramp")})
+    if ramps:
+        out.append(
+            f"{label}: the workflow rate ramps ({', '.join(ramps)} x the base rate) through "
+            "every policy's knee, so every run ends overloaded by design and none is "
+            "sustainable; goodput counts the workflows served within their SLO on the way up"
+        )
     for r in rows:
         m = r["metrics"]
-        if m.get("sustainable", 1.0):
+        if m.get("sustainable", 1.0) or r.get("rate_ramp"):
             continue
         n = int(m.get("num_workflows", 0))
         done = int(m.get("num_completed", 0))

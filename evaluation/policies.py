@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from envs.common.base import did_you_mean
-from envs.registry import FAMILIES, EnvFamily
+from envs.registry import FAMILIES, EnvFamily, policy_family
 from evaluation.config import EvaluationError
 
 
@@ -41,7 +41,7 @@ def load_allocation_policy(path: str, env: Any) -> Policy:
     from envs.sim.allocation import AllocationError
     from heuristics.allocation import FixedAllocation
 
-    if env_name_of(env) != "allocation":
+    if policy_family(env_name_of(env) or "") != "allocation":
         raise EvaluationError(f"alloc:{path}: allocation files apply to --env allocation only")
     try:
         return FixedAllocation.from_yaml(path)
@@ -86,7 +86,7 @@ def heuristic_names(spec: str = "", env_name: str | None = None) -> tuple[str, .
         raise EvaluationError(
             f"policy {spec!r}: cannot import the heuristics package: {exc}"
         ) from exc
-    return tuple(POLICIES) if env_name is None else policies_for(env_name)
+    return tuple(POLICIES) if env_name is None else policies_for(policy_family(env_name))
 
 
 def resolve_policy(spec: str, env: Any, env_name: str | None = None) -> Policy:

@@ -1,4 +1,4 @@
-"""``servegym/Allocation-v0``: Scepsy's problem as a Gymnasium MDP.
+"""``servegym/Allocation-v1`` (and ``-v0``): Scepsy's problem as a Gymnasium MDP.
 
 Multi-LLM agentic workflows (RAG + reranker, beam search, both combined; Scepsy §7.1) arrive at a
 GPU pool (``scepsy-16``: 4 nodes × 4 RTX A6000, NVLinked pairs). The policy decides how much of
@@ -13,6 +13,9 @@ An episode is ``periods`` allocation periods of ``period_seconds`` each, with on
 arrival rate per period (Poisson arrivals):
 
 * ``rate_trace=None``: a constant ``workflow_rate`` — Scepsy's static problem (§5);
+* ``rate_ramp=(lo, hi)``: Scepsy Fig. 6's throughput sweep as one episode: the period rates step
+  linearly from ``lo`` to ``hi`` × ``workflow_rate`` (``servegym/Allocation-v1``'s default:
+  0.5 to 4 over 6 periods of 60 s; see the class docstring's Version History);
 * ``rate_trace="ragpulse_hourly"`` (or ``"azure_code_minutely"``): the autoscaling problem; one
   bin of a real service's rate shape per period, times ``workflow_rate``
   (:mod:`traces.rates`; ``rate_window`` = ``"train"``, ``"heldout"`` or a start bin picks the
@@ -135,7 +138,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.allocation.context import AllocationContext, LLMPeriodMetrics
-from envs.allocation.episode import EpisodeMixin
+from envs.allocation.episode import EpisodeMixin, check_ramp
 from envs.allocation.masking import MaskingMixin
 from envs.allocation.observation import (
     GLOBAL_FEATURES,
@@ -198,6 +201,9 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
     :param workflow_rate: workflows/s (the base rate of a ``rate_trace``); None:
         :data:`DEFAULT_WORKFLOW_RATE` of the workload (RAG 1/s, beam 0.1/s, combined 0.2/s).
     :param rate_trace: None (constant rate) or a :mod:`traces.rates` shape name.
+    :param rate_ramp: None, or ``(lo, hi)``: the period rates step linearly from ``lo`` ×
+        ``workflow_rate`` in the first period to ``hi`` × ``workflow_rate`` in the last (needs
+        ``periods`` >= 2; excludes ``rate_trace``).
     :param rate_window: ``train`` (a random window of the shape's training bins, drawn from the
         reset seed), ``heldout`` (the same from its held-out bins) or an int start bin.
     :param periods: allocation periods per episode.
@@ -223,6 +229,27 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
     :param render_mode: ``ansi`` or ``rgb_array``.
     :param decision_context: put the :class:`AllocationContext` in every step's ``info`` (True
         here; the registered id passes False, see :mod:`envs.common.base`).
+
+    ## Why v1's default episode ramps the rate
+
+    Scepsy's question is the throughput an allocation serves at bounded latency: "we execute the
+    workflows at different arrival rates" and plot "the achieved throughput ... and the workflow
+    request latency" (Scepsy §7.2, Fig. 6). At one constant rate, either every allocation has
+    enough (v0's default: all tie on goodput) or the weak ones are overloaded from the start and
+    score 0. A ramp puts every policy's knee inside one episode: each serves within SLO until its
+    capacity binds, then backlogs, so goodput grows with where its knee sits. Each rate is held
+    60 s, twice a new Llama-3-8B replica's cold start (~28 s), and six rates make a Fig. 6 sweep.
+
+    ## Version History
+
+    * v1: the default episode ramps the workflow rate: 6 periods of 60 s at 0.5, 1.2, 1.9, 2.6,
+      3.3 and 4 x the workload's default rate (``rate_ramp=(0.5, 4.0)``, the registered id's
+      kwargs :data:`envs.ALLOCATION_V1_KWARGS`). Held-out seeds 200-202, RAG on 4 GPUs: goodput
+      demand-proportional 1.95, Scepsy 1.14, K8s HPA 0.48, equal split 0.15 wf/s (>= 10x best
+      to worst on each seed; docs/envs/allocation-v1.md).
+    * v0: one 120-s period at the default rate (RAG 1 wf/s). On held-out seed 77 all eight
+      policies scored the same goodput (0.97 wf/s on RAG) while mean latency ranged 8.8-39 s,
+      and every run measured a backlog. Kept, bit for bit, for published numbers.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -235,6 +262,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
         workflow_rate: float | None = None,
         rate_trace: str | None = None,
         rate_window: str | int = "train",
+        rate_ramp: tuple[float, float] | None = None,
         periods: int = 1,
         period_seconds: float = 120.0,
         warmup_seconds: float = 0.0,
@@ -307,6 +335,8 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
                 raise ValueError(
                     f"rate_window must be one of {RATE_WINDOWS} or a start bin, got {rate_window!r}"
                 )
+        if rate_ramp is not None:
+            rate_ramp = check_ramp(rate_ramp, rate_trace, periods)
         if warmup_seconds >= periods * period_seconds:
             raise ValueError(
                 f"warmup_seconds={warmup_seconds} leaves nothing of the {periods} x "
@@ -316,6 +346,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
         self.workflow_rate = workflow_rate
         self.rate_trace = rate_trace
         self.rate_window = rate_window
+        self.rate_ramp = rate_ramp
         self.periods = periods
         self.period_seconds = float(period_seconds)
         self.warmup_seconds = float(warmup_seconds)

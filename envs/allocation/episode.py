@@ -1,11 +1,13 @@
-"""An Allocation-v0 episode's workflows: the per-period arrival-rate schedule (constant or a
-rate trace's window), the workload drawn for a seed, and each workflow's run-alone latency (the
+"""An Allocation episode's workflows: the per-period arrival-rate schedule (constant, a ramp or
+a rate trace's window), the workload drawn for a seed, and each workflow's run-alone latency (the
 base of its SLO: the critical path of its DAG with each call alone on a reference replica).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from typing import Any
 
 import numpy as np
 
@@ -13,6 +15,31 @@ from envs.allocation.workloads import (
     _default_rate,
 )
 from traces.schema import ToolNode, Workflow
+
+
+def check_ramp(ramp: Any, rate_trace: str | None, periods: int) -> tuple[float, float]:
+    """``rate_ramp`` as ``(lo, hi)``, checked against the other episode options.
+
+    :raises ValueError: naming the bad value: not two finite numbers > 0, set together with a
+        rate trace, or fewer than two periods to ramp over.
+    """
+    if rate_trace is not None:
+        raise ValueError(
+            f"rate_ramp={ramp!r} and rate_trace={rate_trace!r} both set the period rates; give "
+            "one (servegym/Allocation-v1 ramps by default: pass rate_ramp=None with a rate trace)"
+        )
+    try:
+        lo, hi = (float(x) for x in ramp)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"rate_ramp must be two numbers (first and last period's rate / workflow_rate), "
+            f"got {ramp!r}"
+        ) from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo > 0 and hi > 0):
+        raise ValueError(f"rate_ramp must be two finite numbers > 0, got {ramp!r}")
+    if periods < 2:
+        raise ValueError(f"rate_ramp needs periods >= 2 to ramp over, got periods={periods}")
+    return lo, hi
 
 
 class EpisodeMixin:
@@ -26,6 +53,9 @@ class EpisodeMixin:
         if base is None:
             base = _default_rate(self.workload, GENERATORS)
         self.rates_start = 0
+        if self.rate_ramp is not None:
+            lo, hi = self.rate_ramp
+            return [float(base * x) for x in np.linspace(lo, hi, self.periods)]
         if self.rate_trace is None:
             return [float(base)] * self.periods
         window = self.rate_window
