@@ -402,7 +402,7 @@ def test_scepsy_plans_for_the_scheduled_rate_and_the_reactive_variant_for_the_me
 
     class Ctx:
         workload, engine, units_per_gpu, max_replicas = "w", "vllm", 4, 16
-        memory_utilization, min_kv_tokens = 0.9, 8192
+        memory_utilization, min_kv_tokens, latency_calibration = 0.9, 8192, "roofline"
 
         class topology:  # noqa: N801  (stands in for a Topology)
             gpu = "rtx-a6000"
@@ -444,6 +444,7 @@ def test_sticky_scepsy_keeps_its_allocation_while_the_apl_says_it_sustains(monke
     class Ctx:
         workload, engine, units_per_gpu, max_replicas = "w", "vllm", 4, 16
         memory_utilization, min_kv_tokens, last_rate = 0.9, 8192, 0.0
+        latency_calibration = "roofline"
 
         class topology:  # noqa: N801
             gpu = "rtx-a6000"

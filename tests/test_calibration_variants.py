@@ -1,5 +1,6 @@
-"""Per-op calibration variants (issue 30): the default is the roofline fit, bit for bit; the
-smooth-roofline refit is opt-in by name, argument or ``$SERVEGYM_LATENCY_CALIBRATION``."""
+"""Per-op calibration variants: the default is the smooth-roofline fit; ``roofline`` (the
+hard roofline, bit for bit its fit) is selected by name, argument or
+``$SERVEGYM_LATENCY_CALIBRATION``, and every ``-v0`` env pins it."""
 
 from __future__ import annotations
 
@@ -21,18 +22,18 @@ from envs.sim.latency import LatencyModel
 from envs.sim.records import LatencyCache
 
 
-def test_the_default_variant_is_the_hard_roofline_without_elementwise_floors(monkeypatch):
+def test_the_default_variant_is_the_smooth_roofline_and_roofline_the_hard_one(monkeypatch):
     monkeypatch.delenv(CALIBRATION_VARIANT_ENV, raising=False)
-    assert resolve_calibration_variant() == "roofline"
-    cal = load_calibration()
-    assert cal is load_calibration(variant="roofline")
+    assert resolve_calibration_variant() == "smooth-roofline"
+    smooth = load_calibration()
+    assert smooth is load_calibration(variant="smooth-roofline")
+    assert all(f.gemm_roofline_exponent for f in smooth.families.values())
+    assert all(f.elementwise_floor_seconds > 0 for f in smooth.families.values())
+    cal = load_calibration(variant="roofline")
     assert cal is load_calibration(efficiency.CALIBRATION_YAML)
     for name, fam in cal.families.items():
         assert fam.gemm_roofline_exponent is None, name
         assert fam.elementwise_floor_seconds == 0.0, name
-    smooth = load_calibration(variant="smooth-roofline")
-    assert all(f.gemm_roofline_exponent for f in smooth.families.values())
-    assert all(f.elementwise_floor_seconds > 0 for f in smooth.families.values())
 
 
 def test_the_roofline_yaml_round_trips_without_the_smooth_keys():
@@ -46,9 +47,9 @@ def test_the_roofline_yaml_round_trips_without_the_smooth_keys():
 
 
 def test_the_environment_variable_selects_the_variant_and_names_a_bad_one(monkeypatch):
-    monkeypatch.setenv(CALIBRATION_VARIANT_ENV, "smooth-roofline")
-    assert load_calibration() is load_calibration(variant="smooth-roofline")
-    assert load_calibration(variant="roofline") is not load_calibration()
+    monkeypatch.setenv(CALIBRATION_VARIANT_ENV, "roofline")
+    assert load_calibration() is load_calibration(variant="roofline")
+    assert load_calibration(variant="smooth-roofline") is not load_calibration()
     monkeypatch.setenv(CALIBRATION_VARIANT_ENV, "smooth")
     with pytest.raises(ValueError, match=r"\$SERVEGYM_LATENCY_CALIBRATION='smooth'"):
         load_calibration()
@@ -62,15 +63,15 @@ def test_latency_cache_builds_its_models_from_its_variant(monkeypatch):
     monkeypatch.delenv(CALIBRATION_VARIANT_ENV, raising=False)
     spec = InstanceSpec(0, "m", "monolithic", "h100-sxm", "llama3.1-8b", 1)
     default = LatencyCache().get(spec)
-    smooth = LatencyCache(calibration_variant="smooth-roofline").get(spec)
-    assert default.calibration is load_calibration(variant="roofline")
-    assert smooth.calibration is load_calibration(variant="smooth-roofline")
+    hard = LatencyCache(calibration_variant="roofline").get(spec)
+    assert default.calibration is load_calibration(variant="smooth-roofline")
+    assert hard.calibration is load_calibration(variant="roofline")
     plain = LatencyModel.from_names("h100-sxm", "llama3.1-8b")
     assert default.prefill_time(256) == plain.prefill_time(256)
     # near the GEMM ridge point the smooth roofline and the kernel floors cost more
-    assert smooth.prefill_time(256) > default.prefill_time(256)
-    monkeypatch.setenv(CALIBRATION_VARIANT_ENV, "smooth-roofline")
-    assert LatencyCache().calibration_variant == "smooth-roofline"
+    assert default.prefill_time(256) > hard.prefill_time(256)
+    monkeypatch.setenv(CALIBRATION_VARIANT_ENV, "roofline")
+    assert LatencyCache().calibration_variant == "roofline"
 
 
 def test_without_the_smooth_constants_the_model_is_the_hard_roofline_exactly():
@@ -87,3 +88,25 @@ def test_without_the_smooth_constants_the_model_is_the_hard_roofline_exactly():
     hard = LatencyModel.from_names("a100-80g", "llama3.1-70b", 4, calibration=stripped)
     by_hand = max(300 * hard._gemm_s_per_token + hard._lm_head_s_per_seq, hard._dense_weight_read_s)
     assert hard._gemm_time(300, 1) == by_hand
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        "envs.pd_cluster.env:PDClusterEnv",
+        "envs.routing.env:RoutingEnv",
+        "envs.allocation.env:AllocationEnv",
+    ],
+)
+def test_every_v0_env_pins_the_roofline_whatever_the_default_or_the_environment(make, monkeypatch):
+    import importlib
+
+    module, name = make.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    monkeypatch.setenv(CALIBRATION_VARIANT_ENV, "smooth-roofline")
+    env = cls()
+    assert env._latency_cache.calibration_variant == "roofline"
+    follows = cls(latency_calibration=None)
+    assert follows._latency_cache.calibration_variant == "smooth-roofline"
+    with pytest.raises(ValueError, match="calibration variant='hard'"):
+        cls(latency_calibration="hard")

@@ -20,7 +20,7 @@ from envs.pd_cluster import (
     earliest_feasible_start,
 )
 from envs.sim.cluster import cluster_from_dict
-from envs.sim.latency import LatencyModel
+from envs.sim.latency import LatencyModel, load_calibration
 from traces.schema import LLMNode, Workflow
 
 MODEL = "llama3.1-70b"
@@ -39,6 +39,8 @@ CLUSTER = {
 PROMPT = 20_500  # tokens, every call
 PREDICTED = 256  # task-mean's prior, tokens
 T_Y = 4.0  # Y's arrival, seconds: x is decoding by then
+#: The per-op calibration the env prices with (PDCluster-v0 pins ``roofline``).
+ROOFLINE = load_calibration(variant="roofline")
 
 
 def trace(x_out: int = 2000, y_out: int = 100) -> list[Workflow]:
@@ -75,8 +77,8 @@ def hand_x_finish(env: PDClusterEnv) -> float:
     its KV arrived (prefill on the H200 from 0, then the cross-class transfer); by T_Y it has
     emitted ``done`` tokens (elapsed / one iteration at batch 1); the 256 − done left take one
     iteration each at batch 1 over its context."""
-    pre = LatencyModel.from_names("h200", MODEL, tp=4)
-    dec = LatencyModel.from_names("a100-80g", MODEL, tp=4, fraction=0.5)
+    pre = LatencyModel.from_names("h200", MODEL, tp=4, calibration=ROOFLINE)
+    dec = LatencyModel.from_names("a100-80g", MODEL, tp=4, fraction=0.5, calibration=ROOFLINE)
     decode_start = pre.prefill_time(PROMPT) + 0.002 + PROMPT * pre.kv_bytes_per_token / 12.5e9
     x = env.sim.decode[0].running[0]
     assert x.decode_start == pytest.approx(decode_start, rel=1e-12)
@@ -117,7 +119,7 @@ def test_call_that_does_not_fit_waits_for_the_running_call_hand_computed():
     np.testing.assert_allclose(ctx.decode_free_at[:2, 0], [finish, finish], rtol=1e-12)
     # Δ = max(arrival at d, earliest start) + decode; the arrival (prefill on an idle H200 +
     # cross-class transfer) is well before x ends, so the decode-queue wait is finish − arrival.
-    pre = LatencyModel.from_names("h200", MODEL, tp=4)
+    pre = LatencyModel.from_names("h200", MODEL, tp=4, calibration=ROOFLINE)
     arrival = pre.prefill_time(PROMPT) + 0.002 + PROMPT * pre.kv_bytes_per_token / 12.5e9
     assert finish - arrival > 5.0
     for k in (0, 1):

@@ -185,12 +185,10 @@ def test_a_non_default_calibration_is_named_in_the_folder_and_the_command(monkey
     monkeypatch.delenv("SERVEGYM_LATENCY_CALIBRATION", raising=False)
     default_dir, default_cmd = evaluation.default_out_dir(tiny()), evaluation.command_for(tiny())
     assert "cal-" not in default_dir.name and default_cmd.startswith("python evaluate.py")
-    monkeypatch.setenv("SERVEGYM_LATENCY_CALIBRATION", "smooth-roofline")
+    monkeypatch.setenv("SERVEGYM_LATENCY_CALIBRATION", "roofline")
     variant_dir = evaluation.default_out_dir(tiny())
-    assert variant_dir != default_dir and "cal-smooth-roofline" in variant_dir.name
-    assert evaluation.command_for(tiny()) == (
-        "SERVEGYM_LATENCY_CALIBRATION=smooth-roofline " + default_cmd
-    )
+    assert variant_dir != default_dir and "cal-roofline" in variant_dir.name
+    assert evaluation.command_for(tiny()) == "SERVEGYM_LATENCY_CALIBRATION=roofline " + default_cmd
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

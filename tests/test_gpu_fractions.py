@@ -17,6 +17,7 @@ from envs.sim.latency import (
     BANDWIDTH_SATURATION_SHARE,
     LatencyModel,
     contended_bandwidth_shares,
+    load_calibration,
 )
 from envs.sim.placement import place
 from envs.sim.scheduler import DefaultScheduler
@@ -64,9 +65,12 @@ def test_rule_never_hands_out_more_than_the_gpu_and_busier_is_never_faster():
 
 # -- the latency model: compute capped, bandwidth free ---------------------------------------------
 def test_bandwidth_share_moves_memory_bound_work_only_and_compute_stays_capped():
-    base = LatencyModel.from_names(GPU, "llama3-8b", 1, 0.5)
-    free = LatencyModel.from_names(GPU, "llama3-8b", 1, 0.5, bandwidth_share=1.0)
-    whole = LatencyModel.from_names(GPU, "llama3-8b", 1, 1.0)
+    # the hard roofline (``roofline``): memory-bound work does not see the compute cap at all
+    # (the smooth roofline of the default charges a little of it, by design)
+    hard = load_calibration(variant="roofline")
+    base = LatencyModel.from_names(GPU, "llama3-8b", 1, 0.5, calibration=hard)
+    free = LatencyModel.from_names(GPU, "llama3-8b", 1, 0.5, bandwidth_share=1.0, calibration=hard)
+    whole = LatencyModel.from_names(GPU, "llama3-8b", 1, 1.0, calibration=hard)
     # memory is the share's, whatever the bandwidth
     assert free.usable_memory_bytes == base.usable_memory_bytes
     assert base.usable_memory_bytes <= 0.5 * get_gpu(GPU).memory_bytes
@@ -84,7 +88,7 @@ def test_bandwidth_share_moves_memory_bound_work_only_and_compute_stays_capped()
     assert long_prefill == pytest.approx(base.prefill_time(8192), rel=0.05)
     assert long_prefill > 1.8 * whole.prefill_time(8192)
     # default = fraction, bit for bit
-    same = LatencyModel.from_names(GPU, "llama3-8b", 1, 0.5, bandwidth_share=0.5)
+    same = LatencyModel.from_names(GPU, "llama3-8b", 1, 0.5, bandwidth_share=0.5, calibration=hard)
     assert same.decode_iteration_time(3, 999) == base.decode_iteration_time(3, 999)
     with pytest.raises(ValueError, match="bandwidth_share"):
         LatencyModel.from_names(GPU, "llama3-8b", 1, 0.5, bandwidth_share=1.5)

@@ -14,8 +14,9 @@ from envs.sim.latency import LatencyModel, UnsupportedPrecisionError, load_calib
 # sequence-length-dependent efficiency, ``attention_half_tokens``; only the prefill and mixed
 # values moved) and after issue 10 §5 priced the per-token element-wise kernels
 # (``elementwise_memory``) and refitted the iteration overhead (every timing moved). The bf16
-# default must reproduce them bit for bit; re-pin only after a deliberate refit of the bf16
-# constants.
+# default must reproduce them bit for bit under the ``roofline`` per-op calibration (the one
+# the ``-v0`` envs pin); re-pin only after a deliberate refit of its bf16 constants.
+ROOFLINE = load_calibration(variant="roofline")
 PINNED_BF16 = {
     ("a100-80g", "llama3.1-70b", 4): {
         "weight_bytes": 141100000000.0,
@@ -59,8 +60,10 @@ def _observed(m: LatencyModel) -> dict[str, float]:
 @pytest.mark.parametrize("config", list(PINNED_BF16))
 def test_bf16_default_is_bit_identical_to_the_values_before_precision_existed(config):
     gpu, model, tp = config
-    default = LatencyModel.from_names(gpu, model, tp=tp)
-    explicit = LatencyModel.from_names(gpu, model, tp=tp, precision="bf16", kv_precision="bf16")
+    default = LatencyModel.from_names(gpu, model, tp=tp, calibration=ROOFLINE)
+    explicit = LatencyModel.from_names(
+        gpu, model, tp=tp, precision="bf16", kv_precision="bf16", calibration=ROOFLINE
+    )
     assert _observed(default) == PINNED_BF16[config]
     assert _observed(explicit) == PINNED_BF16[config]
     assert default.precision == default.kv_precision == "bf16"
@@ -179,9 +182,12 @@ def _linear_params_per_token(model: str) -> float:
 def test_compute_bound_prefill_speeds_up_by_fp8_peak_times_efficiency_ratio():
     gpu, model, seqs, seq_len = get_gpu("h100-sxm"), "llama3.1-8b", 16, 1024
     tokens = seqs * seq_len
-    bf16 = LatencyModel.from_names(gpu.name, model)
-    fp8 = LatencyModel.from_names(gpu.name, model, precision="fp8", kv_precision="bf16")
-    eff = load_calibration().family(gpu.family)
+    # the hard roofline (``roofline``): the linear layers' time is exactly their compute bound
+    bf16 = LatencyModel.from_names(gpu.name, model, calibration=ROOFLINE)
+    fp8 = LatencyModel.from_names(
+        gpu.name, model, precision="fp8", kv_precision="bf16", calibration=ROOFLINE
+    )
+    eff = ROOFLINE.family(gpu.family)
     ec8, _ = eff.gemm_efficiency("fp8")
     # ideal speed-up of the linear layers: FP8 peak x FP8 efficiency over the bf16 ones
     linear_speedup = gpu.peak_flops_fp8 * ec8 / (gpu.peak_flops * eff.gemm_compute)
@@ -200,9 +206,12 @@ def test_compute_bound_prefill_speeds_up_by_fp8_peak_times_efficiency_ratio():
 )
 def test_batch_one_decode_saves_exactly_the_linear_weight_bytes_not_read(gpu, model, tp):
     spec = get_gpu(gpu)
-    bf16 = LatencyModel.from_names(gpu, model, tp=tp)
-    fp8 = LatencyModel.from_names(gpu, model, tp=tp, precision="fp8", kv_precision="bf16")
-    eff = load_calibration().family(spec.family)
+    # the hard roofline (``roofline``): a one-token step's linear layers are exactly their read
+    bf16 = LatencyModel.from_names(gpu, model, tp=tp, calibration=ROOFLINE)
+    fp8 = LatencyModel.from_names(
+        gpu, model, tp=tp, precision="fp8", kv_precision="bf16", calibration=ROOFLINE
+    )
+    eff = ROOFLINE.family(spec.family)
     _, em8 = eff.gemm_efficiency("fp8")
     m = get_model(model)
     # weights a one-token step reads per shard: attention, dense FFN / router, touched experts

@@ -7,7 +7,8 @@ issue 10 §5 added the element-wise kernels to the latency model and refitted th
 ``frontend_seconds`` (with the previous constants the asynchronous-planning, prefill prefix-cache
 and tool-estimate changes of the same issue reproduced the old digests); issue 30's overlap
 scheduling in the SGLang preset (its per-iteration CPU overheads hidden behind the GPU) re-pinned
-``monolithic_sglang_prefix`` alone. A failing digest means the
+``monolithic_sglang_prefix`` alone. Every case pins the ``roofline`` per-op calibration (the
+one the ``-v0`` envs pin), not the simulator's default. A failing digest means the
 simulation now produces different numbers: if that is intended (a fidelity fix, not a speed-up),
 say why in the commit and re-pin with ``python tests/test_sim_digest.py``.
 """
@@ -22,7 +23,7 @@ import pytest
 
 from envs.sim import DefaultScheduler, Simulation, load_cluster
 from envs.sim.scheduler import EarliestFinishScheduler
-from envs.sim.simulation import SimulationResult
+from envs.sim.simulation import LatencyCache, SimulationResult
 from traces.generators import generate
 
 
@@ -41,17 +42,24 @@ def digest(res: SimulationResult) -> str:
     return h.hexdigest()
 
 
+def _roofline() -> LatencyCache:
+    """Latency models of the ``roofline`` per-op calibration, which every digest pins."""
+    return LatencyCache(calibration_variant="roofline")
+
+
 def _pd_default() -> SimulationResult:
     """P-D cluster, FCFS + least-loaded, H_w horizons and online H_w(t) on."""
     records = generate("mixed", seed=0, count=120)
-    sim = Simulation(load_cluster("hetero-1"), records, seed=0)
+    sim = Simulation(load_cluster("hetero-1"), records, seed=0, latency_cache=_roofline())
     return sim.run(DefaultScheduler())
 
 
 def _pd_errors_earliest_finish() -> SimulationResult:
     """P-D cluster, earliest-finish placement, ±20 % estimate errors (the rng path)."""
     records = generate("bfcl", seed=1, count=40)
-    sim = Simulation(load_cluster("hetero-2"), records, seed=3, estimate_error=0.2)
+    sim = Simulation(
+        load_cluster("hetero-2"), records, seed=3, estimate_error=0.2, latency_cache=_roofline()
+    )
     return sim.run(EarliestFinishScheduler())
 
 
@@ -61,7 +69,13 @@ def _monolithic_vllm_migration() -> SimulationResult:
     cluster = load_cluster("goodserve-4", model="llama3.1-8b")
     records = generate("goodserve-sessions", seed=0, count=400, model="llama3.1-8b", rate=60.0)
     sim = Simulation(
-        cluster, records, seed=0, engine="vllm", check_interval=50, compute_horizons=False
+        cluster,
+        records,
+        seed=0,
+        engine="vllm",
+        check_interval=50,
+        compute_horizons=False,
+        latency_cache=_roofline(),
     )
     return sim.run(DefaultScheduler())
 
@@ -71,7 +85,13 @@ def _monolithic_sglang_prefix() -> SimulationResult:
     cluster = load_cluster("goodserve-4", model="llama3.1-8b")
     records = generate("goodserve-sessions", seed=2, count=200, model="llama3.1-8b")
     sim = Simulation(
-        cluster, records, seed=2, engine="sglang", prefix_cache_blocks="kv", compute_horizons=False
+        cluster,
+        records,
+        seed=2,
+        engine="sglang",
+        prefix_cache_blocks="kv",
+        compute_horizons=False,
+        latency_cache=_roofline(),
     )
     return sim.run(DefaultScheduler())
 

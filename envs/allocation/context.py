@@ -16,6 +16,7 @@ from envs.sim.allocation import (
     LLMAllocation,
 )
 from envs.sim.cluster import Topology
+from envs.sim.efficiency import ROOFLINE_CALIBRATION_VARIANT
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,8 @@ class AllocationContext(DecisionContextBase):
     :param memory_utilization: the engine's usable memory share (for minimum shares).
     :param min_kv_tokens: KV tokens a share must hold beyond the weights.
     :param slo_scale: SLO = scale × run-alone latency.
+    :param latency_calibration: the per-op calibration variant the env simulates with (a
+        policy that models the simulator, Scepsy's profiles, profiles with the same one).
     """
 
     time: float
@@ -96,6 +99,7 @@ class AllocationContext(DecisionContextBase):
     memory_utilization: float = 0.9
     min_kv_tokens: int = DEFAULT_MIN_KV_TOKENS
     slo_scale: float = 5.0
+    latency_calibration: str = ROOFLINE_CALIBRATION_VARIANT
 
     @property
     def model(self) -> str:

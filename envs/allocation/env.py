@@ -169,6 +169,7 @@ from envs.sim.allocation import (
 )
 from envs.sim.catalog import get_model
 from envs.sim.cluster import ClusterSpec, Topology, load_cluster
+from envs.sim.efficiency import ROOFLINE_CALIBRATION_VARIANT
 from envs.sim.engines import get_engine, resolve_token_budget
 from envs.sim.placement import place
 from envs.sim.simulation import LatencyCache, Simulation
@@ -229,6 +230,11 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
     :param render_mode: ``ansi`` or ``rgb_array``.
     :param decision_context: put the :class:`AllocationContext` in every step's ``info`` (True
         here; the registered id passes False, see :mod:`envs.common.base`).
+    :param latency_calibration: per-op calibration variant of the simulated instances, of the
+        Scepsy pipeline the env reports (``apl_info``) and of the context's
+        ``latency_calibration`` (one of :data:`envs.sim.efficiency.CALIBRATION_VARIANTS`):
+        ``"roofline"`` (default, which this id's pinned results use); ``None``: the variant in
+        force (``$SERVEGYM_LATENCY_CALIBRATION``, else the simulator's default).
 
     ## Why v1's default episode ramps the rate
 
@@ -284,6 +290,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
         workload_seed: int | None = None,
         render_mode: str | None = None,
         decision_context: bool = True,
+        latency_calibration: str | None = ROOFLINE_CALIBRATION_VARIANT,
     ):
         super().__init__()
         from traces.generators import GENERATORS
@@ -360,7 +367,8 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
         self.load_bandwidth = float(load_bandwidth)
         self.apl_info = apl_info
         self.max_llms = max_llms
-        self._latency_cache = LatencyCache()
+        self._latency_cache = LatencyCache(calibration_variant=latency_calibration)
+        self.latency_calibration = self._latency_cache.calibration_variant
         self._apl: Any = None
 
         # The LLMs and their demand: from a traced sample of the workload (fixed seed).

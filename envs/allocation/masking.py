@@ -95,6 +95,7 @@ class MaskingMixin:
             memory_utilization=self.engine.memory_utilization,
             min_kv_tokens=self.min_kv_tokens,
             slo_scale=self.slo_scale,
+            latency_calibration=self.latency_calibration,
         )
 
     def _explain_invalid(self, action: int) -> str:

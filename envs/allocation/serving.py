@@ -277,7 +277,11 @@ class ServingMixin:
 
         if self._apl is None:
             self._apl = pipeline_for(
-                self.workload, self.topology.gpu, self.F, engine=self.engine.name
+                self.workload,
+                self.topology.gpu,
+                self.F,
+                engine=self.engine.name,
+                calibration_variant=self.latency_calibration,
             )
         pred = self._apl.predict(alloc, rate)
         return {"latency": pred.latency, "throughput": pred.throughput}

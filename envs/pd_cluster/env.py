@@ -121,6 +121,7 @@ from envs.pd_cluster.projection import (
 from envs.pd_cluster.results import ResultsMixin
 from envs.pd_cluster.workloads import DEFAULT_MODEL, PAPER_WORKLOADS
 from envs.sim.cluster import ClusterSpec, load_cluster
+from envs.sim.efficiency import ROOFLINE_CALIBRATION_VARIANT
 from envs.sim.scheduler import DefaultScheduler
 from envs.sim.simulation import (
     TOOL_ESTIMATES,
@@ -200,6 +201,10 @@ class PDClusterEnv(
         on ``info["decision_context"]`` alone, like the experts and baselines of
         :mod:`heuristics.pd_cluster`, whose actions, the decision contexts, masks, rewards and
         metrics are then exactly those with observations. Never for a learned policy.
+    :param latency_calibration: per-op calibration variant of the simulated instances (one of
+        :data:`envs.sim.efficiency.CALIBRATION_VARIANTS`): ``"roofline"`` (default: HexAgent
+        §4.2's roofline, which this id's pinned results use); ``None``: the variant in force
+        (``$SERVEGYM_LATENCY_CALIBRATION``, else the simulator's default).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -230,6 +235,7 @@ class PDClusterEnv(
         planning_delay: float | str | None = None,
         planning_delay_scale: float = 1.0,
         observations: bool = True,
+        latency_calibration: str | None = ROOFLINE_CALIBRATION_VARIANT,
     ):
         super().__init__()
         self.cluster = (
@@ -295,7 +301,7 @@ class PDClusterEnv(
                 "stage": spaces.Box(0.0, 1.0, (3,), np.float32),
             }
         )
-        self._latency_cache = LatencyCache()
+        self._latency_cache = LatencyCache(calibration_variant=latency_calibration)
         self._horizon_cache: dict[Any, float] = {}
         self.sim: Simulation | None = None
         self._ctx: DecisionContext | None = None

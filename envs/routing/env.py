@@ -125,6 +125,7 @@ from envs.routing.workloads import (
     _reference_tp,
 )
 from envs.sim.cluster import ClusterSpec, InstanceSpec, load_cluster, scaled_cluster
+from envs.sim.efficiency import ROOFLINE_CALIBRATION_VARIANT
 from envs.sim.engines import get_engine, resolve_token_budget
 from envs.sim.simulation import (
     Assignment,
@@ -186,6 +187,10 @@ class RoutingEnv(
     :param render_mode: ``ansi`` or ``rgb_array``.
     :param decision_context: put the :class:`RoutingContext` in every step's ``info`` (True
         here; the registered id passes False, see :mod:`envs.common.base`).
+    :param latency_calibration: per-op calibration variant of the instances and of the SLO
+        reference (one of :data:`envs.sim.efficiency.CALIBRATION_VARIANTS`): ``"roofline"``
+        (default, which this id's pinned results use); ``None``: the variant in force
+        (``$SERVEGYM_LATENCY_CALIBRATION``, else the simulator's default).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -222,6 +227,7 @@ class RoutingEnv(
         render_mode: str | None = None,
         decision_context: bool = True,
         observation: str = "default",
+        latency_calibration: str | None = ROOFLINE_CALIBRATION_VARIANT,
     ):
         super().__init__()
         base = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster, model=model)
@@ -267,7 +273,7 @@ class RoutingEnv(
         self.M = len(self.cluster.instances)
         self.action_space = spaces.Discrete(self.M)
         self.observation_space = observation_space(self.M, observation)
-        self._latency_cache = LatencyCache()
+        self._latency_cache = LatencyCache(calibration_variant=latency_calibration)
         lat = [self._latency_cache.get(s, self.engine) for s in self.cluster.instances]
         ref_spec = InstanceSpec(
             index=-1,

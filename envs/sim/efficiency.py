@@ -3,16 +3,19 @@ efficiencies and floor (bf16, FP8), elementwise and attention efficiencies, per 
 all-reduce efficiency and latency, the framework overhead; read from
 ``envs/configs/latency_calibration.yaml`` (written by ``python -m envs.sim.calibrate``).
 
-**Per-op calibration variants** (:data:`CALIBRATION_VARIANTS`): ``"roofline"`` (the default,
-HexAgent §4.2's roofline: linear layers at the hard ``max(compute, read)``, no elementwise kernel
-floor; ``latency_calibration.yaml``) and ``"smooth-roofline"`` (ours, issue 30: the smooth GEMM
-roofline ``(C^p + R^p)^(1/p)`` and a per-kernel elementwise floor, every constant refitted by
-the same code; MoE layers priced from their physics by :mod:`envs.sim.moe` (``moe_kernels``);
-per-engine fields (``engines``); ``latency_calibration_smooth_roofline.yaml``).
+**Per-op calibration variants** (:data:`CALIBRATION_VARIANTS`): ``"roofline"`` (HexAgent
+§4.2's roofline: linear layers at the hard ``max(compute, read)``, no elementwise kernel floor;
+``latency_calibration.yaml``) and ``"smooth-roofline"`` (ours: the smooth GEMM roofline
+``(C^p + R^p)^(1/p)`` and a per-kernel elementwise floor, every constant refitted by the same
+code; MoE layers priced from their physics by :mod:`envs.sim.moe` (``moe_kernels``); per-engine
+fields (``engines``); ``latency_calibration_smooth_roofline.yaml``). **The default is
+``"smooth-roofline"``**, the variant with the better held-out errors (``docs/fidelity/serving.md``).
 :func:`load_calibration` picks the variant named by its argument, else by the environment variable
 :data:`CALIBRATION_VARIANT_ENV` (``SERVEGYM_LATENCY_CALIBRATION``), else the default; every
-latency model built without explicit constants (all envs, the Scepsy profiles, the fidelity
-benchmark's workers) follows it.
+latency model built without explicit constants (the deployment replay, the fidelity
+benchmark's workers, a ``LatencyCache()``) follows it. Every ``-v0`` env names
+:data:`ROOFLINE_CALIBRATION_VARIANT` explicitly (its ``latency_calibration`` argument), so its
+pinned results do not move with the default or the environment variable.
 """
 
 from __future__ import annotations
@@ -33,11 +36,13 @@ from envs.sim.catalog import (
 from envs.sim.moe import MoEKernelEfficiency, parse_moe_kernels
 
 CALIBRATION_YAML = CONFIG_DIR / "latency_calibration.yaml"
-#: The default per-op calibration variant (the paper's roofline).
-DEFAULT_CALIBRATION_VARIANT = "roofline"
+#: HexAgent §4.2's roofline, the calibration every ``-v0`` env pins.
+ROOFLINE_CALIBRATION_VARIANT = "roofline"
+#: The per-op calibration variant used when nobody names one (the best held-out errors).
+DEFAULT_CALIBRATION_VARIANT = "smooth-roofline"
 #: Per-op calibration variant -> its fitted constants (see the module docstring).
 CALIBRATION_VARIANTS = {
-    "roofline": CALIBRATION_YAML,
+    ROOFLINE_CALIBRATION_VARIANT: CALIBRATION_YAML,
     "smooth-roofline": CONFIG_DIR / "latency_calibration_smooth_roofline.yaml",
 }
 #: Environment variable naming the process-wide calibration variant (unset: the default).
@@ -374,7 +379,7 @@ def resolve_calibration_variant(variant: str | None = None) -> str:
 
 def load_calibration(path: str | Path | None = None, variant: str | None = None) -> Calibration:
     """Read a calibration YAML: ``path``, else the fitted constants of the per-op calibration
-    variant (:func:`resolve_calibration_variant`; the default's is
+    variant (:func:`resolve_calibration_variant`; ``"roofline"``'s is
     ``envs/configs/latency_calibration.yaml``).
 
     :param path: YAML file; ``None`` for the variant's.

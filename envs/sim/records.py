@@ -155,7 +155,8 @@ class LatencyCache:
 
     :param calibration_variant: per-op calibration variant of every model (one of
         ``envs.sim.efficiency.CALIBRATION_VARIANTS``); ``None``: the one in force
-        (``$SERVEGYM_LATENCY_CALIBRATION``, else the default ``"roofline"``).
+        (``$SERVEGYM_LATENCY_CALIBRATION``, else the default
+        ``envs.sim.efficiency.DEFAULT_CALIBRATION_VARIANT``).
     """
 
     def __init__(self, calibration_variant: str | None = None) -> None:

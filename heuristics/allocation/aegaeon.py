@@ -17,12 +17,15 @@ from heuristics.base import register
 # -- Aegaeon (SOSP 2025) and Ayo (ASPLOS 2025): the other baselines of Scepsy §7.2 ---------------
 
 
-def _phase_work(workload: str, gpu: str, engine: str) -> dict[str, tuple[float, float]]:
+def _phase_work(
+    workload: str, gpu: str, engine: str, calibration_variant: str
+) -> dict[str, tuple[float, float]]:
     """Per model: (prefill, decode) seconds per workflow on a whole GPU at TP 1, batch 1, from
-    the same traced sample the env's ``ctx.demand`` uses (50 workflows, seed 0). Prefill = the
+    the same traced sample the env's ``ctx.demand`` uses (50 workflows, seed 0), priced with the
+    env's per-op calibration ``calibration_variant`` (``ctx.latency_calibration``). Prefill = the
     run-alone time of the call's prompt with its first token; decode = the rest of its run-alone
     time (0 for one-token outputs and for encoder-only models, whose whole call is prefill)."""
-    key = (workload, gpu, engine)
+    key = (workload, gpu, engine, calibration_variant)
     if key in _PHASE_WORK:
         return _PHASE_WORK[key]
     from envs.allocation.workloads import _spec_for
@@ -33,7 +36,7 @@ def _phase_work(workload: str, gpu: str, engine: str) -> dict[str, tuple[float, 
     from traces.schema import LLMNode
 
     eng = get_engine(engine)
-    cache = LatencyCache()
+    cache = LatencyCache(calibration_variant=calibration_variant)
     alone: dict[str, RunAloneLatency] = {}
     sample = GENERATORS[workload](seed=0, count=50)
     work: dict[str, list[float]] = {}
@@ -56,7 +59,7 @@ def _phase_work(workload: str, gpu: str, engine: str) -> dict[str, tuple[float, 
     return _PHASE_WORK[key]
 
 
-_PHASE_WORK: dict[tuple[str, str, str], dict[str, tuple[float, float]]] = {}
+_PHASE_WORK: dict[tuple[str, str, str, str], dict[str, tuple[float, float]]] = {}
 
 
 def _apportion(targets: Mapping[str, float], mins: Mapping[str, int], total: int) -> dict[str, int]:
@@ -250,7 +253,7 @@ class AegaeonPolicy(PlanPolicy):
                 f"instances but a node of {topo.gpu} has {topo.gpus_per_node} GPUs (Scepsy "
                 "§7.2 uses one instance per GPU)"
             )
-        work = _phase_work(ctx.workload, topo.gpu, ctx.engine)
+        work = _phase_work(ctx.workload, topo.gpu, ctx.engine, ctx.latency_calibration)
         wp = {m: work.get(m, (0.0, 0.0))[0] for m in ctx.models}
         wd = {
             m: 0.0 if get_model(m).encoder_only else work.get(m, (0.0, 0.0))[1] for m in ctx.models

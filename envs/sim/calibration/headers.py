@@ -43,7 +43,10 @@ _TEMPLATE = """\
 
 _BLOCKS = {
     "roofline": {
-        "VARIANT": "",
+        "VARIANT": """\
+# Per-op calibration variant "roofline" (HexAgent §4.2's hard roofline; every -v0 env pins it),
+# selected by SERVEGYM_LATENCY_CALIBRATION=roofline; refit with --fit --calibration roofline.
+""",
         "GEMM": """\
 # families.<f>.gemm_*: fit of t = max(2mnk/(gemm_compute*peak), 2(mk+kn+mn)/(gemm_memory*bw))
 #   + gemm_floor_seconds on GEMM kernel rows with n,k >= 256 (<= 3000 evenly spaced rows/table):""",
@@ -63,8 +66,8 @@ _BLOCKS = {
     },
     "smooth-roofline": {
         "VARIANT": """\
-# Per-op calibration variant "smooth-roofline" (opt-in, ours: issue 30), selected by
-# SERVEGYM_LATENCY_CALIBRATION=smooth-roofline; refit with --fit --calibration smooth-roofline.
+# Per-op calibration variant "smooth-roofline" (ours; the default: the better held-out errors,
+# docs/fidelity/serving.md); refit with --fit --calibration smooth-roofline.
 """,
         "GEMM": """\
 # families.<f>.gemm_*: fit of t = (C^p + R^p)^(1/p) + gemm_floor_seconds with

@@ -36,20 +36,27 @@ def pipelines_for(
     count: int | None = TRACE_COUNT,
     seed: int = 0,
     progress: bool = True,
+    calibration_variant: str | None = None,
 ) -> dict[str, AggregatePipeline]:
     """One :class:`AggregatePipeline` per workflow family of generator ``workload`` (a combined
     workload has several; Scepsy §5 schedules them as separate workflows): trace ``count``
     workflows (seed ``seed``) on ``gpu``, aggregate ``n_m``/``p_m``, profile every feasible
     (model, TP, share) at ``units_per_gpu`` (cached on disk; the first call takes minutes).
     Memoised per process, whether the arguments come by position or by name (the env's APL and
-    the Scepsy policy then share one tracing; ``progress`` is not part of the key)."""
-    key = (workload, gpu, units_per_gpu, engine, count, seed)
+    the Scepsy policy then share one tracing; ``progress`` is not part of the key).
+    ``calibration_variant``: the per-op calibration the simulator is traced and profiled with
+    (``None``: the one in force, :func:`envs.sim.efficiency.resolve_calibration_variant`)."""
+    from envs.sim.efficiency import resolve_calibration_variant
+
+    variant = resolve_calibration_variant(calibration_variant)
+    key = (workload, gpu, units_per_gpu, engine, count, seed, variant)
     if key not in _PIPELINES:
         _PIPELINES[key] = _build_pipelines(*key, progress=progress)
     return _PIPELINES[key]
 
 
-#: :func:`pipelines_for`'s per-process memo, by (workload, gpu, units, engine, count, seed).
+#: :func:`pipelines_for`'s per-process memo, by (workload, gpu, units, engine, count, seed,
+#: calibration variant).
 _PIPELINES: dict[tuple, dict[str, AggregatePipeline]] = {}
 
 
@@ -60,12 +67,15 @@ def _build_pipelines(
     engine: str,
     count: int | None,
     seed: int,
+    calibration_variant: str,
     progress: bool,
 ) -> dict[str, AggregatePipeline]:
     from envs.sim.scepsy.profiles import profile_set
     from envs.sim.scepsy.tracing import split_trace, trace_workload, workflow_stats
 
-    trace = trace_workload(workload, count, seed, gpu=gpu, engine=engine)
+    trace = trace_workload(
+        workload, count, seed, gpu=gpu, engine=engine, calibration_variant=calibration_variant
+    )
     families = split_trace(trace)
     # A single-family workload is profiled by name, exactly as ``python -m
     # envs.sim.scepsy.profiling --workload <name>`` does, so the two share the disk cache.
@@ -77,6 +87,7 @@ def _build_pipelines(
         units_per_gpu=units_per_gpu,
         engine=engine,
         progress=progress,
+        calibration_variant=calibration_variant,
     )
     return {
         fam: AggregatePipeline(workflow_stats(t, name=fam), profiles, gpu=gpu)

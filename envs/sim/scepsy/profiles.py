@@ -16,7 +16,7 @@ from typing import Any
 
 from envs.sim.allocation import TP_DEGREES, min_share_units
 from envs.sim.catalog import get_model
-from envs.sim.efficiency import DEFAULT_CALIBRATION_VARIANT, resolve_calibration_variant
+from envs.sim.efficiency import ROOFLINE_CALIBRATION_VARIANT, resolve_calibration_variant
 from envs.sim.scepsy.apl import LLMProfile, ProfileSet
 from envs.sim.scepsy.projection import Projection, project_trace
 from envs.sim.scepsy.replay import NEIGHBOURS
@@ -49,11 +49,13 @@ def profile_key(
     traces: Sequence[Trace],
     config: ReplayConfig,
     neighbour: str = "busy",
+    calibration_variant: str | None = None,
 ) -> str:
     """Hash of everything a profile depends on (see the module docstring). A sub-GPU share's
     ``neighbour`` is part of it unless ``static`` (whose keys are those before MPS partitions);
-    so is the per-op calibration variant in force unless it is the default
-    (``$SERVEGYM_LATENCY_CALIBRATION``, :mod:`envs.sim.efficiency`)."""
+    so is the per-op calibration variant (``calibration_variant``, ``None``: the one in force,
+    :func:`envs.sim.efficiency.resolve_calibration_variant`) unless it is ``"roofline"``, whose
+    keys are those made before calibration variants existed."""
     desc: dict[str, Any] = {
         "version": PROFILE_VERSION,
         "model": model,
@@ -68,8 +70,8 @@ def profile_key(
     }
     if fraction < 1 and neighbour != "static":
         desc["neighbour"] = neighbour
-    variant = resolve_calibration_variant()
-    if variant != DEFAULT_CALIBRATION_VARIANT:  # the default's keys are those before variants
+    variant = resolve_calibration_variant(calibration_variant)
+    if variant != ROOFLINE_CALIBRATION_VARIANT:
         desc["latency_calibration"] = variant
     blob = json.dumps(desc, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
@@ -110,6 +112,7 @@ def _as_traces(
     count: int | None,
     seed: int,
     cfg: ReplayConfig,
+    calibration_variant: str,
 ) -> list[Trace]:
     items = [workloads] if isinstance(workloads, (str, Trace)) else list(workloads)
     if not items:
@@ -135,6 +138,7 @@ def _as_traces(
                     engine=engine,
                     prefix_cache_blocks=cfg.prefix_cache_blocks,
                     prefix_block_tokens=cfg.prefix_block_tokens,
+                    calibration_variant=calibration_variant,
                 )
             )
     return out
@@ -157,6 +161,7 @@ def profile_set(
     progress: bool = True,
     jobs: int = 1,
     neighbour: str = "busy",
+    calibration_variant: str | None = None,
 ) -> ProfileSet:
     """Profiles of every feasible (model, TP, GPU share) of the workloads' LLMs.
 
@@ -172,6 +177,8 @@ def profile_set(
     :param progress: show a tqdm progress bar.
     :param jobs: worker processes (configs are independent; 1 = in-process).
     :param neighbour: what shares the rest of a sub-GPU share's GPUs (:data:`NEIGHBOURS`).
+    :param calibration_variant: per-op calibration the workloads are traced and replayed with
+        (``None``: the one in force, :func:`envs.sim.efficiency.resolve_calibration_variant`).
     :raises ValueError: for an empty workload, a requested model no workload calls or an
         unknown ``neighbour``.
     """
@@ -180,7 +187,8 @@ def profile_set(
     if isinstance(units_per_gpu, bool) or not isinstance(units_per_gpu, int) or units_per_gpu < 1:
         raise ValueError(f"units_per_gpu must be an integer >= 1, got {units_per_gpu!r}")
     cfg = config or ReplayConfig()
-    tr = _Traces(_as_traces(workloads, gpu, engine, count, seed, cfg))
+    variant = resolve_calibration_variant(calibration_variant)
+    tr = _Traces(_as_traces(workloads, gpu, engine, count, seed, cfg, variant))
     have = tr.models()
     models = list(dict.fromkeys(have if models is None else models))
     for m in models:
@@ -203,7 +211,7 @@ def profile_set(
     out = ProfileSet()
     missing: list[tuple[str, int, float, str]] = []
     for m, tp, f in todo:
-        key = profile_key(m, tp, f, gpu, engine, tr.calling(m), cfg, neighbour)
+        key = profile_key(m, tp, f, gpu, engine, tr.calling(m), cfg, neighbour, variant)
         path = cdir / f"{key}.json"
         if use_cache and path.exists():
             out.add(_profile_from_json(json.loads(path.read_text())))
@@ -215,7 +223,9 @@ def profile_set(
         m: [p for t in tr.calling(m) for p in project_trace(t, m, keep_gaps=cfg.keep_gaps)]
         for m in {c[0] for c in missing}
     }
-    args = [(m, tp, f, projections[m], gpu, engine, cfg, neighbour) for m, tp, f, _ in missing]
+    args = [
+        (m, tp, f, projections[m], gpu, engine, cfg, neighbour, variant) for m, tp, f, _ in missing
+    ]
     results: Iterable[LLMProfile]
     if jobs > 1 and len(args) > 1:
         from concurrent.futures import ProcessPoolExecutor
@@ -224,7 +234,7 @@ def profile_set(
         results = pool.map(_profile_job, args)
     else:
         pool = None
-        cache = LatencyCache()
+        cache = LatencyCache(calibration_variant=variant)
         results = (_profile_job(a, cache) for a in args)
     try:
         for (m, tp, f, key), prof in zip(missing, results, strict=True):
@@ -244,10 +254,12 @@ def profile_set(
 
 
 def _profile_job(
-    args: tuple[str, int, float, list[Projection], str, str, ReplayConfig, str],
+    args: tuple[str, int, float, list[Projection], str, str, ReplayConfig, str, str],
     cache: LatencyCache | None = None,
 ) -> LLMProfile:
-    m, tp, f, projections, gpu, engine, cfg, neighbour = args
+    m, tp, f, projections, gpu, engine, cfg, neighbour, variant = args
+    if cache is None:
+        cache = LatencyCache(calibration_variant=variant)
     return profile_llm(
         m, tp, f, projections, gpu, engine, config=cfg, latency_cache=cache, neighbour=neighbour
     )

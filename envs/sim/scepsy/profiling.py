@@ -93,6 +93,7 @@ import time
 from collections.abc import Sequence
 
 from envs.sim.allocation import TP_DEGREES
+from envs.sim.efficiency import CALIBRATION_VARIANTS, ROOFLINE_CALIBRATION_VARIANT
 from envs.sim.scepsy.apl import ProfileSet
 from envs.sim.scepsy.profiles import profile_set
 from envs.sim.scepsy.replay import NEIGHBOURS
@@ -132,6 +133,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="busy",
         help="what shares the rest of a sub-GPU share's GPUs (default: a busy partition)",
     )
+    ap.add_argument(
+        "--calibration",
+        choices=sorted(CALIBRATION_VARIANTS),
+        default=ROOFLINE_CALIBRATION_VARIANT,
+        help="per-op calibration the replays price with (default: roofline, the one "
+        "servegym/Allocation-v0 pins, so these profiles are the ones it reads)",
+    )
     ap.add_argument("--cache-dir", default=None)
     ap.add_argument("--no-cache", action="store_true")
     ap.add_argument(
@@ -162,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         use_cache=not a.no_cache,
         jobs=a.jobs,
         neighbour=a.neighbour,
+        calibration_variant=a.calibration,
     )
     print(format_table(ps))
     print(f"{len(ps)} profiles in {time.perf_counter() - t:.1f} s", file=sys.stderr)

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from envs.sim.allocation import TP_DEGREES, min_share_units
 from envs.sim.catalog import get_gpu, get_model
 from envs.sim.cluster import ClusterSpec, InstanceSpec
+from envs.sim.efficiency import resolve_calibration_variant
 from envs.sim.scepsy.apl import WorkflowStats
 from envs.sim.scheduler import DefaultScheduler
 from envs.sim.simulation import CallRecord, LatencyCache, Simulation
@@ -157,6 +158,7 @@ def trace_workflows(
     source: Mapping[str, object] | None = None,
     prefix_cache_blocks: int | str = "kv",
     prefix_block_tokens: int = PREFIX_BLOCK_TOKENS,
+    calibration_variant: str | None = None,
 ) -> Trace:
     """Trace ``workflows`` (§4 step 1): run each one alone, from time 0, on a reference
     deployment (:func:`reference_cluster`) in the simulator and record its LLM calls.
@@ -171,6 +173,8 @@ def trace_workflows(
     :param name: trace name (default: the workflows' common ``meta["workload"]``, else
         ``"workload"``).
     :param source: provenance stored on the trace.
+    :param calibration_variant: per-op calibration of the reference deployment (``None``: the
+        one in force, :func:`envs.sim.efficiency.resolve_calibration_variant`).
     :raises ValueError: on an empty workload or duplicate workflow ids.
     """
     if not workflows:
@@ -183,7 +187,7 @@ def trace_workflows(
     if not models:
         raise ValueError("the workflows call no LLM; nothing to trace")
     cluster = reference_cluster(models, gpu)
-    cache = LatencyCache()
+    cache = LatencyCache(calibration_variant=calibration_variant)
     scheduler = DefaultScheduler()
     records: list[CallRecord] = []
     for w in workflows:
@@ -237,6 +241,7 @@ def trace_workload(
     engine: str = "vllm",
     prefix_cache_blocks: int | str = "kv",
     prefix_block_tokens: int = PREFIX_BLOCK_TOKENS,
+    calibration_variant: str | None = None,
 ) -> Trace:
     """Generate ``count`` workflows (default :data:`TRACE_COUNT`) of the registered generator
     ``workload`` (seed ``seed``) and trace them (:func:`trace_workflows`, which documents the
@@ -244,8 +249,9 @@ def trace_workload(
     the APL's statistics and the profiler's replayed requests come from the same trace. The
     returned :class:`Trace` is shared, so treat it (and its records) as read-only."""
     count = TRACE_COUNT if count is None else count
+    variant = resolve_calibration_variant(calibration_variant)
     return _trace_workload(
-        workload, count, seed, gpu, engine, prefix_cache_blocks, prefix_block_tokens
+        workload, count, seed, gpu, engine, prefix_cache_blocks, prefix_block_tokens, variant
     )
 
 
@@ -258,6 +264,7 @@ def _trace_workload(
     engine: str,
     prefix_cache_blocks: int | str,
     prefix_block_tokens: int,
+    calibration_variant: str,
 ) -> Trace:
     from traces.generators import generate
 
@@ -275,6 +282,7 @@ def _trace_workload(
         source=src,
         prefix_cache_blocks=prefix_cache_blocks,
         prefix_block_tokens=prefix_block_tokens,
+        calibration_variant=calibration_variant,
     )
 
 

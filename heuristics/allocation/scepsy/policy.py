@@ -73,12 +73,24 @@ class ScepsyPolicy(PlanPolicy):
         if self.sticky and ctx.previous is not None:
             from envs.sim.scepsy import pipeline_for
 
-            apl = pipeline_for(ctx.workload, ctx.topology.gpu, ctx.units_per_gpu, ctx.engine)
+            apl = pipeline_for(
+                ctx.workload,
+                ctx.topology.gpu,
+                ctx.units_per_gpu,
+                ctx.engine,
+                calibration_variant=ctx.latency_calibration,
+            )
             if self.headroom * apl.predict(ctx.previous, rate, self.stat).throughput >= rate:
                 return ctx.previous
         key = (ctx.workload, ctx.topology, ctx.units_per_gpu, round(rate, 6))
         if key not in self._solved:
-            pipes = pipelines_for(ctx.workload, ctx.topology.gpu, ctx.units_per_gpu, ctx.engine)
+            pipes = pipelines_for(
+                ctx.workload,
+                ctx.topology.gpu,
+                ctx.units_per_gpu,
+                ctx.engine,
+                calibration_variant=ctx.latency_calibration,
+            )
             kwargs = {
                 "max_replicas": ctx.max_replicas,
                 "fractional": self.fractional,
