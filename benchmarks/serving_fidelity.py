@@ -7,14 +7,15 @@
 Not a speed benchmark: an audit of the serving engine at system level. Every deployment of
 ``aiconfigurator/silicon_sample_calibration.csv`` (section 1b of the measured-latency folder's
 SOURCES.md; real H100/H200 deployments under TensorRT-LLM, vLLM and SGLang, 2-512 concurrent
-clients) that the simulator can represent is replayed with :func:`envs.sim.serving.closed_loop`
-(same GPU, model, TP, precision, engine, isl, osl, concurrency, 20 requests per client, the
-clients as :data:`envs.sim.serving.CALIBRATION_CLIENT`, the engine configured as
-``--deployment`` says: :data:`envs.sim.calibrate_serving.DEPLOYMENTS`). Rows it cannot represent
-are counted by reason.
+clients) that the simulator can represent is replayed with
+:func:`envs.sim.calibration.benchmark_client.closed_loop` (same GPU, model, TP, precision, engine,
+isl, osl, concurrency, 20 requests per client, the clients as
+:data:`envs.sim.calibration.benchmark_client.CALIBRATION_CLIENT`, the engine configured as
+``--deployment`` says: :data:`envs.sim.calibration.calibrate_serving.DEPLOYMENTS`). Rows it cannot
+represent are counted by reason.
 
 The only constant fitted on these rows is each engine's ``frontend_seconds``
-(:func:`envs.sim.serving_fit.fit_frontend`); everything else comes from kernel-level
+(:func:`envs.sim.calibration.serving_fit.fit_frontend`); everything else comes from kernel-level
 data. Validation holds out whole groups, never single rows: leave one **model** out, leave one
 **engine** out (the held-out engine takes a frontend fitted on the other engines' rows) and
 leave one **GPU** out (H100 vs H200); each group is predicted by constants fitted on the others.
@@ -24,7 +25,8 @@ the mean TPOT and the mean request latency (measured latency = TTFT + (osl - 1) 
 means from the row), and PASS/FAIL against the targets (issue 30: on held-out groups mean-TTFT
 median <= 20 %, worst <= 100 %; mean-TPOT median <= 10 %). ``--plot`` writes a scatter plot
 (simulated vs measured, one row of panels per scheme). The rows are simulated once without the
-frontend, which is a client-side constant (:mod:`envs.sim.serving`) added per held-out fit.
+frontend, which is a client-side constant (:mod:`envs.sim.calibration.benchmark_client`) added per
+held-out fit.
 """
 
 from __future__ import annotations
@@ -179,16 +181,20 @@ def causes(pairs: list) -> str:
 def main(argv: list[str] | None = None) -> int:
     import dataclasses
 
-    from envs.sim.calibrate_serving import DEPLOYMENTS, load_rows, predict_rows
-    from envs.sim.efficiency import Calibration
+    from envs.sim.calibration.calibrate_serving import DEPLOYMENTS, load_rows, predict_rows
+    from envs.sim.latency.efficiency import Calibration
 
     CALIBRATION_FIELDS = {f.name for f in dataclasses.fields(Calibration)} - {
         "families",
         "links",
         "source",
     }
-    from envs.sim.serving import AIPERF_DATASET_CLIENT, CALIBRATION_CLIENT, STEADY_CLIENT
-    from envs.sim.serving_fit import fit_frontends, leave_one_group_out, with_frontend
+    from envs.sim.calibration.benchmark_client import (
+        AIPERF_DATASET_CLIENT,
+        CALIBRATION_CLIENT,
+        STEADY_CLIENT,
+    )
+    from envs.sim.calibration.serving_fit import fit_frontends, leave_one_group_out, with_frontend
 
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.serving_fidelity", description=__doc__.split("\n")[0]
@@ -207,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="replace a latency-model constant (envs.sim.efficiency.Calibration field) for "
+        help="replace a latency-model constant (envs.sim.latency.efficiency.Calibration field) for "
         "every engine, e.g. iteration_overhead_per_extra_gpu_seconds=0 (repeatable)",
     )
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")

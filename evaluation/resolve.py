@@ -206,9 +206,10 @@ def trace_notes(config: EvalConfig) -> list[str]:
 
 def calibration_variant_part() -> str | None:
     """The per-op calibration variant in force (``$SERVEGYM_LATENCY_CALIBRATION``,
-    :mod:`envs.sim.efficiency`) if it is not the default, else None: every env prices work with
-    it, so a table made under another variant names it in its command and its results folder."""
-    from envs.sim.efficiency import DEFAULT_CALIBRATION_VARIANT, resolve_calibration_variant
+    :mod:`envs.sim.latency.efficiency`) if it is not the default, else None: every env prices work
+    with it, so a table made under another variant names it in its command and its results
+    folder."""
+    from envs.sim.latency.efficiency import DEFAULT_CALIBRATION_VARIANT, resolve_calibration_variant
 
     variant = resolve_calibration_variant()
     return None if variant == DEFAULT_CALIBRATION_VARIANT else variant

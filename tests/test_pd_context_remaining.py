@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from envs.pd_cluster import DecisionContext, PDClusterEnv
-from envs.sim.workload import WorkflowRun
+from envs.sim.core.workflows import WorkflowRun
 from traces.schema import LLMNode, ToolNode, Workflow
 
 MODEL = "llama3.1-70b"

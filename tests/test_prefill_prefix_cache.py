@@ -11,7 +11,7 @@ import pytest
 
 from envs.pd_cluster import PDClusterEnv
 from envs.sim import Assignment, DefaultScheduler, Simulation
-from envs.sim.cluster import cluster_from_dict
+from envs.sim.hardware.cluster import cluster_from_dict
 from traces.generators import generate
 from traces.generators._common import chain_prefix_hashes
 from traces.schema import LLMNode, Request, ToolNode, Workflow

@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 
 from envs.sim import DefaultScheduler, Simulation, load_cluster
-from envs.sim import estimates as sim_estimates
-from envs.sim.protocol import Assignment
-from envs.sim.records import CallStore, CallTable, PackedCall
-from envs.sim.workload import DONE, WorkflowRun
+from envs.sim.core import estimates as sim_estimates
+from envs.sim.core.protocol import Assignment
+from envs.sim.core.records import CallStore, CallTable, PackedCall
+from envs.sim.core.workflows import DONE, WorkflowRun
 from traces.generators import generate
 
 sys.path.insert(0, str(Path(__file__).parent))

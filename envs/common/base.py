@@ -254,7 +254,7 @@ class ServegymEnv(gym.Env):
     def export_timeline(self, path: str | Path) -> Path:
         """Write the episode so far as a Chrome-trace / Perfetto JSON timeline: per-instance
         prefill, KV-transfer and decode slices, queue counters and workflow spans with C_w and
-        H_w (see :mod:`envs.sim.timeline`). Open it at ui.perfetto.dev or ``chrome://tracing``.
+        H_w (see :mod:`envs.sim.core.timeline`). Open it at ui.perfetto.dev or ``chrome://tracing``.
 
         :return: the path written.
         :raises RuntimeError: before the first ``reset``.
@@ -264,7 +264,7 @@ class ServegymEnv(gym.Env):
             raise RuntimeError(
                 f"{type(self).__name__} has no episode to export yet: call reset() (and step) first"
             )
-        from envs.sim.timeline import write_timeline
+        from envs.sim.core.timeline import write_timeline
 
         return write_timeline(sim.result(), sim.cluster, path)
 

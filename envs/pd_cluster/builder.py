@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from envs.pd_cluster.context import DecisionContext
-from envs.sim.simulation import (
+from envs.sim.core.simulation import (
     Invocation,
 )
-from envs.sim.workload import Call, WorkflowRun
+from envs.sim.core.workflows import Call, WorkflowRun
 from traces.schema import ToolNode
 
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from envs.routing.context import RoutingContext
-from envs.sim.simulation import TOKEN_ID_BYTES
-from envs.sim.workload import WAIT_PREFILL, Call
+from envs.sim.core.simulation import TOKEN_ID_BYTES
+from envs.sim.core.workflows import WAIT_PREFILL, Call
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,7 @@ Requests unfinished at truncation count as violations.
 runs the simulator to the first decision. It terminates when every request has finished, and is
 truncated after ``max_steps``. At the end ``info["metrics"]`` carries goodput (req/s over the
 trace's arrival span), SLO-violation ratio, latency percentiles, throughput
-(:func:`envs.sim.metrics.summarize_requests`), ``migrations``; ``info`` also has
+(:func:`envs.sim.core.metrics.summarize_requests`), ``migrations``; ``info`` also has
 ``utilisation`` (per instance and mean) and ``attainment_curve`` (fraction of requests within
 α × their run-alone latency, over α: goodput vs SLO scale in one curve). Every step's
 ``info["metrics"]`` holds the metrics as if the episode ended now (unfinished requests are
@@ -124,15 +124,15 @@ from envs.routing.workloads import (
     _check_requests,
     _reference_tp,
 )
-from envs.sim.cluster import ClusterSpec, InstanceSpec, load_cluster, scaled_cluster
-from envs.sim.engines import get_engine, resolve_token_budget
-from envs.sim.simulation import (
+from envs.sim.core.simulation import (
     Assignment,
     Invocation,
     LatencyCache,
     Simulation,
 )
-from envs.sim.workload import WAIT_PREFILL, Call
+from envs.sim.core.workflows import WAIT_PREFILL, Call
+from envs.sim.engines.presets import get_engine, resolve_token_budget
+from envs.sim.hardware.cluster import ClusterSpec, InstanceSpec, load_cluster, scaled_cluster
 
 
 class RoutingEnv(
@@ -165,7 +165,7 @@ class RoutingEnv(
     :param predictor_error: e for ``oracle-error`` (truth × U[1 − e, 1 + e]).
     :param engine: serving-engine preset of the instances (``vllm``, default: GoodServe §4 runs
         vLLM; ``sglang``, ``trtllm``; None: the engine-neutral defaults), see
-        :mod:`envs.sim.engines`: scheduling, token budget by GPU, batch cap, paged KV with
+        :mod:`envs.sim.engines.presets`: scheduling, token budget by GPU, batch cap, paged KV with
         preemption, fitted overheads.
     :param prefill_mode: override the engine's scheduling (``chunked``, ``prefill-first``, ...).
     :param token_budget: override the engine's tokens per iteration.
@@ -498,7 +498,7 @@ class RoutingEnv(
 
     def fallback_action(self) -> int:
         """The fallback policy's choice (what a masked action becomes): at a route decision the
-        simulator's least-loaded rule (:class:`envs.sim.scheduler.DefaultScheduler`): the legal
+        simulator's least-loaded rule (:class:`envs.sim.core.scheduler.DefaultScheduler`): the legal
         instance with the fewest running + waiting requests, then the fastest capability, then
         the lowest index; at a migrate decision, stay."""
         ctx = self._ctx

@@ -147,7 +147,7 @@ class ExtendedObservationMixin:
         models = getattr(self, "_alone_models", None)
         if models is None:
             from envs.common.run_alone import RunAloneLatency
-            from envs.sim.engines import resolve_token_budget
+            from envs.sim.engines.presets import resolve_token_budget
 
             models = []
             for spec in self.cluster.instances:  # type: ignore[attr-defined]

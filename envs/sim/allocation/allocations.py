@@ -11,8 +11,8 @@ left idle. A share is at most one GPU and at least the LLM's minimum for weights
 parameters and initialize the KV cache").
 
 A :class:`Placement` pins every replica to a node and to ``tp`` distinct GPUs of it
-(:mod:`envs.sim.placement` computes it, §6). :meth:`Placement.instances` turns it into the
-monolithic :class:`~envs.sim.cluster.InstanceSpec` list the simulator serves.
+(:mod:`envs.sim.allocation.placement` computes it, §6). :meth:`Placement.instances` turns it into
+the monolithic :class:`~envs.sim.hardware.cluster.InstanceSpec` list the simulator serves.
 
 Example::
 
@@ -26,9 +26,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from envs.sim.catalog import get_gpu, get_model
-from envs.sim.cluster import InstanceSpec, Topology
-from envs.sim.latency import LatencyModel
+from envs.sim.hardware.catalog import get_gpu, get_model
+from envs.sim.hardware.cluster import InstanceSpec, Topology
+from envs.sim.latency.model import LatencyModel
 
 #: Tensor-parallel degrees the allocation menus offer (Scepsy §4 profiles TP = 1, 2, 4).
 TP_DEGREES = (1, 2, 4)

@@ -1,8 +1,9 @@
 """Topology-aware fractional placement of an allocation onto a GPU pool (Scepsy §6).
 
-An :class:`~envs.sim.allocation.Allocation` says how many GPU-fraction units, which TP degree and
-how many replicas every LLM gets (§5); :func:`place` decides **where** each replica runs: a node
-and ``tp`` distinct GPUs of it, each giving the replica ``share_units`` of its ``units_per_gpu``.
+An :class:`~envs.sim.allocation.allocations.Allocation` says how many GPU-fraction units, which TP
+degree and how many replicas every LLM gets (§5); :func:`place` decides **where** each replica runs:
+a node and ``tp`` distinct GPUs of it, each giving the replica ``share_units`` of its
+``units_per_gpu``.
 
 Rules (never relaxed; a replica that cannot obey them raises :class:`PlacementError` naming it —
 an allocation is never shrunk to make it fit):
@@ -66,8 +67,8 @@ import functools
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from envs.sim.allocation import Allocation, Placement, PlacementError, ReplicaPlacement
-from envs.sim.cluster import Topology
+from envs.sim.allocation.allocations import Allocation, Placement, PlacementError, ReplicaPlacement
+from envs.sim.hardware.cluster import Topology
 
 __all__ = ["PlacementError", "fits", "nvlink_domains", "place", "try_place", "validate"]
 

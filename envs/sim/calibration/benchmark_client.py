@@ -4,7 +4,7 @@ This is how serving engines are benchmarked (aiperf, genai-perf, vLLM's ``benchm
 with ``--max-concurrency``): ``concurrency`` clients each send ``requests_per_client`` requests
 back to back, every request with ``isl`` prompt tokens and exactly ``osl`` output tokens. The
 deployment is one monolithic instance (``tp`` GPUs) run by an engine preset
-(:mod:`envs.sim.engines`); each client is a chain of LLM calls with no think time.
+(:mod:`envs.sim.engines.presets`); each client is a chain of LLM calls with no think time.
 
 How the clients start and which requests are measured (the benchmark tools' knobs):
 
@@ -45,15 +45,15 @@ benchmark tools size the budget instead (``trtllm-bench`` from the dataset; aico
 
 Usage::
 
-    from envs.sim.serving import closed_loop
+    from envs.sim.calibration.benchmark_client import closed_loop
     r = closed_loop(gpu="h200", model="llama3.1-70b", tp=4, precision="fp8", engine="vllm",
                     isl=1024, osl=1024, concurrency=32, requests_per_client=20, seed=0)
     r["ttft_mean_s"], r["tpot_mean_s"], r["latency_mean_s"]
 
 Command line::
 
-    python -m envs.sim.serving --gpu h200 --model llama3.1-70b --tp 4 --precision fp8 \\
-        --engine vllm --isl 1024 --osl 1024 --concurrency 32
+    python -m envs.sim.calibration.benchmark_client --gpu h200 --model llama3.1-70b --tp 4 \\
+        --precision fp8 --engine vllm --isl 1024 --osl 1024 --concurrency 32
 
 Definitions (as benchmark clients report them): TTFT = first token time − send time (queueing
 included); TPOT = (last token − first token) / (osl − 1) per request; latency = last token − send
@@ -63,7 +63,7 @@ simulated engine (API server, tokenisation, streaming of the first chunk, and wh
 fit absorbs). It is not a delay inside the loop: placed there (a pause before each request
 reaches the engine) it would idle the engine between rounds and change its load, so the fitted
 value would no longer be what the client adds; as a client-side constant it is fitted exactly
-(:func:`envs.sim.serving_fit.fit_frontend`) and the held-out checks validate that form.
+(:func:`envs.sim.calibration.serving_fit.fit_frontend`) and the held-out checks validate that form.
 """
 
 from __future__ import annotations
@@ -74,10 +74,10 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.cluster import ClusterSpec, InstanceSpec
-from envs.sim.engines import EnginePreset, engine_names, get_engine
-from envs.sim.latency import InsufficientMemoryError
-from envs.sim.simulation import Assignment, Invocation, LatencyCache, Simulation
+from envs.sim.core.simulation import Assignment, Invocation, LatencyCache, Simulation
+from envs.sim.engines.presets import EnginePreset, engine_names, get_engine
+from envs.sim.hardware.cluster import ClusterSpec, InstanceSpec
+from envs.sim.latency.model import InsufficientMemoryError
 from traces.schema import LLMNode, ToolNode, Workflow
 
 #: The closed-loop client setting of the engine calibration and the fidelity benchmark
@@ -271,7 +271,7 @@ def closed_loop(
     :param precision: ``bf16`` or ``fp8`` weights/GEMMs.
     :param kv_precision: KV-cache precision (None: same as ``precision``).
     :param engine: engine preset (``vllm``, ``sglang``, ``trtllm``) or an
-        :class:`~envs.sim.engines.EnginePreset` (e.g. with refitted constants).
+        :class:`~envs.sim.engines.presets.EnginePreset` (e.g. with refitted constants).
     :param requests_per_client: requests each client sends back to back.
     :param seed: seeds the clients' start times (``stagger="random"`` or ``start_spread_s``).
     :param start_spread_s: clients start uniformly over this many seconds (0: see ``stagger``).
@@ -507,7 +507,7 @@ def _summary(name: str, values: np.ndarray) -> dict[str, float]:
 
 def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m envs.sim.serving",
+        prog="python -m envs.sim.calibration.benchmark_client",
         description="Simulate one deployment under a closed-loop benchmark client "
         "(N clients, each sending R fixed-size requests back to back).",
     )

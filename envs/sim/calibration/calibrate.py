@@ -30,7 +30,7 @@ Fit procedure (deterministic grid searches in numpy, loss = mean squared log(pre
 1c. **Elementwise kernels** per family (``elementwise_memory``): the per-layer norm, rotary,
    activation and residual-add ops of Vidur's layer profiles (``vidur/compute/<a100|h100|a40>/
    */*/mlp.csv``, every model, TP degree and token count), ``t = bytes / (e·bw) + 5·t_e``
-   with the bytes of :func:`envs.sim.latency.elementwise_bytes_per_token` and ``t_e``
+   with the bytes of :func:`envs.sim.latency.model.elementwise_bytes_per_token` and ``t_e``
    (``elementwise_floor_seconds``) the fixed time of each of Vidur's five ops; the model
    charges it for each of vLLM's four fused kernels per layer (``elementwise_kernels_per_layer``).
    Volta: its ``gemm_memory`` times the measured families' geometric-mean ratio and their mean
@@ -58,7 +58,7 @@ prediction does not model (the simulator's instances never over-admit either).
 
 Usage::
 
-    python -m envs.sim.calibrate [--data-dir D] [--fit] [--summary] [--prefill-report]
+    python -m envs.sim.calibration.calibrate [--data-dir D] [--fit] [--summary] [--prefill-report]
         [--ablation]
 
 Prefill check (``--prefill-report``): :meth:`LatencyModel.prefill_time` against every
@@ -101,17 +101,17 @@ from envs.sim.calibration.e2e import (
 from envs.sim.calibration.eager import eager_leave_one_out, print_eager_check
 from envs.sim.calibration.headers import yaml_header
 from envs.sim.calibration.kernels import (
-    _attention_arrays,
-    _concat,
-    _gemm_predict,
-    _ring,
+    attention_arrays,
+    concat,
     fit_attention,
     fit_gemm,
     fit_link,
     fp8_gemm_tables,
+    gemm_predict,
     gemm_tables,
     nvlink_table,
     pcie_table,
+    ring_allreduce,
 )
 from envs.sim.calibration.perop import PER_OP_FITS
 from envs.sim.calibration.prefill import (
@@ -128,13 +128,13 @@ from envs.sim.calibration.variants import (
     print_variant_comparison,
     variant_points,
 )
-from envs.sim.catalog import get_gpu
-from envs.sim.efficiency import (
+from envs.sim.hardware.catalog import get_gpu
+from envs.sim.latency.efficiency import (
     CALIBRATION_VARIANTS,
     DEFAULT_CALIBRATION_VARIANT,
     resolve_calibration_variant,
 )
-from envs.sim.latency import (
+from envs.sim.latency.model import (
     Calibration,
     load_calibration,
 )
@@ -181,14 +181,14 @@ def fit(data_dir: Path, variant: str = DEFAULT_CALIBRATION_VARIANT) -> Calibrati
     spec = PER_OP_FITS[resolve_calibration_variant(variant)]
     families: dict[str, dict[str, float]] = {}
     for fam, tables in gemm_tables(data_dir).items():
-        ec, em, t0, p = fit_gemm(_concat(tables), spec.roofline_exponents, spec.gemm_full_grid)
+        ec, em, t0, p = fit_gemm(concat(tables), spec.roofline_exponents, spec.gemm_full_grid)
         families[fam] = {"gemm_compute": ec, "gemm_memory": em, "gemm_floor_seconds": t0}
         if math.isfinite(p):
             families[fam]["gemm_roofline_exponent"] = p
     for fam, tables in fp8_gemm_tables(data_dir).items():
         # the family's bf16 exponent (the fp8 table is small); floor not kept, see step 1b
         p = families[fam].get("gemm_roofline_exponent", math.inf)
-        ec, em, _, _ = fit_gemm(_concat(tables), (p,), spec.gemm_full_grid)
+        ec, em, _, _ = fit_gemm(concat(tables), (p,), spec.gemm_full_grid)
         families[fam].update(gemm_compute_fp8=ec, gemm_memory_fp8=em)
     attn = {
         "ampere-hbm": [("a100_sxm", "a100-80g")],
@@ -310,7 +310,7 @@ def kernel_points(data_dir: Path, cal: Calibration) -> list[Point]:
     for fam, tables in gemm_tables(data_dir).items():
         eff = cal.family(fam)
         for t in tables:
-            pred = _gemm_predict(
+            pred = gemm_predict(
                 t,
                 eff.gemm_compute,
                 eff.gemm_memory,
@@ -325,7 +325,7 @@ def kernel_points(data_dir: Path, cal: Calibration) -> list[Point]:
         eff = cal.family(fam)
         ec, em = eff.gemm_efficiency("fp8")
         for t in tables:
-            pred = _gemm_predict(t, ec, em, eff.gemm_floor_seconds, eff.gemm_roofline_exponent)
+            pred = gemm_predict(t, ec, em, eff.gemm_floor_seconds, eff.gemm_roofline_exponent)
             points += [
                 Point(f"gemm {fam} fp8", f"{t.label} m={m:.0f} n={n:.0f} k={k:.0f}", p, s)
                 for m, n, k, p, s in zip(t.m, t.n, t.k, pred, t.seconds, strict=True)
@@ -339,7 +339,7 @@ def kernel_points(data_dir: Path, cal: Calibration) -> list[Point]:
             spec = get_gpu(gpu)
             for decode in (True, False):
                 name = "generation" if decode else "context"
-                a = _attention_arrays(
+                a = attention_arrays(
                     data_dir / "aiconfigurator" / folder / f"{name}_attention_perf.csv", decode
                 )
                 flops = a["flops"]
@@ -356,7 +356,7 @@ def kernel_points(data_dir: Path, cal: Calibration) -> list[Point]:
                 ]
     for kind, table in (("nvlink", nvlink_table(data_dir)), ("pcie", pcie_table(data_dir))):
         link = cal.links[kind]
-        pred = _ring(table, link.efficiency, link.latency_seconds)
+        pred = ring_allreduce(table, link.efficiency, link.latency_seconds)
         points += [
             Point(f"all-reduce {kind}", lab, p, s)
             for lab, p, s in zip(table.labels, pred, table.seconds, strict=True)

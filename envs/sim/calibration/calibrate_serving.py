@@ -5,8 +5,8 @@ Data: ``aiconfigurator/silicon_sample_calibration.csv`` in the measured-latency 
 its SOURCES.md; never copied into the repository). One row is one deployment measured end to
 end: ``batch_size`` concurrent clients, each sending about 20 requests of ``isl`` prompt and
 ``osl`` output tokens back to back; the row gives the mean TTFT and TPOT. Each row is simulated
-with :func:`envs.sim.serving.closed_loop` (same GPU, model, TP, precision, engine, isl, osl,
-concurrency, 20 requests per client).
+with :func:`envs.sim.calibration.benchmark_client.closed_loop` (same GPU, model, TP, precision,
+engine, isl, osl, concurrency, 20 requests per client).
 
 Rows the simulator cannot represent are counted and named, never silently dropped:
 prefill-decode disaggregated (``mode=disagg``), pipeline or attention data parallelism, expert
@@ -25,22 +25,22 @@ weights with a bf16 KV cache.
 
 Engine configuration of each row: :data:`DEPLOYMENTS` (the rows record no engine flags; by
 default the token budgets aiconfigurator's config generator writes). Clients:
-:data:`envs.sim.serving.CALIBRATION_CLIENT` (all clients start together, every request
-measured).
+:data:`envs.sim.calibration.benchmark_client.CALIBRATION_CLIENT` (all clients start together, every
+request measured).
 
 Fit (``--fit``): per engine, ``frontend_seconds`` (:data:`DEFAULT_FIT`) by the grid search
-of ``envs.sim.serving_fit.fit_frontend``: the rows are simulated once without it and the value
-minimising the mean |log(predicted / measured)| TTFT with it added is kept (a client-side
+of ``envs.sim.calibration.serving_fit.fit_frontend``: the rows are simulated once without it and the
+value minimising the mean |log(predicted / measured)| TTFT with it added is kept (a client-side
 constant, so this is exact). ``--params`` with other constants (the per-iteration overheads of
-:class:`envs.sim.latency.Calibration`, ``moe_kernel_efficiency``) runs a coordinate search on
+:class:`envs.sim.latency.model.Calibration`, ``moe_kernel_efficiency``) runs a coordinate search on
 the mean |log| of TTFT plus TPOT with every row re-simulated instead. Results are written to
 the ``calibrated:`` blocks of ``envs/configs/engines.yaml``. Held-out check (``--heldout``):
-leave one model out (``envs.sim.serving_fit.leave_one_group_out``);
+leave one model out (``envs.sim.calibration.serving_fit.leave_one_group_out``);
 ``benchmarks/serving_fidelity.py`` adds leave one engine / GPU out.
 
 Usage::
 
-    python -m envs.sim.calibrate_serving [--data-dir D] [--fit] [--heldout] [--jobs 2]
+    python -m envs.sim.calibration.calibrate_serving [--data-dir D] [--fit] [--heldout] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -55,12 +55,12 @@ from typing import Any
 
 import numpy as np
 
+from envs.sim.calibration.benchmark_client import AIC_BUDGET_SLACK_TOKENS, benchmark_token_budget
 from envs.sim.calibration.data import find_data_dir
-from envs.sim.catalog import get_gpu, get_model
-from envs.sim.engines import ENGINES_YAML, get_engine
-from envs.sim.progress import progress as progress_bar
-from envs.sim.serving import AIC_BUDGET_SLACK_TOKENS, benchmark_token_budget
-from envs.sim.serving_fit import fit_frontends, leave_one_group_out
+from envs.sim.calibration.serving_fit import fit_frontends, leave_one_group_out
+from envs.sim.core.progress import progress as progress_bar
+from envs.sim.engines.presets import ENGINES_YAML, get_engine
+from envs.sim.hardware.catalog import get_gpu, get_model
 
 SILICON_CSV = Path("aiconfigurator") / "silicon_sample_calibration.csv"
 REQUESTS_PER_CLIENT = 20
@@ -171,10 +171,11 @@ class SiliconRow:
     def closed_loop_kwargs(
         self, deployment: str = "aiconfigurator", client: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        """Arguments of :func:`envs.sim.serving.closed_loop` that reproduce the deployment,
-        its engine configured as ``deployment`` says (see :data:`DEPLOYMENTS`), the clients
-        as ``client`` (default :data:`envs.sim.serving.CALIBRATION_CLIENT`)."""
-        from envs.sim.serving import CALIBRATION_CLIENT
+        """Arguments of :func:`envs.sim.calibration.benchmark_client.closed_loop` that reproduce the
+        deployment, its engine configured as ``deployment`` says (see :data:`DEPLOYMENTS`), the
+        clients as ``client`` (default
+        :data:`envs.sim.calibration.benchmark_client.CALIBRATION_CLIENT`)."""
+        from envs.sim.calibration.benchmark_client import CALIBRATION_CLIENT
 
         if deployment not in DEPLOYMENTS:
             raise ValueError(f"deployment={deployment!r}; expected one of {DEPLOYMENTS}")
@@ -308,7 +309,7 @@ def predict_row(
     """Simulate ``row``'s deployment; ``overrides`` maps engine -> Calibration fields that
     replace the preset's whole fitted block (for fitting and the held-out checks; ``{}`` for an
     engine runs it with no fitted constant, e.g. ``frontend_seconds`` 0)."""
-    from envs.sim.serving import closed_loop
+    from envs.sim.calibration.benchmark_client import closed_loop
 
     kwargs = row.closed_loop_kwargs(deployment, client)
     if overrides is not None and row.backend in overrides:
@@ -524,7 +525,7 @@ def _main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m envs.sim.calibrate_serving",
+        prog="python -m envs.sim.calibration.calibrate_serving",
         description="Fit and check the engine presets against measured serving deployments "
         "(aiconfigurator silicon_sample_calibration.csv).",
     )

@@ -1,13 +1,14 @@
 """Fitting the engine presets' system-level constants on measured deployments, and the held-out
 checks that validate them (leave one model / engine / GPU out: whole groups, never single rows).
 
-Used by ``python -m envs.sim.calibrate_serving --fit`` and ``python -m
-benchmarks.serving_fidelity``. A *row* is an :class:`envs.sim.calibrate_serving.SiliconRow`
-(``backend``, ``model``, ``gpu``, measured ``ttft_s`` / ``tpot_s``); a *prediction* is a dict
-with the simulated mean ``ttft_s``, ``tpot_s`` and ``latency_s`` (seconds).
+Used by ``python -m envs.sim.calibration.calibrate_serving --fit`` and ``python -m
+benchmarks.serving_fidelity``. A *row* is an
+:class:`envs.sim.calibration.calibrate_serving.SiliconRow` (``backend``, ``model``, ``gpu``,
+measured ``ttft_s`` / ``tpot_s``); a *prediction* is a dict with the simulated mean ``ttft_s``,
+``tpot_s`` and ``latency_s`` (seconds).
 
-``frontend_seconds`` is a client-side constant (:mod:`envs.sim.serving`), so it is fitted
-exactly on predictions simulated once without it: :func:`fit_frontend`.
+``frontend_seconds`` is a client-side constant (:mod:`envs.sim.calibration.benchmark_client`), so it
+is fitted exactly on predictions simulated once without it: :func:`fit_frontend`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ HOLDOUT_KEYS = {"model": "model", "engine": "backend", "gpu": "gpu"}
 def with_frontend(pred: dict, frontend_seconds: float) -> dict:
     """An engine-only prediction (``frontend_seconds`` 0) with the client-side frontend added:
     TTFT and latency grow by it, TPOT does not change (exactly what :func:`predict_row` gives
-    with that constant; see :mod:`envs.sim.serving`)."""
+    with that constant; see :mod:`envs.sim.calibration.benchmark_client`)."""
     return {
         **pred,
         "ttft_s": pred["ttft_s"] + frontend_seconds,

@@ -1,7 +1,8 @@
-"""The per-op calibration variants side by side (``python -m envs.sim.calibrate --variants``):
-every held-out whole-prefill point of :func:`envs.sim.calibration.prefill.prefill_points` under
-each variant's own fitted constants (``envs.sim.efficiency.CALIBRATION_VARIANTS``), with the
-Vidur prefills' elementwise constants refitted without the predicted model the variant's way.
+"""The per-op calibration variants side by side (``python -m envs.sim.calibration.calibrate
+--variants``): every held-out whole-prefill point of
+:func:`envs.sim.calibration.prefill.prefill_points` under each variant's own fitted constants
+(``envs.sim.latency.efficiency.CALIBRATION_VARIANTS``), with the Vidur prefills' elementwise
+constants refitted without the predicted model the variant's way.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from envs.sim.calibration.prefill import (
     prefill_points,
     summarize_prefill,
 )
-from envs.sim.efficiency import CALIBRATION_VARIANTS, load_calibration
+from envs.sim.latency.efficiency import CALIBRATION_VARIANTS, load_calibration
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.workload import (
+from envs.sim.core.workflows import (
     Call,
 )
 
@@ -20,7 +20,7 @@ ISOLATED_CACHE_ENTRIES = 1 << 15
 
 
 class EstimatesMixin:
-    """The scheduler-visible estimates of :class:`envs.sim.simulation.Simulation`."""
+    """The scheduler-visible estimates of :class:`envs.sim.core.simulation.Simulation`."""
 
     # -- estimates (what schedulers may use) ---------------------------------------------------
     def isolated_call_time(self, call: Call, use_truth: bool = False) -> float:

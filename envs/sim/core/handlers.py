@@ -8,18 +8,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from envs.sim.prefill import PrefillInstance
-from envs.sim.protocol import (
+from envs.sim.core.protocol import (
     ASYNC_STAGES,
     Invocation,
 )
-from envs.sim.workload import (
+from envs.sim.core.workflows import (
     DONE,
     TRANSFER,
     WAIT_DECODE,
     Call,
     WorkflowRun,
 )
+from envs.sim.engines.prefill import PrefillInstance
 from traces.schema import LLMNode, ToolNode
 
 
@@ -61,7 +61,7 @@ class _WaitingInvocation(Invocation):
 
 
 class EventHandlersMixin:
-    """The event handlers of :class:`envs.sim.simulation.Simulation`."""
+    """The event handlers of :class:`envs.sim.core.simulation.Simulation`."""
 
     # -- event handlers ----------------------------------------------------------------------
     def _raise(self, stage: str, trigger: str, new_calls: list[Call]) -> None:

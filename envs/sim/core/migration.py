@@ -1,27 +1,27 @@
 """Migration (GoodServe §3.4, §4.3): risk checks every τ decode iterations raise ``migrate``
 invocations; a planned migration ships token IDs and re-prefills (``token``) or moves the KV
 (``kv``) over the pair's link, then the call joins the target's queue (see the
-:mod:`envs.sim.simulation` docstring).
+:mod:`envs.sim.core.simulation` docstring).
 """
 
 from __future__ import annotations
 
-from envs.sim.events import callback
-from envs.sim.instances import MonolithicInstance
-from envs.sim.protocol import (
+from envs.sim.core.protocol import (
     TOKEN_ID_BYTES,
     Invocation,
 )
-from envs.sim.workload import (
+from envs.sim.core.simpy_parts import callback
+from envs.sim.core.workflows import (
     MIGRATING,
     WAIT_DECODE,
     WAIT_PREFILL,
     Call,
 )
+from envs.sim.engines.instances import MonolithicInstance
 
 
 class MigrationMixin:
-    """The migration methods of :class:`envs.sim.simulation.Simulation`."""
+    """The migration methods of :class:`envs.sim.core.simulation.Simulation`."""
 
     # -- migration ---------------------------------------------------------------------------
     def raise_check(self, inst: MonolithicInstance, calls: list[Call]) -> None:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import math
 
-import envs.sim.metrics as _metrics
-from envs.sim.records import (
+import envs.sim.core.metrics as _metrics
+from envs.sim.core.records import (
     CallRecord,
     SimulationResult,
     WorkflowRecord,
 )
-from envs.sim.workload import (
+from envs.sim.core.workflows import (
     Call,
     WorkflowRun,
 )
@@ -56,7 +56,7 @@ def _call_record(c: Call) -> CallRecord:
 
 
 class OutcomeMixin:
-    """The result methods of :class:`envs.sim.simulation.Simulation`."""
+    """The result methods of :class:`envs.sim.core.simulation.Simulation`."""
 
     # -- results -----------------------------------------------------------------------------
     def standalone_horizon(self, run: WorkflowRun) -> float:
@@ -73,7 +73,7 @@ class OutcomeMixin:
         )
         h = self.horizon_cache.get(key)
         if h is None:
-            from envs.sim.scheduler import EarliestFinishScheduler
+            from envs.sim.core.scheduler import EarliestFinishScheduler
 
             alone = Workflow(id=wf.id, arrival=0.0, nodes=wf.nodes)
             sim = type(self)(  # a fresh Simulation (this mixin's host class)

@@ -1,25 +1,25 @@
 """Asynchronous planning (HexAgent §4.3 "Asynchronous planning avoids blocking", §5.2, Algorithm 1
 lines 5–7 and 23; P-D stages only): a plan in flight, the fallback placement of the calls that
 wait meanwhile, absorbing new work while a plan is in flight, and landing the plan (see the
-:mod:`envs.sim.simulation` docstring).
+:mod:`envs.sim.core.simulation` docstring).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from envs.sim.events import callback
-from envs.sim.protocol import (
+from envs.sim.core.protocol import (
     Assignment,
     Invocation,
 )
-from envs.sim.workload import (
+from envs.sim.core.simpy_parts import callback
+from envs.sim.core.workflows import (
     Call,
 )
 
 
 class AsyncPlanningMixin:
-    """The asynchronous-planning methods of :class:`envs.sim.simulation.Simulation`."""
+    """The asynchronous-planning methods of :class:`envs.sim.core.simulation.Simulation`."""
 
     # -- asynchronous planning (HexAgent §4.3, §5.2) -----------------------------------------
     def _plan_in_flight(self, inv: Invocation, plan: Sequence[Assignment], delay: float) -> None:
@@ -66,14 +66,14 @@ class AsyncPlanningMixin:
 
     def _fallback_place(self, calls: list[Call]) -> None:
         """Place ``calls`` (waiting for prefill, without a plan) by the fallback plan: the
-        least-loaded (prefill, decode) pair of :class:`envs.sim.scheduler.DefaultScheduler` —
+        least-loaded (prefill, decode) pair of :class:`envs.sim.core.scheduler.DefaultScheduler` —
         the simulator's no-RL default — at the back of the prefill instance's queue (priority
         one above the largest queued there; the decode priority is the same). Schedulers'
         priority scales differ (reveal times, ranks), so a call without a plan joins behind the
         planned ones instead of cutting into an order it cannot read."""
         if not calls:
             return
-        from envs.sim.scheduler import DefaultScheduler
+        from envs.sim.core.scheduler import DefaultScheduler
 
         inv = Invocation("prefill", self.env.now, "fallback", calls, calls, -1)
         back: dict[int, float] = {}

@@ -4,13 +4,13 @@ say to each other, in one module each of them imports (Vidur's base-class patter
 * the plan protocol: :class:`Invocation` (a pending decision), :class:`Assignment` (one call's
   part of a plan), :class:`SchedulingError` (an illegal plan) and :class:`Scheduler` (anything
   with ``plan(sim, invocation)``);
-* :class:`InstanceHost`: what an instance (:mod:`envs.sim.instances`) calls on the simulation
-  that owns it (clock, event queue, callbacks, listeners);
+* :class:`InstanceHost`: what an instance (:mod:`envs.sim.engines.instances`) calls on the
+  simulation that owns it (clock, event queue, callbacks, listeners);
 * :class:`SchedulerView`: the scheduler-visible state of a simulation that the built-in
-  schedulers (:mod:`envs.sim.scheduler`) read;
-* the scheduling constants the engine presets (:mod:`envs.sim.engines`) validate against.
+  schedulers (:mod:`envs.sim.core.scheduler`) read;
+* the scheduling constants the engine presets (:mod:`envs.sim.engines.presets`) validate against.
 
-:class:`envs.sim.simulation.Simulation` implements both protocols; nothing here imports the
+:class:`envs.sim.core.simulation.Simulation` implements both protocols; nothing here imports the
 simulation, the instances or the schedulers, so the core has no import circle.
 """
 
@@ -20,13 +20,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from envs.sim.workload import Call
+from envs.sim.core.workflows import Call
 
-#: KV-cache admission policies of a batch engine (see :mod:`envs.sim.instances`).
+#: KV-cache admission policies of a batch engine (see :mod:`envs.sim.engines.instances`).
 KV_POLICIES = ("reserve", "paged")
 #: Tokens per iteration when no engine preset sets a budget.
 DEFAULT_TOKEN_BUDGET = 2048
-#: Monolithic scheduling modes (see :class:`envs.sim.instances.MonolithicInstance`).
+#: Monolithic scheduling modes (see :class:`envs.sim.engines.instances.MonolithicInstance`).
 SCHEDULING_MODES = ("prefill-first", "chunked", "chunked-prefill-first", "mixed-whole")
 #: Invocation stages; plans of ``ASYNC_STAGES`` may land late (``Simulation.apply``'s delay).
 STAGES = ("prefill", "decode", "route", "migrate")
@@ -112,7 +112,7 @@ class Assignment:
 
 
 class Scheduler(Protocol):
-    """What :meth:`envs.sim.simulation.Simulation.run` drives."""
+    """What :meth:`envs.sim.core.simulation.Simulation.run` drives."""
 
     def plan(self, sim: Any, inv: Invocation) -> list[Assignment]:
         """Assignments for (a subset of) ``inv.calls``; every call without a plan is covered.
@@ -146,8 +146,9 @@ class InstanceHost(Protocol):
 
 
 class SchedulerView(Protocol):
-    """The scheduler-visible state of a simulation that :mod:`envs.sim.scheduler` reads: its
-    clock (seconds), cluster, instance lists (:mod:`envs.sim.instances` objects) and KV links."""
+    """The scheduler-visible state of a simulation that :mod:`envs.sim.core.scheduler` reads: its
+    clock (seconds), cluster, instance lists (:mod:`envs.sim.engines.instances` objects) and KV
+    links."""
 
     now: float
     cluster: Any

@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.cluster import InstanceSpec
-from envs.sim.efficiency import resolve_calibration_variant
-from envs.sim.engines import EnginePreset
-from envs.sim.latency import LatencyModel, load_calibration
-from envs.sim.workload import CallNames
+from envs.sim.core.workflows import CallNames
+from envs.sim.engines.presets import EnginePreset
+from envs.sim.hardware.cluster import InstanceSpec
+from envs.sim.latency.efficiency import resolve_calibration_variant
+from envs.sim.latency.model import LatencyModel, load_calibration
 
 
 @dataclass
@@ -154,7 +154,7 @@ class LatencyCache:
     shared by simulations.
 
     :param calibration_variant: per-op calibration variant of every model (one of
-        ``envs.sim.efficiency.CALIBRATION_VARIANTS``); ``None``: the one in force
+        ``envs.sim.latency.efficiency.CALIBRATION_VARIANTS``); ``None``: the one in force
         (``$SERVEGYM_LATENCY_CALIBRATION``, else the default ``"roofline"``).
     """
 
@@ -245,7 +245,7 @@ _INSTANCE_FIELDS = ("prefill_instance", "decode_instance")
 
 class PackedCall(CallNames):
     """A finished call read back from a :class:`CallStore`: its :class:`CallRecord` fields under
-    :class:`envs.sim.workload.Call`'s attribute names (``uid``, ``workflow``, ``node``,
+    :class:`envs.sim.core.workflows.Call`'s attribute names (``uid``, ``workflow``, ``node``,
     ``stage`` = ``"done"``, ``prefill_instance`` / ``decode_instance`` None where the call had
     none), and ``id`` / ``model``. The engine bookkeeping of a live call (``generated``,
     ``kv_held``, priorities, ...) is not kept."""
@@ -287,7 +287,7 @@ class CallStore:
         return 0 <= uid < len(self._row_of) and self._row_of[uid] >= 0
 
     def add(self, call: Any) -> None:
-        """Pack finished ``call`` (a :class:`envs.sim.workload.Call`)."""
+        """Pack finished ``call`` (a :class:`envs.sim.core.workflows.Call`)."""
         run = call.workflow
         pos = self._node_pos.get(run.index)
         if pos is None:
@@ -406,7 +406,7 @@ class CallStore:
 
 class CallTable(Sequence):
     """``Simulation.calls`` under ``compact_records``: every call by uid, the live ones as their
-    :class:`envs.sim.workload.Call` objects and the packed ones read back from the
+    :class:`envs.sim.core.workflows.Call` objects and the packed ones read back from the
     :class:`CallStore` as :class:`PackedCall` (a new object on each access)."""
 
     def __init__(self, store: CallStore):

@@ -1,13 +1,13 @@
 """Run the simulator without RL: a cluster, a workload and the default scheduler.
 
-    python -m envs.sim.run --cluster hetero-1 --workload mixed --seed 0
-    python -m envs.sim.run --cluster goodserve-4 --model llama3.1-8b --workload goodserve \
+    python -m envs.sim.core.run --cluster hetero-1 --workload mixed --seed 0
+    python -m envs.sim.core.run --cluster goodserve-4 --model llama3.1-8b --workload goodserve \
         --engine vllm
-    python -m envs.sim.run --cluster hetero-1 --trace my_trace.jsonl
+    python -m envs.sim.core.run --cluster hetero-1 --trace my_trace.jsonl
 
 Prints Req95/Req99 (HexAgent §7.3), latency percentiles and per-role utilisation.
 
-A bad input (cluster file, trace, option) is reported as one ``envs.sim.run: error: ...`` line
+A bad input (cluster file, trace, option) is reported as one ``envs.sim.core.run: error: ...`` line
 naming the file, record and field, with exit status 2; nothing is written.
 """
 
@@ -18,11 +18,11 @@ import json
 import math
 import sys
 
-from envs.sim.cluster import ClusterConfigError, ClusterSpec, cluster_names, load_cluster
-from envs.sim.engines import engine_names
-from envs.sim.scheduler import DefaultScheduler, EarliestFinishScheduler
-from envs.sim.simulation import Simulation, SimulationResult
-from envs.sim.workload import WorkloadError
+from envs.sim.core.scheduler import DefaultScheduler, EarliestFinishScheduler
+from envs.sim.core.simulation import Simulation, SimulationResult
+from envs.sim.core.workflows import WorkloadError
+from envs.sim.engines.presets import engine_names
+from envs.sim.hardware.cluster import ClusterConfigError, ClusterSpec, cluster_names, load_cluster
 from traces.generators import GENERATORS
 from traces.validate import TraceValidationError
 
@@ -98,7 +98,7 @@ def _estimate_error(text: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m envs.sim.run",
+        prog="python -m envs.sim.core.run",
         description=__doc__,
         formatter_class=argparse.RawTextHelpFormatter,
     )
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster, records, seed=args.seed, estimate_error=args.estimate_error, engine=args.engine
         )
     except INPUT_ERRORS as exc:
-        print(f"envs.sim.run: error: {exc}", file=sys.stderr)
+        print(f"envs.sim.core.run: error: {exc}", file=sys.stderr)
         return 2
     res = sim.run(SCHEDULERS[args.scheduler]())
     if args.json:

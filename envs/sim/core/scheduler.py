@@ -1,7 +1,7 @@
 """The scheduler hook of the simulator, and two simple schedulers that need no RL.
 
 A scheduler is any object with ``plan(sim, invocation) -> list[Assignment]`` (see
-:class:`envs.sim.protocol.Invocation`). It may read the simulation's scheduler-visible state:
+:class:`envs.sim.core.protocol.Invocation`). It may read the simulation's scheduler-visible state:
 waiting calls (``input_tokens``, ``predicted_output_tokens``, ``time_error``, workflow arrival,
 ``workflow.online_horizon``), instance queues and engines, and the latency models. It must not
 read ``Call.output_tokens`` (the truth) — the Gymnasium environments enforce this by exposing only
@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from envs.sim.protocol import Assignment, Invocation, Scheduler, SchedulerView
+from envs.sim.core.protocol import Assignment, Invocation, Scheduler, SchedulerView
 
 __all__ = ["DefaultScheduler", "EarliestFinishScheduler", "Scheduler"]
 

@@ -83,7 +83,7 @@ def _is_bound_class(env: simpy.Environment, name: str) -> bool:
 
 
 class ClockMixin:
-    """The clock and timer methods of :class:`envs.sim.simulation.Simulation` (its ``env`` is a
+    """The clock and timer methods of :class:`envs.sim.core.simulation.Simulation` (its ``env`` is a
     :class:`PicklableEnvironment`)."""
 
     env: PicklableEnvironment
@@ -95,12 +95,14 @@ class ClockMixin:
 
     def schedule(self, delay: float, fn: Callable[[Any], None]) -> None:
         """Run ``fn(None)`` after ``delay`` seconds of simulated time (``fn`` takes the place of
-        a SimPy event callback; no event object is made: see :data:`envs.sim.events.DUE`)."""
+        a SimPy event callback; no event object is made: see
+        :data:`envs.sim.core.simpy_parts.DUE`)."""
         self.env.call_at(delay, NORMAL, fn, None)
 
     def call_later(self, delay: float, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` after ``delay`` seconds of simulated time (as :meth:`schedule`;
-        :meth:`envs.sim.events.PicklableEnvironment.call_at` inlined: the hottest call)."""
+        :meth:`envs.sim.core.simpy_parts.PicklableEnvironment.call_at` inlined: the hottest
+        call)."""
         if delay < 0:
             raise ValueError(f"Negative delay {delay}")
         env = self.env

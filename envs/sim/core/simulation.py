@@ -65,19 +65,12 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.batching import DecodeInstance
-from envs.sim.catalog import get_model
-from envs.sim.cluster import ClusterSpec
-from envs.sim.engines import EnginePreset, get_engine
-from envs.sim.estimates import EstimatesMixin
-from envs.sim.events import ClockMixin, PicklableEnvironment
-from envs.sim.handlers import EventHandlersMixin
-from envs.sim.instances import MonolithicInstance
-from envs.sim.migration import MigrationMixin
-from envs.sim.outcome import OutcomeMixin
-from envs.sim.planning import AsyncPlanningMixin
-from envs.sim.prefill import PrefillInstance
-from envs.sim.protocol import (
+from envs.sim.core.estimates import EstimatesMixin
+from envs.sim.core.handlers import EventHandlersMixin
+from envs.sim.core.migration import MigrationMixin
+from envs.sim.core.outcome import OutcomeMixin
+from envs.sim.core.planning import AsyncPlanningMixin
+from envs.sim.core.protocol import (
     ASYNC_STAGES,
     KV_POLICIES,
     LISTENER_METHODS,
@@ -90,8 +83,7 @@ from envs.sim.protocol import (
     Invocation,
     SchedulingError,
 )
-from envs.sim.reconfiguration import ReconfigurationMixin
-from envs.sim.records import (
+from envs.sim.core.records import (
     CallRecord,
     CallStore,
     CallTable,
@@ -100,14 +92,22 @@ from envs.sim.records import (
     SimulationResult,
     WorkflowRecord,
 )
-from envs.sim.shared_gpus import SharedGPUs
-from envs.sim.validation import PlanValidationMixin
-from envs.sim.workload import (
+from envs.sim.core.simpy_parts import ClockMixin, PicklableEnvironment
+from envs.sim.core.validation import PlanValidationMixin
+from envs.sim.core.workflows import (
     Call,
     WorkflowRun,
     WorkloadError,
     as_workflow,
 )
+from envs.sim.engines.batching import DecodeInstance
+from envs.sim.engines.instances import MonolithicInstance
+from envs.sim.engines.prefill import PrefillInstance
+from envs.sim.engines.presets import EnginePreset, get_engine
+from envs.sim.engines.reconfiguration import ReconfigurationMixin
+from envs.sim.engines.shared_gpus import SharedGPUs
+from envs.sim.hardware.catalog import get_model
+from envs.sim.hardware.cluster import ClusterSpec
 from traces.schema import LLMNode, Request, Workflow
 
 #: What a simulation keeps of a finished workflow (``Simulation(record_store=...)``).
@@ -126,7 +126,7 @@ class Simulation(
 ):
     """A cluster serving a workload, driven by scheduling plans.
 
-    :param cluster: the cluster (see :func:`envs.sim.cluster.load_cluster`).
+    :param cluster: the cluster (see :func:`envs.sim.hardware.cluster.load_cluster`).
     :param workload: workflows and/or requests, sorted by arrival.
     :param seed: seeds the estimate-error draws; same seed and inputs ⇒ identical results.
     :param estimate_error: relative error e injected into scheduler-visible estimates
@@ -151,7 +151,7 @@ class Simulation(
         Mooncake's traces; 16: vLLM's block size, used by the beam-search generator).
     :param time_limit: stop the simulation at this simulated time in seconds (None = run out).
     :param engine: serving-engine preset of the monolithic instances (``vllm``, ``sglang``,
-        ``trtllm``; see :mod:`envs.sim.engines`): sets their scheduling, token budget, batch
+        ``trtllm``; see :mod:`envs.sim.engines.presets`): sets their scheduling, token budget, batch
         cap, KV policy, memory share and fitted overheads. None: the engine-neutral defaults
         below (prefill-first, 2048-token budget, reserve-at-admission, no batch cap).
     :param prefill_mode: monolithic scheduling, one of ``PREFILL_MODES``: ``prefill-first`` (a
@@ -178,13 +178,13 @@ class Simulation(
     :param record_store: what is kept of a finished workflow (see :data:`RECORD_STORES`):
         ``objects`` (default) its :class:`Call` objects and the run's per-node state, as
         while it ran; ``compact`` its calls packed into fixed-width rows
-        (:class:`envs.sim.records.CallStore`, 152 bytes a call) and the run's per-node
+        (:class:`envs.sim.core.records.CallStore`, 152 bytes a call) and the run's per-node
         bookkeeping dropped, so a long episode holds a fraction of the memory; ``disk`` as
         ``compact`` with the packed rows appended to an anonymous temporary file, 8,192 at a
         time, so memory stays flat. Either way :meth:`result` returns the same records and
         metrics (pinned by a test). Under ``compact``/``disk`` :attr:`calls` is a
-        :class:`envs.sim.records.CallTable`: a finished workflow's calls read back as
-        :class:`envs.sim.records.PackedCall` (their record fields, no engine bookkeeping), and
+        :class:`envs.sim.core.records.CallTable`: a finished workflow's calls read back as
+        :class:`envs.sim.core.records.PackedCall` (their record fields, no engine bookkeeping), and
         a finished run keeps ``nodes``, ``done`` and its times but not its ``calls``,
         ``path_end``, ``service_path``, ``tool_estimates``, ``revealed``, ``finished`` or reveal
         counters. For bare simulations (the envs read finished runs' state and use ``objects``).

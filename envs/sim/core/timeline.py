@@ -15,10 +15,10 @@ timestamps in microseconds of simulated time):
 * one async span per workflow (``b``/``e``, process ``workflows``) from arrival to its last
   node, with C_w, H_w and C_w / H_w.
 
-Everything comes from :class:`~envs.sim.simulation.SimulationResult` records, so a timeline can be
-written for any finished (or truncated: unfinished stages are left out) run::
+Everything comes from :class:`~envs.sim.core.simulation.SimulationResult` records, so a timeline can
+be written for any finished (or truncated: unfinished stages are left out) run::
 
-    from envs.sim.timeline import write_timeline
+    from envs.sim.core.timeline import write_timeline
     write_timeline(sim.result(), sim.cluster, "episode.json")
 """
 
@@ -31,8 +31,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from envs.sim.cluster import ClusterSpec
-from envs.sim.simulation import CallRecord, SimulationResult
+from envs.sim.core.simulation import CallRecord, SimulationResult
+from envs.sim.hardware.cluster import ClusterSpec
 
 _US = 1e6  # trace-event timestamps are microseconds
 _ROLES = ("prefill", "decode", "monolithic")

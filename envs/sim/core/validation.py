@@ -1,7 +1,7 @@
 """Plan validation: a plan for an invocation is checked whole before any of it is applied
 (unknown call or instance, wrong stage, a call twice, an instance that does not serve the call's
-model or cannot hold it, an illegal migration), raising :class:`~envs.sim.protocol.SchedulingError`
-and leaving the state untouched.
+model or cannot hold it, an illegal migration), raising
+:class:`~envs.sim.core.protocol.SchedulingError` and leaving the state untouched.
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from envs.sim.protocol import (
+from envs.sim.core.protocol import (
     Assignment,
     Invocation,
     SchedulingError,
 )
-from envs.sim.workload import (
+from envs.sim.core.workflows import (
     DECODE,
     WAIT_DECODE,
     WAIT_PREFILL,
@@ -23,7 +23,7 @@ from envs.sim.workload import (
 
 
 class PlanValidationMixin:
-    """The plan-validation methods of :class:`envs.sim.simulation.Simulation`."""
+    """The plan-validation methods of :class:`envs.sim.core.simulation.Simulation`."""
 
     def _validate(self, inv: Invocation, plan: Sequence[Assignment]) -> None:
         seen: set[int] = set()

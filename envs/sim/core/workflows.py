@@ -32,8 +32,9 @@ class WorkloadError(ValueError):
 
 
 class CallNames:
-    """What a live :class:`Call` and a finished, packed one (:class:`envs.sim.records.PackedCall`)
-    derive alike from ``workflow``, ``node`` and their token counts."""
+    """What a live :class:`Call` and a finished, packed one
+    (:class:`envs.sim.core.records.PackedCall`) derive alike from ``workflow``, ``node`` and their
+    token counts."""
 
     __slots__ = ()
     workflow: Any

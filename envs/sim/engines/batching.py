@@ -1,7 +1,7 @@
 """Continuous batching under a KV-token capacity with the closed-form fast-forward (the
-``decode`` paragraphs of :mod:`envs.sim.instances`): admission under ``reserve`` or ``paged`` KV
-accounting, preemption, decode segments between boundaries, bandwidth changes of co-located
-partitions; :class:`DecodeInstance` is this engine on a P-D decode server.
+``decode`` paragraphs of :mod:`envs.sim.engines.instances`): admission under ``reserve`` or
+``paged`` KV accounting, preemption, decode segments between boundaries, bandwidth changes of
+co-located partitions; :class:`DecodeInstance` is this engine on a P-D decode server.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 from heapq import heappop, heappush
 from typing import Any
 
-from envs.sim.cluster import InstanceSpec
-from envs.sim.protocol import KV_POLICIES, InstanceHost
-from envs.sim.shared_gpus import SharedGPUs
-from envs.sim.workload import DECODE, DONE, PREFILL, WAIT_PREFILL, Call
+from envs.sim.core.protocol import KV_POLICIES, InstanceHost
+from envs.sim.core.workflows import DECODE, DONE, PREFILL, WAIT_PREFILL, Call
+from envs.sim.engines.shared_gpus import SharedGPUs
+from envs.sim.hardware.cluster import InstanceSpec
 
 _NO_BATCH_CAP = 1 << 30
 
@@ -21,7 +21,7 @@ def _decode_key(call: Call) -> tuple[float, int]:
     return (call.decode_priority, call.enqueue_seq)
 
 
-class _BatchEngine:
+class BatchEngine:
     """Continuous batching under a KV-token capacity with the closed-form fast-forward.
 
     The engine runs *segments* back to back. A decode segment advances ``seg_calls`` by
@@ -395,7 +395,7 @@ class _BatchEngine:
         self._schedule_boundary(self.latency.decode_steps_time(b, c_total, n), n)
 
 
-class DecodeInstance(_BatchEngine):
+class DecodeInstance(BatchEngine):
     """A decode engine of a P-D cluster: continuous batching, KV capacity, priority admission.
 
     Calls arrive after their KV transfer, locked to this instance (HexAgent §5.4).

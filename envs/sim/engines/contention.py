@@ -1,6 +1,6 @@
 """HBM-bandwidth contention between co-located MPS partitions of one GPU: each partition's share
 of the bandwidth given its SM share and which neighbours are busy (MPS partitions SMs and
-memory but not HBM bandwidth or L2; see the MPS paragraph of :mod:`envs.sim.latency`).
+memory but not HBM bandwidth or L2; see the MPS paragraph of :mod:`envs.sim.latency.model`).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ multiple of τ, and pause there while the simulation asks for a migration plan.
 **Co-located GPU fractions** (:class:`SharedGPUs`): monolithic instances on a share ``f < 1`` of
 GPUs named in their spec's ``gpu_ids`` are MPS partitions. Their SMs and memory are capped at
 ``f`` (the latency model's ``fraction``); the HBM bandwidth is shared with the other partitions
-of the same GPU that are busy (:func:`envs.sim.latency.contended_bandwidth_shares`). Each
+of the same GPU that are busy (:func:`envs.sim.latency.model.contended_bandwidth_shares`). Each
 segment (a prefill pass, a mixed iteration, a decode jump) is priced with the bandwidth share
 given by which neighbours are busy when it starts; when a neighbour starts or stops working, a
 decode jump in progress is cut at the end of its current iteration and re-priced (the cut of
@@ -48,16 +48,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.sim.batching import DecodeInstance, _BatchEngine
-from envs.sim.cluster import InstanceSpec
-from envs.sim.prefill import PrefillInstance
-from envs.sim.prefix_cache import PrefixCache
-from envs.sim.protocol import DEFAULT_TOKEN_BUDGET, SCHEDULING_MODES, InstanceHost
-from envs.sim.shared_gpus import SharedGPUs
-from envs.sim.workload import DECODE, PREFILL, Call
+from envs.sim.core.protocol import DEFAULT_TOKEN_BUDGET, SCHEDULING_MODES, InstanceHost
+from envs.sim.core.workflows import DECODE, PREFILL, Call
+from envs.sim.engines.batching import BatchEngine, DecodeInstance
+from envs.sim.engines.prefill import PrefillInstance
+from envs.sim.engines.prefix_cache import PrefixCache
+from envs.sim.engines.shared_gpus import SharedGPUs
+from envs.sim.hardware.cluster import InstanceSpec
 
 
-class MonolithicInstance(PrefixCache, _BatchEngine):
+class MonolithicInstance(PrefixCache, BatchEngine):
     """A vLLM-style engine: prefill and decode on one GPU set, batch cap, KV capacity, LRU prefix
     cache over block hashes (GoodServe §3; Preble-style prefix reuse).
 

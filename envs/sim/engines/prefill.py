@@ -7,10 +7,10 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from envs.sim.cluster import InstanceSpec
-from envs.sim.prefix_cache import PrefixCache
-from envs.sim.protocol import InstanceHost
-from envs.sim.workload import PREFILL, WAIT_PREFILL, Call
+from envs.sim.core.protocol import InstanceHost
+from envs.sim.core.workflows import PREFILL, WAIT_PREFILL, Call
+from envs.sim.engines.prefix_cache import PrefixCache
+from envs.sim.hardware.cluster import InstanceSpec
 
 
 class PrefillInstance(PrefixCache):
@@ -23,7 +23,7 @@ class PrefillInstance(PrefixCache):
 
     :param sim: the simulation that owns the instance.
     :param spec: the instance's specification.
-    :param latency: its :class:`envs.sim.latency.LatencyModel`.
+    :param latency: its :class:`envs.sim.latency.model.LatencyModel`.
     :param prefix_cache_blocks: LRU capacity in blocks (0, the default, disables the cache).
     :param block_tokens: tokens per prefix block.
     """

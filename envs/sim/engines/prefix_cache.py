@@ -1,14 +1,14 @@
 """The LRU prefix cache over block hashes that every prefilling engine keeps (monolithic and P-D
 prefill instances; vLLM's automatic prefix caching, SGLang's RadixAttention at block granularity,
-Preble-style prefix reuse; see the ``prefix cache`` paragraph of :mod:`envs.sim.instances`).
+Preble-style prefix reuse; see the ``prefix cache`` paragraph of :mod:`envs.sim.engines.instances`).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 
-from envs.sim.protocol import InstanceHost
-from envs.sim.workload import Call
+from envs.sim.core.protocol import InstanceHost
+from envs.sim.core.workflows import Call
 
 
 class PrefixCache:

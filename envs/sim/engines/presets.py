@@ -2,10 +2,11 @@
 
 A preset is a documented set of scheduling behaviours of one engine in its default
 configuration (``envs/configs/engines.yaml`` cites where each comes from) plus the system-level
-constants fitted for it on measured deployments (``python -m envs.sim.calibrate_serving``):
+constants fitted for it on measured deployments (``python -m
+envs.sim.calibration.calibrate_serving``):
 
 - ``scheduling``: how prompts and decodes share iterations (see
-  :class:`envs.sim.instances.MonolithicInstance`);
+  :class:`envs.sim.engines.instances.MonolithicInstance`);
 - ``token_budget`` and ``max_batch``: tokens per iteration and running requests, possibly by
   GPU memory (the engines pick larger defaults on larger GPUs);
 - ``kv_policy``: ``reserve`` (final footprint reserved at admission) or ``paged`` (on-demand KV,
@@ -13,7 +14,7 @@ constants fitted for it on measured deployments (``python -m envs.sim.calibrate_
 - ``memory_utilization``: share of GPU memory the engine manages;
 - ``prefix_caching``: whether the engine reuses the KV of a prompt prefix it has already
   computed, by default (vLLM V1's automatic prefix caching, SGLang's radix cache, TensorRT-LLM's
-  KV block reuse); read by :func:`envs.sim.serving.closed_loop`;
+  KV block reuse); read by :func:`envs.sim.calibration.benchmark_client.closed_loop`;
 - ``overlap_scheduling``: the engine prepares iteration n+1 on the CPU while the GPU runs
   iteration n (TensorRT-LLM's overlap scheduler, SGLang's overlap ("zero-overhead") scheduler,
   both on by default); the latency model's per-iteration CPU framework overheads
@@ -23,15 +24,16 @@ constants fitted for it on measured deployments (``python -m envs.sim.calibrate_
 - ``custom_allreduce``: the engine all-reduces tensor-parallel activations with its custom
   one-stage / two-stage NVLink kernel (vLLM's ``custom_all_reduce.cuh``, which SGLang reuses;
   TensorRT-LLM's ONESHOT / TWOSHOT kernels) rather than a ring: sets
-  ``Calibration.custom_allreduce`` (:meth:`envs.sim.latency.LatencyModel.allreduce_time`);
-- ``calibrated``: overrides of :class:`envs.sim.latency.Calibration` fields (per-iteration
+  ``Calibration.custom_allreduce`` (:meth:`envs.sim.latency.model.LatencyModel.allreduce_time`);
+- ``calibrated``: overrides of :class:`envs.sim.latency.model.Calibration` fields (per-iteration
   framework overhead, its growth with the TP degree and batch, MoE kernel efficiency), plus
   ``frontend_seconds``: the API server's per-request path (HTTP, tokenisation, hand-off to the
-  engine loop) that a client sees in its TTFT, used by :func:`envs.sim.serving.closed_loop`.
+  engine loop) that a client sees in its TTFT, used by
+  :func:`envs.sim.calibration.benchmark_client.closed_loop`.
 
 Example::
 
-    from envs.sim.engines import get_engine
+    from envs.sim.engines.presets import get_engine
     vllm = get_engine("vllm")
     vllm.token_budget_for(get_gpu("h100-sxm"))   # 8192
     Simulation(cluster, workload, engine="vllm")
@@ -48,9 +50,9 @@ from typing import Any
 
 import yaml
 
-from envs.sim.catalog import CONFIG_DIR, GPUSpec, UnknownNameError
-from envs.sim.efficiency import Calibration
-from envs.sim.protocol import DEFAULT_TOKEN_BUDGET, KV_POLICIES, SCHEDULING_MODES
+from envs.sim.core.protocol import DEFAULT_TOKEN_BUDGET, KV_POLICIES, SCHEDULING_MODES
+from envs.sim.hardware.catalog import CONFIG_DIR, GPUSpec, UnknownNameError
+from envs.sim.latency.efficiency import Calibration
 
 ENGINES_YAML = CONFIG_DIR / "engines.yaml"
 #: Fitted constants of a preset that are not latency-model (Calibration) fields.

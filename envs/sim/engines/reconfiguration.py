@@ -11,23 +11,23 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.cluster import InstanceSpec
-from envs.sim.engines import resolve_token_budget
-from envs.sim.events import callback
-from envs.sim.instances import MonolithicInstance
-from envs.sim.latency import LatencyModel
-from envs.sim.prefill import PrefillInstance
-from envs.sim.protocol import (
+from envs.sim.core.protocol import (
     SchedulingError,
 )
-from envs.sim.workload import (
+from envs.sim.core.simpy_parts import callback
+from envs.sim.core.workflows import (
     Call,
 )
+from envs.sim.engines.instances import MonolithicInstance
+from envs.sim.engines.prefill import PrefillInstance
+from envs.sim.engines.presets import resolve_token_budget
+from envs.sim.hardware.cluster import InstanceSpec
+from envs.sim.latency.model import LatencyModel
 
 
 class ReconfigurationMixin:
     """The instance-building and reconfiguration methods of
-    :class:`envs.sim.simulation.Simulation`."""
+    :class:`envs.sim.core.simulation.Simulation`."""
 
     # -- reconfiguration (servegym/Allocation-v0) --------------------------------------------
     def add_instances(

@@ -1,13 +1,13 @@
 """The MPS partitions of a simulation's GPUs (Allocation-v0's fractional instances): which
 instances share each physical GPU, each one's share of HBM bandwidth given which neighbours are
-busy (:func:`envs.sim.latency.contended_bandwidth_shares`), and their latency-model variants.
+busy (:func:`envs.sim.latency.model.contended_bandwidth_shares`), and their latency-model variants.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from envs.sim.contention import BANDWIDTH_SATURATION_SHARE, contended_bandwidth_shares
+from envs.sim.engines.contention import BANDWIDTH_SATURATION_SHARE, contended_bandwidth_shares
 
 
 class SharedGPUs:
@@ -17,7 +17,7 @@ class SharedGPUs:
     :param variant: ``variant(instance, bandwidth_share)`` → the instance's latency model with
         that share of HBM bandwidth (same SM and memory cap).
     :param saturation: share of SMs that saturates HBM alone (see
-        :func:`envs.sim.latency.contended_bandwidth_shares`).
+        :func:`envs.sim.latency.model.contended_bandwidth_shares`).
     """
 
     def __init__(self, variant: Any, saturation: float = BANDWIDTH_SATURATION_SHARE) -> None:

@@ -7,7 +7,7 @@ entries with their own YAML files of the same shape (``load_gpus(extra_path)``,
 
 Example::
 
-    from envs.sim.catalog import get_gpu, get_model
+    from envs.sim.hardware.catalog import get_gpu, get_model
     get_gpu("h100-sxm").hbm_bandwidth      # 3.35e12 bytes/s
     get_gpu("a100-80g").supports("fp8")    # False: Ampere has no FP8 tensor cores
     get_model("llama3.1-70b").num_kv_heads  # 8
@@ -23,10 +23,11 @@ from typing import Any
 
 import yaml
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 GPUS_YAML = CONFIG_DIR / "gpus.yaml"
 MODELS_YAML = CONFIG_DIR / "models.yaml"
-# Numeric precisions of weights / KV cache that the latency model prices (envs/sim/latency.py).
+# Numeric precisions of weights / KV cache that the latency model prices
+# (envs/sim/latency/model.py).
 PRECISIONS = ("bf16", "fp8")
 
 

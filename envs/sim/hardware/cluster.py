@@ -21,8 +21,8 @@ Loading validates the whole file before anything runs: unknown keys (a misspelt
 ``kv_transfers`` or ``max_batch_sise`` is an error, not ignored), types (``count: 2.5`` is not
 truncated to 2), ranges (finite positive bandwidths, GPU shares in (0, 1], at most
 :data:`MAX_INSTANCES` instances), catalog names of GPUs and models, and that every instance's
-model fits its GPUs with room for KV cache (:class:`envs.sim.latency.LatencyModel` at its default
-memory utilisation). Errors are :class:`ClusterConfigError` naming the file, the entry
+model fits its GPUs with room for KV cache (:class:`envs.sim.latency.model.LatencyModel` at its
+default memory utilisation). Errors are :class:`ClusterConfigError` naming the file, the entry
 (``prefill[1]``) and the key.
 """
 
@@ -36,9 +36,9 @@ from typing import Any
 
 import yaml
 
-from envs.sim.catalog import PRECISIONS, UnknownNameError, get_gpu, get_model
+from envs.sim.hardware.catalog import PRECISIONS, UnknownNameError, get_gpu, get_model
 
-CLUSTER_DIR = Path(__file__).resolve().parent.parent / "configs" / "clusters"
+CLUSTER_DIR = Path(__file__).resolve().parents[2] / "configs" / "clusters"
 ARCHITECTURES = ("pd", "monolithic", "pool")
 ROLES = ("prefill", "decode", "monolithic")
 #: Most instances (or pool GPUs) a cluster may have: 20x GoodServe's largest scale experiment
@@ -83,11 +83,11 @@ class InstanceSpec:
     :param fraction: share of each GPU (1.0 = whole GPUs; Scepsy §5 fractional GPUs).
     :param max_batch_size: cap on concurrently decoding sequences (None = KV capacity only).
     :param precision: weight precision, one of ``PRECISIONS`` (``bf16`` or ``fp8``; see
-        ``envs.sim.latency``).
+        ``envs.sim.latency.model``).
     :param kv_precision: KV-cache precision, one of ``PRECISIONS``; None = same as ``precision``.
     :param gpu_ids: the physical GPUs, ``(node, gpu)`` each, its ``tp`` shares sit on (a placed
         allocation fills it); instances naming the same GPU are co-located MPS partitions that
-        contend for its HBM bandwidth (:func:`envs.sim.latency.contended_bandwidth_shares`).
+        contend for its HBM bandwidth (:func:`envs.sim.latency.model.contended_bandwidth_shares`).
         Empty (the default): its GPUs are its own, bandwidth scales with ``fraction``.
     """
 
@@ -292,7 +292,9 @@ def _model_name(value: Any, where: str) -> str:
 def _check_fits(spec: InstanceSpec, where: str) -> None:
     """The instance's model fits its GPUs with room for KV cache, at the default memory
     utilisation (an engine preset may use less; the simulator checks again with it)."""
-    from envs.sim.latency import LatencyModel  # latency builds on the catalog, not on clusters
+    from envs.sim.latency.model import (
+        LatencyModel,  # latency builds on the catalog, not on clusters
+    )
 
     try:
         lat = LatencyModel(

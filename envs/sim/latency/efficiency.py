@@ -1,7 +1,7 @@
 """The latency model's calibrated constants (:class:`Calibration`): per GPU family the GEMM
 efficiencies and floor (bf16, FP8), elementwise and attention efficiencies, per link the
 all-reduce efficiency and latency, the framework overhead; read from
-``envs/configs/latency_calibration.yaml`` (written by ``python -m envs.sim.calibrate``).
+``envs/configs/latency_calibration.yaml`` (written by ``python -m envs.sim.calibration.calibrate``).
 
 **Per-op calibration variants** (:data:`CALIBRATION_VARIANTS`): ``"roofline"`` (the default,
 HexAgent §4.2's roofline: linear layers at the hard ``max(compute, read)``, no elementwise kernel
@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from envs.sim.catalog import (
+from envs.sim.hardware.catalog import (
     CONFIG_DIR,
     PRECISIONS,
 )
@@ -139,7 +139,7 @@ class Calibration:
         each charged the family's ``elementwise_floor_seconds``.
     :param custom_allreduce: price a tensor-parallel all-reduce as the engines' custom
         all-reduce kernel picks it by size (one-stage or two-stage, see
-        :meth:`envs.sim.latency.LatencyModel.allreduce_time`) instead of the ring formula; off
+        :meth:`envs.sim.latency.model.LatencyModel.allreduce_time`) instead of the ring formula; off
         by default (the per-op model of PDCluster keeps the ring). An engine preset turns it on.
     :param target_heldout_median_error: the committed accuracy target of the held-out check.
     """
@@ -281,7 +281,7 @@ def elementwise_bytes_per_token(
     return elements * dtype_bytes
 
 
-def _element_bytes(precision: str, bf16_bytes: int) -> int:
+def element_bytes(precision: str, bf16_bytes: int) -> int:
     """Bytes per weight or KV element: the model's bf16 baseline, or 1 for fp8."""
     return bf16_bytes if precision == "bf16" else 1
 

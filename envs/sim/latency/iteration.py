@@ -1,5 +1,5 @@
-"""The iteration-time formulas of :class:`envs.sim.latency.LatencyModel` (the roofline of the
-:mod:`envs.sim.latency` docstring): GEMM time, prefill time (with context), the decode
+"""The iteration-time formulas of :class:`envs.sim.latency.model.LatencyModel` (the roofline of the
+:mod:`envs.sim.latency.model` docstring): GEMM time, prefill time (with context), the decode
 iteration at a batch, a mixed chunked-prefill iteration, and the closed-form time of many decode
 steps (memoised) with its inverse.
 """
@@ -18,7 +18,7 @@ _STEPS_MEMO_SIZE = 1 << 12
 
 
 class IterationTimeMixin:
-    """The iteration-time methods of :class:`envs.sim.latency.LatencyModel`."""
+    """The iteration-time methods of :class:`envs.sim.latency.model.LatencyModel`."""
 
     # ------------------------------------------------------------------------------------
     def _gemm_time(self, num_tokens: int, num_seqs: int) -> float:

@@ -3,8 +3,8 @@
 Every iteration of the engine (one prefill batch, or one decode step of a batch) is priced as
 the sum of five parts, each per tensor-parallel shard (HexAgent §4.2 uses a roofline model; the
 efficiency constants are fitted in ``envs/configs/latency_calibration.yaml`` by
-``envs/sim/calibrate.py``; the opt-in per-op calibration variant ``"smooth-roofline"``, ours, in
-``latency_calibration_smooth_roofline.yaml``, see :mod:`envs.sim.efficiency`):
+``envs/sim/calibration/calibrate.py``; the opt-in per-op calibration variant ``"smooth-roofline"``,
+ours, in ``latency_calibration_smooth_roofline.yaml``, see :mod:`envs.sim.latency.efficiency`):
 
 1. **Linear layers (GEMMs)**: the roofline ``max(C, R)`` of the compute bound
    ``C = FLOPs / (eff_gemm_compute · peak · f)`` and the weight-read bound ``R = weight bytes /
@@ -16,7 +16,8 @@ efficiency constants are fitted in ``envs/configs/latency_calibration.yaml`` by
    touches ``E · (1 − (1 − k/E)^B)`` in expectation. The smooth form is ours (HexAgent §4.2 says
    "roofline" and gives no formula): kernel tables show GEMMs near the ridge point, where
    neither tensor cores nor HBM are saturated, running 4–18 % slower than ``max(C, R)``
-   (``python -m envs.sim.calibrate --prefill-report --ablation``); the hard ``max`` is ``p`` → ∞.
+   (``python -m envs.sim.calibration.calibrate --prefill-report --ablation``); the hard ``max`` is
+   ``p`` → ∞.
 2. **Attention**: ``max(attention FLOPs / (eff_attn_compute · peak · f),
    KV bytes / (eff_attn_memory · bandwidth · f))``; prefill FLOPs are causal (half the square)
    for decoders and full for encoders; decode reads the whole KV context.
@@ -78,9 +79,9 @@ number of tokens whose activations fit beside the weights.
 
 Command line::
 
-    python -m envs.sim.latency --gpu a100-80g --model llama3.1-70b --tp 4 \\
+    python -m envs.sim.latency.model --gpu a100-80g --model llama3.1-70b --tp 4 \\
         --prefill 2048 --decode-batch 32 --context 65536
-    python -m envs.sim.latency --gpu h100-sxm --model qwen3-32b --precision fp8 --prefill 8192
+    python -m envs.sim.latency.model --gpu h100-sxm --model qwen3-32b --precision fp8 --prefill 8192
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ from __future__ import annotations
 import argparse
 import math
 
-from envs.sim.catalog import (
+from envs.sim.engines.contention import BANDWIDTH_SATURATION_SHARE, contended_bandwidth_shares
+from envs.sim.hardware.catalog import (
     PRECISIONS,
     GPUSpec,
     ModelSpec,
@@ -96,17 +98,16 @@ from envs.sim.catalog import (
     get_model,
     load_gpus,
 )
-from envs.sim.contention import BANDWIDTH_SATURATION_SHARE, contended_bandwidth_shares
-from envs.sim.efficiency import (
+from envs.sim.latency.efficiency import (
     CALIBRATION_YAML,
     Calibration,
     FamilyEfficiency,
     LinkEfficiency,
-    _element_bytes,
+    element_bytes,
     elementwise_bytes_per_token,
     load_calibration,
 )
-from envs.sim.iteration import IterationTimeMixin
+from envs.sim.latency.iteration import IterationTimeMixin
 
 
 class InsufficientMemoryError(ValueError):
@@ -197,8 +198,8 @@ class LatencyModel(IterationTimeMixin):
         eff = cal.family(gpu.family)
         m = model
         dtype = m.dtype_bytes  # bf16 baseline: activations, embedding, LM head
-        weight_elem = _element_bytes(precision, dtype)  # linear-layer weights
-        kv_elem = _element_bytes(kv_precision, dtype)
+        weight_elem = element_bytes(precision, dtype)  # linear-layer weights
+        kv_elem = element_bytes(kv_precision, dtype)
         layers = m.num_layers
 
         # --- memory -------------------------------------------------------------------
@@ -374,7 +375,7 @@ class LatencyModel(IterationTimeMixin):
         kv_precision: str | None = None,
         bandwidth_share: float | None = None,
     ) -> LatencyModel:
-        """Build from catalog names (see ``envs.sim.catalog``).
+        """Build from catalog names (see ``envs.sim.hardware.catalog``).
 
         :param gpu: GPU catalog name, e.g. ``"a100-80g"``.
         :param model: model catalog name, e.g. ``"llama3.1-70b"``.

@@ -3,14 +3,14 @@ replay profiling and the pipeline model. The GPU scheduler that searches allocat
 a policy (:mod:`heuristics.allocation.scepsy.search`); the pipeline is a performance model of the
 simulator, so ``servegym/Allocation-v0`` can report its predictions too.
 
-* :mod:`~envs.sim.scepsy.tracing` — §4 steps 1–2: trace workflows; ``n_m``, ``p_m``;
-* :mod:`~envs.sim.scepsy.profiling` — §4 step 3: throughput–latency profiles by replay (cached
-  on disk; ``python -m envs.sim.scepsy.profiling``);
-* :mod:`~envs.sim.scepsy.apl` — §4 steps 4–5, Eq. 1–2.
+* :mod:`~envs.sim.allocation.scepsy.tracing` — §4 steps 1–2: trace workflows; ``n_m``, ``p_m``;
+* :mod:`~envs.sim.allocation.scepsy.profiling` — §4 step 3: throughput–latency profiles by replay
+  (cached on disk; ``python -m envs.sim.allocation.scepsy.profiling``);
+* :mod:`~envs.sim.allocation.scepsy.apl` — §4 steps 4–5, Eq. 1–2.
 
 :func:`pipelines_for` builds a workload's pipelines (one per workflow family) in one call::
 
-    from envs.sim.scepsy import pipeline_for
+    from envs.sim.allocation.scepsy import pipeline_for
     apl = pipeline_for("rag_reranker", "rtx-a6000", units_per_gpu=4)
     apl.predict(allocation, rate=2.0).latency
 """
@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.sim.allocation import Allocation
-from envs.sim.scepsy.apl import AggregatePipeline, LLMPrediction, Prediction
+from envs.sim.allocation.allocations import Allocation
+from envs.sim.allocation.scepsy.apl import AggregatePipeline, LLMPrediction, Prediction
 
 #: Workflows traced to build a pipeline (statistics and replayed requests); None: the tracing
-#: default :data:`envs.sim.scepsy.tracing.TRACE_COUNT`, as ``python -m envs.sim.scepsy.profiling``
-#: uses, so both share the profile cache.
+#: default :data:`envs.sim.allocation.scepsy.tracing.TRACE_COUNT`, as ``python -m
+#: envs.sim.allocation.scepsy.profiling`` uses, so both share the profile cache.
 TRACE_COUNT: int | None = None
 
 
@@ -62,13 +62,14 @@ def _build_pipelines(
     seed: int,
     progress: bool,
 ) -> dict[str, AggregatePipeline]:
-    from envs.sim.scepsy.profiles import profile_set
-    from envs.sim.scepsy.tracing import split_trace, trace_workload, workflow_stats
+    from envs.sim.allocation.scepsy.profiles import profile_set
+    from envs.sim.allocation.scepsy.tracing import split_trace, trace_workload, workflow_stats
 
     trace = trace_workload(workload, count, seed, gpu=gpu, engine=engine)
     families = split_trace(trace)
     # A single-family workload is profiled by name, exactly as ``python -m
-    # envs.sim.scepsy.profiling --workload <name>`` does, so the two share the disk cache.
+    # envs.sim.allocation.scepsy.profiling --workload <name>`` does, so the two share the disk
+    # cache.
     profiles = profile_set(
         workload if len(families) == 1 else list(families.values()),
         count=count,

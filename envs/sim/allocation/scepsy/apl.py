@@ -2,9 +2,9 @@
 predicted workflow latency and throughput of an allocation.
 
 * :class:`WorkflowStats` — §4 step 2: per LLM ``m``, invocations per workflow ``n_m`` and
-  request-level parallelism ``p_m`` (from :mod:`envs.sim.scepsy.tracing`).
+  request-level parallelism ``p_m`` (from :mod:`envs.sim.allocation.scepsy.tracing`).
 * :class:`LLMProfile` — §4 step 3: one replica of ``m`` at a (TP, GPU share), its latency at
-  swept LLM arrival rates up to saturation (from :mod:`envs.sim.scepsy.profiling`).
+  swept LLM arrival rates up to saturation (from :mod:`envs.sim.allocation.scepsy.profiling`).
 * :class:`AggregatePipeline` — §4 steps 4–5:
 
   - Eq. 1: ``L_w(λ_w) = Σ_m L_m(λ_w · n_m / d_m) · n_m / p_m`` (``d_m`` replicas share the
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.allocation import Allocation
+from envs.sim.allocation.allocations import Allocation
 
 #: Latency statistics a profile point records (seconds per LLM call).
 STATS = ("mean", "p50", "p90", "p95", "p99")
@@ -44,7 +44,7 @@ class ProfilePoint:
     :param p50: median call latency; ``p90``, ``p95``, ``p99`` likewise.
     :param calls: calls replayed.
     :param completion: calls completed in the measurement window / calls offered there (the
-        knee rule of :func:`envs.sim.scepsy.replay.knee_throughput` needs >= 0.99).
+        knee rule of :func:`envs.sim.allocation.scepsy.replay.knee_throughput` needs >= 0.99).
     :param censored: window calls still unfinished when the replay stopped.
     """
 
@@ -75,7 +75,7 @@ class LLMProfile:
     :param fraction: share of each of its ``tp`` GPUs (0, 1].
     :param points: replays sorted by offered rate, from low load to saturation.
     :param max_throughput: ``T_m``, the highest call rate one replica sustains, calls/s (read
-        at the knee: :func:`envs.sim.scepsy.replay.knee_throughput`).
+        at the knee: :func:`envs.sim.allocation.scepsy.replay.knee_throughput`).
     :param unloaded_p50: median call latency with nothing queued (each projected workflow run
         alone on the replica), seconds; the knee's latency reference (0: not recorded).
     """
@@ -135,7 +135,7 @@ class ProfileSet:
             have = sorted((t, f) for (m, t, f) in self.profiles if m == model)
             raise KeyError(
                 f"no profile for {model} at TP{tp}, GPU share {fraction:g}; profiled (tp, share) "
-                f"of {model}: {have or 'none'} (run envs.sim.scepsy.profiling for it)"
+                f"of {model}: {have or 'none'} (run envs.sim.allocation.scepsy.profiling for it)"
             )
         return p
 

@@ -1,6 +1,6 @@
 """Profile sets and their disk cache (Scepsy §4 step 3): every feasible (model, TP, share) of a
-workload profiled by :func:`~envs.sim.scepsy.sweep.profile_llm`, each profile cached as JSON
-under a key of its whole configuration (:func:`profile_key`, including
+workload profiled by :func:`~envs.sim.allocation.scepsy.sweep.profile_llm`, each profile cached as
+JSON under a key of its whole configuration (:func:`profile_key`, including
 :data:`PROFILE_VERSION`), with a progress bar.
 """
 
@@ -14,15 +14,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envs.sim.allocation import TP_DEGREES, min_share_units
-from envs.sim.catalog import get_model
-from envs.sim.efficiency import DEFAULT_CALIBRATION_VARIANT, resolve_calibration_variant
-from envs.sim.scepsy.apl import LLMProfile, ProfileSet
-from envs.sim.scepsy.projection import Projection, project_trace
-from envs.sim.scepsy.replay import NEIGHBOURS
-from envs.sim.scepsy.sweep import ReplayConfig, profile_llm
-from envs.sim.scepsy.tracing import Trace, trace_workload
-from envs.sim.simulation import LatencyCache
+from envs.sim.allocation.allocations import TP_DEGREES, min_share_units
+from envs.sim.allocation.scepsy.apl import LLMProfile, ProfileSet
+from envs.sim.allocation.scepsy.projection import Projection, project_trace
+from envs.sim.allocation.scepsy.replay import NEIGHBOURS
+from envs.sim.allocation.scepsy.sweep import ReplayConfig, profile_llm
+from envs.sim.allocation.scepsy.tracing import Trace, trace_workload
+from envs.sim.core.simulation import LatencyCache
+from envs.sim.hardware.catalog import get_model
+from envs.sim.latency.efficiency import DEFAULT_CALIBRATION_VARIANT, resolve_calibration_variant
 
 #: Bump when the profiling method changes: invalidates every cached profile.
 #: 2: T_m read at the knee (>= 99 % completion, p50 <= 2x unloaded; issue 29).
@@ -53,7 +53,7 @@ def profile_key(
     """Hash of everything a profile depends on (see the module docstring). A sub-GPU share's
     ``neighbour`` is part of it unless ``static`` (whose keys are those before MPS partitions);
     so is the per-op calibration variant in force unless it is the default
-    (``$SERVEGYM_LATENCY_CALIBRATION``, :mod:`envs.sim.efficiency`)."""
+    (``$SERVEGYM_LATENCY_CALIBRATION``, :mod:`envs.sim.latency.efficiency`)."""
     desc: dict[str, Any] = {
         "version": PROFILE_VERSION,
         "model": model,
@@ -161,9 +161,9 @@ def profile_set(
     """Profiles of every feasible (model, TP, GPU share) of the workloads' LLMs.
 
     Feasible: ``tp`` in ``tps`` splits the model's heads and a share of ``k / units_per_gpu``
-    holds the weights + KV (:func:`~envs.sim.allocation.min_share_units`); shares run from that
-    minimum to a whole GPU (or only those in ``fractions``). Each LLM replays the projections of
-    every given workload that calls it.
+    holds the weights + KV (:func:`~envs.sim.allocation.allocations.min_share_units`); shares run
+    from that minimum to a whole GPU (or only those in ``fractions``). Each LLM replays the
+    projections of every given workload that calls it.
 
     :param workloads: workload name(s) (generated with ``count``/``seed`` and traced) or traces.
     :param models: LLMs to profile (default: all the workloads call).
@@ -267,6 +267,6 @@ class _NoBar:
 def _progress(total: int, done: int, enabled: bool) -> Any:
     if not enabled:
         return _NoBar()
-    from envs.sim.progress import progress
+    from envs.sim.core.progress import progress
 
     return progress(total=total, initial=done, desc="scepsy profiles", unit="profile")

@@ -61,8 +61,8 @@ plots); :meth:`LLMProfile.latency` treats rates ``>= T_m`` as saturated.
 
 **Co-located shares** (``neighbour``). A share below one GPU is an MPS partition: its SMs and
 memory are its own, HBM bandwidth is contended with whatever shares the GPU
-(:func:`envs.sim.latency.contended_bandwidth_shares`). A share alone would be profiled with the
-whole GPU's bandwidth, which the deployed replica has only while its neighbours idle. So by
+(:func:`envs.sim.latency.model.contended_bandwidth_shares`). A share alone would be profiled with
+the whole GPU's bandwidth, which the deployed replica has only while its neighbours idle. So by
 default (``neighbour="busy"``) a sub-GPU share is profiled as one of a co-located pair: the rest
 of each of its GPUs is an MPS partition that is busy throughout (it keeps its demand on HBM);
 the profile is what the share sustains when the GPU is fully used, the regime the search plans
@@ -75,13 +75,15 @@ ones). Whole-GPU profiles are the same in every mode.
 hash of the full configuration (model, GPU, TP, share, engine, the trace's content hash and
 provenance, every replay parameter and :data:`PROFILE_VERSION`). A hit skips the simulation.
 
-The method lives in :mod:`~envs.sim.scepsy.projection`, :mod:`~envs.sim.scepsy.replay`,
-:mod:`~envs.sim.scepsy.sweep` (:func:`profile_llm`) and :mod:`~envs.sim.scepsy.profiles`
-(:func:`profile_set`, the cache, :data:`PROFILE_VERSION`); this module is the CLI.
+The method lives in :mod:`~envs.sim.allocation.scepsy.projection`,
+:mod:`~envs.sim.allocation.scepsy.replay`, :mod:`~envs.sim.allocation.scepsy.sweep`
+(:func:`profile_llm`) and :mod:`~envs.sim.allocation.scepsy.profiles` (:func:`profile_set`, the
+cache, :data:`PROFILE_VERSION`); this module is the CLI.
 
 CLI::
 
-    python -m envs.sim.scepsy.profiling --workload rag_reranker --units-per-gpu 4 --tp 1 2
+    python -m envs.sim.allocation.scepsy.profiling --workload rag_reranker --units-per-gpu 4 \\
+        --tp 1 2
 """
 
 from __future__ import annotations
@@ -92,11 +94,11 @@ import sys
 import time
 from collections.abc import Sequence
 
-from envs.sim.allocation import TP_DEGREES
-from envs.sim.scepsy.apl import ProfileSet
-from envs.sim.scepsy.profiles import profile_set
-from envs.sim.scepsy.replay import NEIGHBOURS
-from envs.sim.scepsy.sweep import ReplayConfig
+from envs.sim.allocation.allocations import TP_DEGREES
+from envs.sim.allocation.scepsy.apl import ProfileSet
+from envs.sim.allocation.scepsy.profiles import profile_set
+from envs.sim.allocation.scepsy.replay import NEIGHBOURS
+from envs.sim.allocation.scepsy.sweep import ReplayConfig
 
 
 # -- CLI ------------------------------------------------------------------------------------
@@ -113,7 +115,7 @@ def format_table(profiles: ProfileSet) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m envs.sim.scepsy.profiling",
+        prog="python -m envs.sim.allocation.scepsy.profiling",
         description="Scepsy §4 step 3: per-LLM throughput-latency profiles by trace replay.",
     )
     ap.add_argument("--workload", nargs="+", required=True, help="registered workload name(s)")

@@ -1,6 +1,6 @@
 """Projection of traced workflows onto one LLM's calls (Scepsy §4 step 3, the **Projection** and
-**Gaps** paragraphs of :mod:`envs.sim.scepsy.profiling`): an ``m``-call's parents become its
-nearest ``m``-ancestors, the time spent outside ``m`` becomes delay nodes.
+**Gaps** paragraphs of :mod:`envs.sim.allocation.scepsy.profiling`): an ``m``-call's parents become
+its nearest ``m``-ancestors, the time spent outside ``m`` becomes delay nodes.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from envs.sim.catalog import get_model
-from envs.sim.scepsy.tracing import Trace
-from envs.sim.simulation import CallRecord
+from envs.sim.allocation.scepsy.tracing import Trace
+from envs.sim.core.simulation import CallRecord
+from envs.sim.hardware.catalog import get_model
 from traces.schema import LLMNode, Node, ToolNode, Workflow
 
 #: Gaps at most this long (seconds) are dropped instead of becoming delay nodes.

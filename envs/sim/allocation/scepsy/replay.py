@@ -1,8 +1,8 @@
-"""One replay point of a profile (the **Replay** paragraph of :mod:`envs.sim.scepsy.profiling`):
-projected workflows arrive as a conditioned Poisson process at one replica of an LLM (at a TP
-degree and GPU share, its co-located neighbours busy, idle or static) in the simulator; the
-sustained throughput, the knee of the throughput-latency curve, isolated timing and burst
-capacity.
+"""One replay point of a profile (the **Replay** paragraph of
+:mod:`envs.sim.allocation.scepsy.profiling`): projected workflows arrive as a conditioned Poisson
+process at one replica of an LLM (at a TP degree and GPU share, its co-located neighbours busy, idle
+or static) in the simulator; the sustained throughput, the knee of the throughput-latency curve,
+isolated timing and burst capacity.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.cluster import ClusterSpec, InstanceSpec
-from envs.sim.scepsy.apl import ProfilePoint
-from envs.sim.scepsy.projection import Projection
-from envs.sim.scheduler import DefaultScheduler
-from envs.sim.simulation import LatencyCache, Simulation
+from envs.sim.allocation.scepsy.apl import ProfilePoint
+from envs.sim.allocation.scepsy.projection import Projection
+from envs.sim.core.scheduler import DefaultScheduler
+from envs.sim.core.simulation import LatencyCache, Simulation
+from envs.sim.hardware.cluster import ClusterSpec, InstanceSpec
 from traces.generators.beam_search import PREFIX_BLOCK_TOKENS
 from traces.schema import LLMNode, Node, Workflow
 

@@ -11,11 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.sim.catalog import get_gpu, get_model
-from envs.sim.engines import get_engine
-from envs.sim.scepsy.apl import LLMProfile
-from envs.sim.scepsy.projection import Projection, project_trace
-from envs.sim.scepsy.replay import (
+from envs.sim.allocation.scepsy.apl import LLMProfile
+from envs.sim.allocation.scepsy.projection import Projection, project_trace
+from envs.sim.allocation.scepsy.replay import (
     ReplayResult,
     burst_capacity,
     isolated_timing,
@@ -24,8 +22,10 @@ from envs.sim.scepsy.replay import (
     replay_point,
     replica_cluster,
 )
-from envs.sim.scepsy.tracing import Trace, trace_workflows
-from envs.sim.simulation import LatencyCache
+from envs.sim.allocation.scepsy.tracing import Trace, trace_workflows
+from envs.sim.core.simulation import LatencyCache
+from envs.sim.engines.presets import get_engine
+from envs.sim.hardware.catalog import get_gpu, get_model
 from traces.generators.beam_search import PREFIX_BLOCK_TOKENS
 from traces.schema import Workflow
 

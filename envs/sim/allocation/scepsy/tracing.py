@@ -7,7 +7,7 @@ actual performance of this deployment, and can be parallelized by executing each
 request in an independent deployment" (§4). :func:`trace_workflows` does exactly that in the
 simulator: every workflow runs **alone** (arrival 0) on its own reference deployment — one
 whole-GPU replica per LLM at the smallest TP degree at which the model fits one GPU share
-(:func:`~envs.sim.allocation.min_share_units`), with vLLM's automatic prefix caching as
+(:func:`~envs.sim.allocation.allocations.min_share_units`), with vLLM's automatic prefix caching as
 ``servegym/Allocation-v0`` serves (beam search's calls share prompt prefixes). The timestamps
 therefore reflect the workflow's structure (fan-out, loops, tool time), not contention between
 workflows. Each workflow's call times are relative to its own start.
@@ -47,12 +47,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from envs.sim.allocation import TP_DEGREES, min_share_units
-from envs.sim.catalog import get_gpu, get_model
-from envs.sim.cluster import ClusterSpec, InstanceSpec
-from envs.sim.scepsy.apl import WorkflowStats
-from envs.sim.scheduler import DefaultScheduler
-from envs.sim.simulation import CallRecord, LatencyCache, Simulation
+from envs.sim.allocation.allocations import TP_DEGREES, min_share_units
+from envs.sim.allocation.scepsy.apl import WorkflowStats
+from envs.sim.core.scheduler import DefaultScheduler
+from envs.sim.core.simulation import CallRecord, LatencyCache, Simulation
+from envs.sim.hardware.catalog import get_gpu, get_model
+from envs.sim.hardware.cluster import ClusterSpec, InstanceSpec
 from traces.generators.beam_search import PREFIX_BLOCK_TOKENS
 from traces.schema import LLMNode, Workflow
 
