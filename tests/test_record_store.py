@@ -139,9 +139,7 @@ def test_packed_store_survives_a_pickle_mid_run() -> None:
             s.apply(scheduler.plan(s, inv))
     a, b = sim.result(), copy.result()
     assert [dataclasses.astuple(r) for r in a.calls] == [dataclasses.astuple(r) for r in b.calls]
-    assert [dataclasses.astuple(r) for r in a.calls] == [
-        dataclasses.astuple(r) for r in ref.calls
-    ]
+    assert [dataclasses.astuple(r) for r in a.calls] == [dataclasses.astuple(r) for r in ref.calls]
 
 
 def test_live_and_packed_calls_mix_in_uid_order() -> None:
@@ -204,7 +202,7 @@ def test_isolated_time_cache_bound_changes_nothing(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(sim_estimates, "ISOLATED_CACHE_ENTRIES", 3)
     sim = _pd()
     res = sim.run(DefaultScheduler())
-    assert len(sim._isolated_cache) <= 3
+    assert len(sim.estimates._isolated_cache) <= 3
     assert digest(res) == digest(ref)
 
 

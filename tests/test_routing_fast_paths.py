@@ -55,7 +55,7 @@ def reference_estimate(env: RoutingEnv, ctx: RoutingContext, call) -> np.ndarray
     snapshot: fresh arrays, ((transfer + q) + max(0, prompt − H) · p) + L̂ · d."""
     mon, sim = env.monitor, env.sim
     hits = np.zeros(env.M)
-    for i, tokens in sim.prefix_hits(call).items():
+    for i, tokens in sim.estimates.prefix_hits(call).items():
         hits[mon.pos[i]] = tokens
     assert np.array_equal(hits, ctx.prefix_hit_tokens)
     migrate = ctx.kind == "migrate"

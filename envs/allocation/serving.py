@@ -149,7 +149,7 @@ class ServingMixin:
             hashes = c.node.prefix_hashes
             if len(ready) > 1:
                 loads = [len(m.running) + len(m.waiting) + extra.get(m.index, 0) for m in ready]
-                hits = sim.prefix_hits(c) if hashes else {}
+                hits = sim.estimates.prefix_hits(c) if hashes else {}
                 if hashes and hashes[0] in routed:  # the router's tree holds a sibling just sent
                     sib, theirs = routed[hashes[0]]
                     shared = next(

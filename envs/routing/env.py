@@ -468,7 +468,7 @@ class RoutingEnv(
         now = sim.now
         for c, left in zip(calls, lefts, strict=True):
             if c.stage == WAIT_PREFILL:
-                hit = sim.prefix_hits(c).get(instance, 0)
+                hit = sim.estimates.prefix_hits(c).get(instance, 0)
                 waited = max(0.0, now - c.enqueued_at)
                 stay = (
                     max(0.0, mon.q[j] - waited)

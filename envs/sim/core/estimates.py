@@ -1,12 +1,13 @@
-"""What schedulers may use of a simulation: run-alone call times (from the scheduler-visible
-estimate or the truth), instance classes, prefix-cache hits per instance, the KV links between
-instances and transfer times.
+"""What schedulers may use of a simulation, as a read-only view it holds
+(``Simulation.estimates``): run-alone call times (from the scheduler-visible estimate or the
+truth), prefix-cache hits per instance, the KV links between instances and transfer times. The
+view reads the simulation and never changes it; it keeps only its own caches of pure functions.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -19,10 +20,41 @@ from envs.sim.core.workflows import (
 ISOLATED_CACHE_ENTRIES = 1 << 15
 
 
-class EstimatesMixin:
-    """The scheduler-visible estimates of :class:`envs.sim.core.simulation.Simulation`."""
+class EstimatesSource(Protocol):
+    """What the estimates read of a simulation."""
 
-    # -- estimates (what schedulers may use) ---------------------------------------------------
+    cluster: Any
+    pd: bool
+    instances: list[Any]
+    prefill: list[Any]
+    decode: list[Any]
+    monolithic: list[Any]
+    prefix_index: dict[int, set[int]]
+
+
+class SchedulerEstimates:
+    """The scheduler-visible estimates of a simulation (HexAgent §4.2's run-alone times,
+    GoodServe §3.3's prefix hits, the KV links).
+
+    :param sim: the simulation it reads.
+    """
+
+    sim: EstimatesSource
+    _isolated_cache: dict[tuple[str, int, int], float]
+    #: (instance count it was built for, the classes :meth:`_isolated_time` prices on)
+    _isolated_classes: tuple[int, Any] | None
+    _bandwidth: dict[tuple[str, str], float]
+    _bandwidth_rows: dict[str, list[float]]
+    _kv_links: tuple[np.ndarray, np.ndarray] | None
+
+    def __init__(self, sim: EstimatesSource) -> None:
+        self.sim = sim
+        self._isolated_cache = {}
+        self._isolated_classes = None
+        self._bandwidth = {}
+        self._bandwidth_rows = {}
+        self._kv_links = None
+
     def isolated_call_time(self, call: Call, use_truth: bool = False) -> float:
         """Seconds ``call`` takes on the fastest path of an empty cluster (prefill + transfer +
         decode, batch of one), from the estimate (default) or the truth."""
@@ -39,9 +71,9 @@ class EstimatesMixin:
     def _isolated_time(self, model: str, input_tokens: int, output_tokens: int) -> float:
         best = math.inf
         classes = self._isolated_classes
-        if classes is None or classes[0] != len(self.instances):
-            classes = self._isolated_classes = (len(self.instances), self._instance_classes())
-        if self.pd:
+        if classes is None or classes[0] != len(self.sim.instances):
+            classes = self._isolated_classes = (len(self.sim.instances), self._instance_classes())
+        if self.sim.pd:
             prefill_classes, decode_classes, transfer = classes[1]
             need = input_tokens + output_tokens
             seen_d = []  # (decode class number, its decode seconds)
@@ -80,14 +112,14 @@ class EstimatesMixin:
         latency model (instances of one spec share one: GPU, TP, fraction, precision) and each
         distinct decode one with its instances' capacities, and the pair bandwidths; for
         monolithic clusters each model's distinct latency models."""
-        if self.pd:
+        if self.sim.pd:
             prefill: dict[int, tuple[str, Any]] = {}
-            for p in self.prefill:
+            for p in self.sim.prefill:
                 prefill.setdefault(id(p.latency), (p.gpu, p.latency))
             decode: dict[int, tuple[str, list[tuple[int, Any]]]] = {}
-            for d in self.decode:
+            for d in self.sim.decode:
                 decode.setdefault(id(d.latency), (d.gpu, []))[1].append((d.capacity, d.latency))
-            kv = self.cluster.kv_transfer
+            kv = self.sim.cluster.kv_transfer
             self._bandwidth = {
                 (pg, dg): kv.bandwidth(pg, dg)
                 for pg, _ in prefill.values()
@@ -100,7 +132,7 @@ class EstimatesMixin:
             }
             return list(prefill.values()), list(decode.values()), kv
         by_model: dict[str, list[Any]] = {}
-        for m in self.monolithic:
+        for m in self.sim.monolithic:
             lats = by_model.setdefault(m.spec.model, [])
             if not any(lat is m.latency for lat in lats):
                 lats.append(m.latency)
@@ -113,27 +145,27 @@ class EstimatesMixin:
         hashes = call.node.prefix_hashes
         if not hashes:
             return {}
-        holders = self.prefix_index.get(hashes[0])
+        holders = self.sim.prefix_index.get(hashes[0])
         if not holders:
             return {}
-        return {i: self.instances[i].prefix_hit_tokens(call) for i in sorted(holders)}
+        return {i: self.sim.instances[i].prefix_hit_tokens(call) for i in sorted(holders)}
 
     def kv_links(self) -> tuple[np.ndarray, np.ndarray]:
         """P-D clusters: the (P, D) bytes/s of the KV link from each prefill to each decode
         instance, and the (D,) KV capacity in tokens of each decode instance (fixed per run)."""
         if self._kv_links is None:
-            kv = self.cluster.kv_transfer
+            kv = self.sim.cluster.kv_transfer
             bandwidth = np.array(
-                [[kv.bandwidth(p.gpu, d.gpu) for d in self.decode] for p in self.prefill]
+                [[kv.bandwidth(p.gpu, d.gpu) for d in self.sim.decode] for p in self.sim.prefill]
             )
-            capacity = np.array([d.capacity for d in self.decode])
+            capacity = np.array([d.capacity for d in self.sim.decode])
             bandwidth.flags.writeable = capacity.flags.writeable = False
             self._kv_links = (bandwidth, capacity)
         return self._kv_links
 
     def transfer_time(self, call: Call, prefill_index: int, decode_index: int) -> float:
         """Seconds to move ``call``'s prompt KV between two instances."""
-        p = self.instances[prefill_index]
-        d = self.instances[decode_index]
+        p = self.sim.instances[prefill_index]
+        d = self.sim.instances[decode_index]
         kv = p.latency.kv_bytes_per_token * call.input_tokens
-        return self.cluster.kv_transfer.transfer_time(kv, p.gpu, d.gpu)
+        return self.sim.cluster.kv_transfer.transfer_time(kv, p.gpu, d.gpu)

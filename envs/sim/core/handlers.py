@@ -64,9 +64,11 @@ class EventHandlersMixin:
     """The event handlers of :class:`envs.sim.core.simulation.Simulation`."""
 
     # -- event handlers ----------------------------------------------------------------------
-    def _raise(self, stage: str, trigger: str, new_calls: list[Call]) -> None:
-        if stage in ASYNC_STAGES and self._in_flight[stage] is not None:
-            self._absorb(stage, new_calls)
+    def raise_invocation(self, stage: str, trigger: str, new_calls: list[Call]) -> None:
+        """Raise an invocation at ``stage`` for ``new_calls`` (and the calls still waiting
+        there), or, while the stage's plan is in flight, let the planner absorb them."""
+        if stage in ASYNC_STAGES and self.planner.in_flight[stage] is not None:
+            self.planner.absorb(stage, new_calls)
             return
         seq = self.invocation_count
         if stage == "decode":
@@ -74,12 +76,36 @@ class EventHandlersMixin:
             calls = [waiting[uid] for uid in sorted(waiting)]  # by uid: reveal order
             inv = Invocation(stage, self.env._now, trigger, calls, new_calls, seq)
         else:
-            bound = self._uid_bound[seq] = len(self.calls)
+            bound = self.uid_bounds[seq] = len(self.calls)
             inv = _WaitingInvocation(stage, self.env._now, trigger, None, new_calls, seq)
             inv._sim = self
             inv._bound = bound
         self.pending.append(inv)
         self.invocation_count += 1
+
+    def _drop_started_calls(self) -> None:
+        """Take calls out of the pending invocations that started service after the invocation
+        was raised but within the same event (an engine that finished a call starts its next
+        queued one in the callback that revealed the finished call's children): a scheduler is
+        shown only calls it can still plan."""
+        started, self._started_while_pending = self._started_while_pending, []
+        # Only a call that left a waiting dict can have left an invocation's list (a call is
+        # listed only while it waits, and re-enters no waiting dict once started), so the lists
+        # are rebuilt only when one of them names such a call: the same lists as filtering every
+        # call by ``uid in waiting``, without a pass over every waiting call per event.
+        gone = {id(c) for c in started}
+        for inv in self.pending:
+            if inv.stage == "migrate":
+                continue
+            if inv.__dict__.get("_calls", ()) is None:  # built lazily from the waiting calls
+                if any(id(c) in gone for c in inv.new_calls):
+                    waiting = self.waiting_prefill
+                    inv.new_calls = [c for c in inv.new_calls if c.uid in waiting]
+                continue
+            if any(id(c) in gone for c in inv.new_calls) or any(c in inv.calls for c in started):
+                waiting = self.waiting_decode if inv.stage == "decode" else self.waiting_prefill
+                inv.calls = [c for c in inv.calls if c.uid in waiting]
+                inv.new_calls = [c for c in inv.new_calls if c.uid in waiting]
 
     def _on_arrival(self, _event: Any) -> None:
         run = self.runs[self._next_arrival]
@@ -95,7 +121,7 @@ class EventHandlersMixin:
         online = self.online_horizons
         ends = run.path_end
         calls = self.calls
-        waiting, unplanned = self.waiting_prefill, self._unplanned
+        waiting, unplanned = self.waiting_prefill, self.unplanned
         draw = self.estimate_error > 0 or self.output_predictor is not None
         for node in nodes:
             run.revealed.append(node.id)
@@ -120,7 +146,7 @@ class EventHandlersMixin:
             if draw:
                 self._draw_estimates(call)
             if online:
-                run.set_path_end(node.id, parent_end + self.isolated_call_time(call))
+                run.set_path_end(node.id, parent_end + self.estimates.isolated_call_time(call))
             uid = call.uid
             waiting[uid] = call
             unplanned[uid] = call
@@ -128,7 +154,7 @@ class EventHandlersMixin:
         if run.path_end:
             run.online_horizon = run.max_path_end()
         if new_calls:
-            self._raise("prefill" if self.pd else "route", trigger, new_calls)
+            self.raise_invocation("prefill" if self.pd else "route", trigger, new_calls)
 
     def _draw_estimates(self, call: Call) -> None:
         e = self.estimate_error
@@ -150,7 +176,7 @@ class EventHandlersMixin:
             return
         call.stage = TRANSFER
         assert call.decode_instance is not None
-        dt = self.transfer_time(call, inst.index, call.decode_instance)
+        dt = self.estimates.transfer_time(call, inst.index, call.decode_instance)
         self.call_later(dt, self._on_transfer_done, call)
 
     def _on_transfer_done(self, call: Call) -> None:
@@ -158,7 +184,7 @@ class EventHandlersMixin:
         call.stage = WAIT_DECODE
         self.waiting_decode[call.uid] = call
         self.instances[call.decode_instance].enqueue(call)
-        self._raise("decode", "transfer", [call])
+        self.raise_invocation("decode", "transfer", [call])
 
     def on_decode_done(self, call: Call, inst: Any) -> None:
         for f in self.listeners["on_call_done"]:
@@ -177,11 +203,7 @@ class EventHandlersMixin:
         if left is not None and self.pending:
             # It may be listed by a pending invocation (see Simulation._drop_started_calls).
             self._started_while_pending.append(call)
-        stage = "decode" if call.stage == WAIT_DECODE else "prefill"
-        fallback = self._on_fallback[stage]
-        if fallback and call.uid in fallback:
-            fallback.discard(call.uid)
-            self.planning.started_on_fallback[stage] += 1
+        self.planner.started(call, "decode" if call.stage == WAIT_DECODE else "prefill")
 
     def tool_time_estimate(self, node: ToolNode) -> float:
         """Seconds a scheduler expects revealed tool ``node`` to take before it returns (see
@@ -212,7 +234,9 @@ class EventHandlersMixin:
         if self.online_horizons:
             # Refine H_w(t) with the true isolated duration now that the output length is known.
             parent_end = _latest(run.path_end, node.parents)
-            run.set_path_end(node.id, parent_end + self.isolated_call_time(call, use_truth=True))
+            run.set_path_end(
+                node.id, parent_end + self.estimates.isolated_call_time(call, use_truth=True)
+            )
             run.online_horizon = run._top_end  # run.max_path_end(), inline
         service = (call.prefill_end - call.prefill_start) + (call.decode_end - call.decode_start)
         self._node_done(run, node.id, service, node)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from envs.sim.core.estimates import SchedulerEstimates
 from envs.sim.core.workflows import Call
 
 #: KV-cache admission policies of a batch engine (see :mod:`envs.sim.engines.instances`).
@@ -147,8 +148,8 @@ class InstanceHost(Protocol):
 
 class SchedulerView(Protocol):
     """The scheduler-visible state of a simulation that :mod:`envs.sim.core.scheduler` reads: its
-    clock (seconds), cluster, instance lists (:mod:`envs.sim.engines.instances` objects) and KV
-    links."""
+    clock (seconds), cluster, instance lists (:mod:`envs.sim.engines.instances` objects) and its
+    estimates (run-alone times, prefix hits, KV links)."""
 
     now: float
     cluster: Any
@@ -156,5 +157,4 @@ class SchedulerView(Protocol):
     prefill: Sequence[Any]
     decode: Sequence[Any]
     monolithic: Sequence[Any]
-
-    def kv_links(self) -> Any: ...
+    estimates: SchedulerEstimates

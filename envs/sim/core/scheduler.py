@@ -130,7 +130,7 @@ class EarliestFinishScheduler:
             extra_batch = [0] * len(decode)
             # transfer_time(kv_bytes, prefill GPU, decode GPU) = latency + kv_bytes / bandwidth;
             # the (prefill instance, decode instance) bandwidths, with the same arithmetic
-            bandwidth, capacity = sim.kv_links()
+            bandwidth, capacity = sim.estimates.kv_links()
             # KV bytes per prompt token leaving each prefill instance (its KV precision's)
             kv_per_token = np.array([p.latency.kv_bytes_per_token for p in prefill])
             all_decode = np.arange(len(decode))

@@ -37,11 +37,11 @@ calls routed to it meanwhile compete for admission at that boundary.
 Asynchronous planning (HexAgent §4.3 "Asynchronous planning avoids blocking", §5.2, Algorithm 1
 lines 5–7 and 23; P-D stages only): ``apply(plan, delay=δ)`` with δ > 0 models a plan that takes
 δ seconds to compute. The invocation's calls that have no plan yet take the fallback plan at once
-(:meth:`Simulation._fallback_place`) and serving resumes; the plan lands at now + δ and is
-applied to the calls still waiting at that stage (a call that started service meanwhile keeps
-what it runs on: the runtime state is authoritative). While a stage's plan is in flight, new
-work entering that stage raises no invocation: its calls take the fallback at once and the stage
-is marked dirty; when the plan lands on a dirty stage, one fresh invocation (trigger
+(:meth:`envs.sim.core.planning.AsyncPlanner.fallback_place`) and serving resumes; the plan lands at
+now + δ and is applied to the calls still waiting at that stage (a call that started service
+meanwhile keeps what it runs on: the runtime state is authoritative). While a stage's plan is in
+flight, new work entering that stage raises no invocation: its calls take the fallback at once and
+the stage is marked dirty; when the plan lands on a dirty stage, one fresh invocation (trigger
 ``replan``) lists every call still waiting there. So at most one plan per stage is in flight.
 ``delay=0`` is the blocking behaviour above. :attr:`Simulation.planning` counts what happened.
 
@@ -65,11 +65,11 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.core.estimates import EstimatesMixin
+from envs.sim.core.estimates import SchedulerEstimates
 from envs.sim.core.handlers import EventHandlersMixin
 from envs.sim.core.migration import MigrationMixin
 from envs.sim.core.outcome import OutcomeMixin
-from envs.sim.core.planning import AsyncPlanningMixin
+from envs.sim.core.planning import AsyncPlanner
 from envs.sim.core.protocol import (
     ASYNC_STAGES,
     KV_POLICIES,
@@ -93,7 +93,7 @@ from envs.sim.core.records import (
     WorkflowRecord,
 )
 from envs.sim.core.simpy_parts import ClockMixin, PicklableEnvironment
-from envs.sim.core.validation import PlanValidationMixin
+from envs.sim.core.validation import validate_migration, validate_plan
 from envs.sim.core.workflows import (
     Call,
     WorkflowRun,
@@ -116,11 +116,8 @@ RECORD_STORES = ("objects", "compact", "disk")
 
 class Simulation(
     ClockMixin,
-    AsyncPlanningMixin,
     ReconfigurationMixin,
-    PlanValidationMixin,
     MigrationMixin,
-    EstimatesMixin,
     EventHandlersMixin,
     OutcomeMixin,
 ):
@@ -364,34 +361,22 @@ class Simulation(
                         f"({largest_kv[node.model]} tokens)"
                     )
             self.runs.append(run)
-        self._isolated_cache: dict[tuple[str, int, int], float] = {}
-        self._isolated_classes: tuple[int, Any] | None = None
-        self._bandwidth: dict[tuple[str, str], float] = {}
-        self._kv_links: tuple[np.ndarray, np.ndarray] | None = None
+        self.estimates = SchedulerEstimates(self)
 
         self.pending: list[Invocation] = []
         self.waiting_prefill: dict[int, Call] = {}  # revealed, prefill/route not started
         self.waiting_decode: dict[int, Call] = {}  # transferred, decode not started
         # Waiting calls that no plan has placed yet (reveal order), and for each pending
         # prefill/route invocation the uid of the first call revealed after it was raised: the
-        # plan must cover exactly the unplanned calls below that bound (see ``_validate``).
-        self._unplanned: dict[int, Call] = {}
-        self._uid_bound: dict[int, int] = {}
+        # plan must cover exactly the unplanned calls below that bound (see ``validate_plan``).
+        self.unplanned: dict[int, Call] = {}
+        self.uid_bounds: dict[int, int] = {}
         # Calls that left a waiting dict (started) while an invocation was pending: the only
         # calls a pending invocation may list that it must no longer show (_drop_started_calls).
         self._started_while_pending: list[Call] = []
-        # Asynchronous planning (see ``apply``): per P-D stage, the plan in flight (the calls
-        # of its invocation and its assignments; None: none), whether the stage absorbed
-        # invocations meanwhile (dirty), the calls it absorbed, and the uids of waiting calls
-        # no plan has reached yet (they wait under the fallback plan).
-        self._in_flight: dict[str, tuple[list[Call], list[Assignment]] | None] = {
-            "prefill": None,
-            "decode": None,
-        }
-        self._dirty = {"prefill": False, "decode": False}
-        self._absorbed: dict[str, list[Call]] = {"prefill": [], "decode": []}
-        self._on_fallback: dict[str, set[int]] = {"prefill": set(), "decode": set()}
-        self.planning = PlanningStats()
+        # Asynchronous planning (see ``apply``): the planner owns the per-stage state.
+        self.planner = AsyncPlanner(self)
+        self.planning = self.planner.stats
         # Calls planned to each decode instance and not yet admitted there (P-D clusters): queued
         # or running prefill, transferring, or waiting for decode. Lets schedulers see the decode
         # load that is on its way.
@@ -483,9 +468,9 @@ class Simulation(
             "Asynchronous planning avoids blocking", §5.2, Algorithm 1 lines 5–7 and 23); only
             for the ``prefill`` and ``decode`` stages. 0 (default): the plan applies now, as if
             planning were instantaneous. > 0: the invocation's calls without a plan take the
-            fallback plan now (:meth:`_fallback_place`; at the decode stage they keep the priority
-            they carried from prefill), the simulation resumes, and at now + ``delay`` the plan
-            is applied to the calls still waiting at the stage; calls that started service
+            fallback plan now (:meth:`AsyncPlanner.fallback_place`; at the decode stage they keep
+            the priority they carried from prefill), the simulation resumes, and at now + ``delay``
+            the plan is applied to the calls still waiting at the stage; calls that started service
             meanwhile are skipped (the runtime state is authoritative). Until then the stage
             raises no invocation (see the module docstring). The plan is validated now, against
             the state it was made for; with a delay it may name only the invocation's calls.
@@ -510,7 +495,7 @@ class Simulation(
                 f"{inv.seq} is at stage {inv.stage!r} (use delay=0)"
             )
         if inv.stage == "migrate":
-            self._validate_migration(inv, plan)
+            validate_migration(self, inv, plan)
             self.pending.pop(0)
             src = self.instances[inv.instance]
             for a in plan:
@@ -518,7 +503,7 @@ class Simulation(
                     self._migrate(a.call, src, self.instances[a.prefill_instance], a.priority)
             src.resume()
             return
-        self._validate(inv, plan)
+        validate_plan(self, inv, plan)
         if delay > 0:
             listed = {c.uid for c in inv.calls}
             for a in plan:
@@ -528,13 +513,13 @@ class Simulation(
                         "plan may only name the calls it was asked for"
                     )
         self.pending.pop(0)
-        self._uid_bound.pop(inv.seq, None)
+        self.uid_bounds.pop(inv.seq, None)
         if delay > 0:
-            self._plan_in_flight(inv, plan, float(delay))
+            self.planner.put_in_flight(inv, plan, float(delay))
         else:
-            self._apply_plan(inv.stage, plan)
+            self.apply_placements(inv.stage, plan)
 
-    def _apply_plan(self, stage: str, plan: Sequence[Assignment]) -> None:
+    def apply_placements(self, stage: str, plan: Sequence[Assignment]) -> None:
         """Set the (validated) ``plan``'s priorities and placements at a ``prefill``, ``route``
         or ``decode`` stage, moving re-placed waiting calls between queues."""
         touched: dict[int, Any] = {}
@@ -562,7 +547,7 @@ class Simulation(
                     if old is not None:
                         self._dequeue_waiting(c, self.instances[old])
                     else:
-                        del self._unplanned[c.uid]
+                        del self.unplanned[c.uid]
                     target.enqueue(c)
                 elif self.pd:
                     target.reprioritised(c)
