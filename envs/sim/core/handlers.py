@@ -12,6 +12,7 @@ from envs.sim.core.protocol import (
     ASYNC_STAGES,
     Invocation,
 )
+from envs.sim.core.state import SimulationState
 from envs.sim.core.workflows import (
     DONE,
     TRANSFER,
@@ -60,7 +61,7 @@ class _WaitingInvocation(Invocation):
         self.__dict__["_calls"] = value
 
 
-class EventHandlersMixin:
+class EventHandlersMixin(SimulationState):
     """The event handlers of :class:`envs.sim.core.simulation.Simulation`."""
 
     # -- event handlers ----------------------------------------------------------------------

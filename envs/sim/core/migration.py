@@ -11,6 +11,7 @@ from envs.sim.core.protocol import (
     Invocation,
 )
 from envs.sim.core.simpy_parts import callback
+from envs.sim.core.state import SimulationState
 from envs.sim.core.workflows import (
     MIGRATING,
     WAIT_DECODE,
@@ -20,7 +21,7 @@ from envs.sim.core.workflows import (
 from envs.sim.engines.instances import MonolithicInstance
 
 
-class MigrationMixin:
+class MigrationMixin(SimulationState):
     """The migration methods of :class:`envs.sim.core.simulation.Simulation`."""
 
     # -- migration ---------------------------------------------------------------------------

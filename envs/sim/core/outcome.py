@@ -13,6 +13,7 @@ from envs.sim.core.records import (
     SimulationResult,
     WorkflowRecord,
 )
+from envs.sim.core.state import SimulationState
 from envs.sim.core.workflows import (
     Call,
     WorkflowRun,
@@ -55,7 +56,7 @@ def _call_record(c: Call) -> CallRecord:
     )
 
 
-class OutcomeMixin:
+class OutcomeMixin(SimulationState):
     """The result methods of :class:`envs.sim.core.simulation.Simulation`."""
 
     # -- results -----------------------------------------------------------------------------

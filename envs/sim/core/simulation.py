@@ -72,7 +72,6 @@ from envs.sim.core.outcome import OutcomeMixin
 from envs.sim.core.planning import AsyncPlanner
 from envs.sim.core.protocol import (
     ASYNC_STAGES,
-    KV_POLICIES,
     LISTENER_METHODS,
     MIGRATION_MODES,
     PREFILL_MODES,
@@ -92,34 +91,28 @@ from envs.sim.core.records import (
     SimulationResult,
     WorkflowRecord,
 )
-from envs.sim.core.simpy_parts import ClockMixin, PicklableEnvironment
+from envs.sim.core.setup import RECORD_STORES, checked_options, workflow_runs
+from envs.sim.core.simpy_parts import PicklableEnvironment
+from envs.sim.core.state import SimulationState
 from envs.sim.core.validation import validate_migration, validate_plan
 from envs.sim.core.workflows import (
     Call,
-    WorkflowRun,
-    WorkloadError,
-    as_workflow,
 )
 from envs.sim.engines.batching import DecodeInstance
-from envs.sim.engines.instances import MonolithicInstance
 from envs.sim.engines.prefill import PrefillInstance
-from envs.sim.engines.presets import EnginePreset, get_engine
+from envs.sim.engines.presets import EnginePreset
 from envs.sim.engines.reconfiguration import ReconfigurationMixin
 from envs.sim.engines.shared_gpus import SharedGPUs
-from envs.sim.hardware.catalog import get_model
 from envs.sim.hardware.cluster import ClusterSpec
-from traces.schema import LLMNode, Request, Workflow
-
-#: What a simulation keeps of a finished workflow (``Simulation(record_store=...)``).
-RECORD_STORES = ("objects", "compact", "disk")
+from traces.schema import Request, Workflow
 
 
 class Simulation(
-    ClockMixin,
     ReconfigurationMixin,
     MigrationMixin,
     EventHandlersMixin,
     OutcomeMixin,
+    SimulationState,
 ):
     """A cluster serving a workload, driven by scheduling plans.
 
@@ -214,55 +207,26 @@ class Simulation(
         tool_estimate: str = "history",
         record_store: str = "objects",
     ):
-        if cluster.architecture == "pool":
-            raise WorkloadError(
-                f"cluster {cluster.name!r} is a GPU pool with no instances; allocate instances "
-                "first (servegym/Allocation-v0 does this)"
-            )
-        if not 0.0 <= estimate_error < 1.0:
-            raise ValueError(f"estimate_error must be in [0, 1), got {estimate_error}")
-        preset = None if engine is None else get_engine(engine)
-        if prefill_mode is None:
-            prefill_mode = "prefill-first" if preset is None else preset.scheduling
-        if kv_policy is None:
-            kv_policy = "reserve" if preset is None else preset.kv_policy
-        if prefill_mode not in PREFILL_MODES:
-            raise ValueError(f"prefill_mode must be one of {PREFILL_MODES}, got {prefill_mode!r}")
-        if kv_policy not in KV_POLICIES:
-            raise ValueError(f"kv_policy must be one of {KV_POLICIES}, got {kv_policy!r}")
-        if token_budget is not None and (
-            isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1
-        ):
-            raise ValueError(f"token_budget must be an integer >= 1 token, got {token_budget!r}")
-        if check_interval is not None and (
-            isinstance(check_interval, bool)
-            or not isinstance(check_interval, int)
-            or check_interval < 1
-        ):
-            raise ValueError(
-                f"check_interval must be None or an integer >= 1 decode iterations, got "
-                f"{check_interval!r}"
-            )
-        if migration not in MIGRATION_MODES:
-            raise ValueError(f"migration must be one of {MIGRATION_MODES}, got {migration!r}")
-        if tool_estimate not in TOOL_ESTIMATES:
-            raise ValueError(
-                f"tool_estimate must be one of {TOOL_ESTIMATES}, got {tool_estimate!r}"
-            )
-        if record_store not in RECORD_STORES:
-            raise ValueError(f"record_store must be one of {RECORD_STORES}, got {record_store!r}")
+        preset, prefill_mode, kv_policy = checked_options(
+            cluster,
+            estimate_error=estimate_error,
+            engine=engine,
+            prefill_mode=prefill_mode,
+            kv_policy=kv_policy,
+            token_budget=token_budget,
+            check_interval=check_interval,
+            migration=migration,
+            tool_estimate=tool_estimate,
+            record_store=record_store,
+            prefix_block_tokens=prefix_block_tokens,
+        )
         self.record_store = record_store
         self.tool_estimate = tool_estimate
-        # Finished tools' measured latencies, per tool name and over all tools: [sum, count].
-        self._tool_seen: dict[str | None, list[float]] = {}
+        self._tool_seen = {}
         self._tool_all = [0.0, 0]
         self.engine = preset
         self.token_by_token = token_by_token
         self.prefix_cache_blocks = prefix_cache_blocks
-        if isinstance(prefix_block_tokens, bool) or not isinstance(prefix_block_tokens, int):
-            raise ValueError(f"prefix_block_tokens must be an integer, got {prefix_block_tokens!r}")
-        if prefix_block_tokens < 1:
-            raise ValueError(f"prefix_block_tokens must be >= 1, got {prefix_block_tokens}")
         self.prefix_block_tokens = prefix_block_tokens
         self.prefill_mode = prefill_mode
         self.token_budget = token_budget
@@ -270,7 +234,7 @@ class Simulation(
         self.check_interval = check_interval
         self.check_queued = bool(check_queued)
         self.migration = migration
-        self.listeners: dict[str, list[Callable[..., None]]] = {m: [] for m in LISTENER_METHODS}
+        self.listeners = {m: [] for m in LISTENER_METHODS}
         self.cluster = cluster
         self.env = PicklableEnvironment()
         self.rng = np.random.default_rng(seed)
@@ -283,21 +247,29 @@ class Simulation(
         self.horizon_cache = horizon_cache if horizon_cache is not None else {}
         self.time_limit = time_limit
         self.online_horizons = online_horizons
-        # Prefix-cache reverse index: block hash -> indices of the monolithic instances caching
-        # it, kept by the instances, so a router finds prefix hits without scanning every cache.
-        self.prefix_index: dict[int, set[int]] = {}
+        self._build_instances()
+        self.runs = workflow_runs(workload, cluster, self.served_models, self._largest_kv())
+        self.estimates = SchedulerEstimates(self)
+        self._start_runtime_state()
+        if self.runs:
+            self.schedule(self.runs[0].arrival, self._on_arrival)
 
-        self.prefill: list[PrefillInstance] = []
-        self.decode: list[DecodeInstance] = []
-        self.monolithic: list[MonolithicInstance] = []
-        self.instances: list[PrefillInstance | DecodeInstance | MonolithicInstance] = []
-        # Monolithic instances on named GPU fractions are MPS partitions sharing HBM bandwidth.
+    def _build_instances(self) -> None:
+        """One instance per spec of the cluster, in order, each with its latency model (shared
+        through the latency cache) and, for monolithic ones, the engine preset."""
+        self.prefix_index = {}
+        self.prefill = []
+        self.decode = []
+        self.monolithic = []
+        self.instances = []
         self.shared_gpus = SharedGPUs(self._bandwidth_variant)
-        for spec in cluster.instances:
+        preset = self.engine
+        for spec in self.cluster.instances:
             mono = spec.role == "monolithic"
             lat = self.latency_cache.get(spec, preset if mono else None)
+            inst: Any
             if spec.role == "prefill":
-                inst: Any = PrefillInstance(
+                inst = PrefillInstance(
                     self,
                     spec,
                     lat,
@@ -306,94 +278,47 @@ class Simulation(
                 )
                 self.prefill.append(inst)
             elif spec.role == "decode":
-                inst = DecodeInstance(self, spec, lat, token_by_token)
+                inst = DecodeInstance(self, spec, lat, self.token_by_token)
                 self.decode.append(inst)
             else:
                 inst = self._make_monolithic(spec)
                 self.monolithic.append(inst)
             self.instances.append(inst)
-        self.pd = cluster.architecture == "pd"
-        self.served_models = set(cluster.models)
+        self.pd = self.cluster.architecture == "pd"
+        self.served_models = set(self.cluster.models)
 
-        # The KV a call of each model can hold: a call larger than every instance that would
-        # decode it could never be placed (decode instances, or the model's monolithic ones).
+    def _largest_kv(self) -> dict[str, int]:
+        """Model -> the KV tokens a call of it can hold: a call larger than every instance that
+        would decode it could never be placed (decode instances, or the model's monolithic
+        ones)."""
         largest_kv: dict[str, int] = dict.fromkeys(self.served_models, 0)
         for inst in self.decode if self.pd else self.monolithic:
             model = inst.spec.model
             largest_kv[model] = max(largest_kv.get(model, 0), inst.capacity)
-        context = {m: get_model(m).max_context_tokens for m in self.served_models}
-        self.runs: list[WorkflowRun] = []
-        last = -math.inf
-        for i, rec in enumerate(workload):
-            wf = as_workflow(rec)
-            if not wf.arrival >= last:
-                raise WorkloadError(
-                    f"workload not sorted by arrival: record {i} ({wf.id!r}) arrives at "
-                    f"{wf.arrival} s, before the previous record's {last} s"
-                )
-            if not math.isfinite(wf.arrival) or wf.arrival < 0:
-                raise WorkloadError(f"record {i} ({wf.id!r}) has arrival {wf.arrival}; need >= 0")
-            last = wf.arrival
-            run = WorkflowRun(wf, i)
-            for node in wf.nodes:
-                if not isinstance(node, LLMNode):
-                    continue
-                if node.model not in self.served_models:
-                    raise WorkloadError(
-                        f"workflow {wf.id!r} node {node.id!r} needs model {node.model!r}, but "
-                        f"cluster {cluster.name!r} serves {sorted(self.served_models)}"
-                    )
-                need = node.input_tokens + node.output_tokens
-                window = context[node.model]
-                if need > window:  # vLLM refuses such a request (max_model_len)
-                    raise WorkloadError(
-                        f"record {i} (workflow {wf.id!r}) node {node.id!r} is {need} tokens long "
-                        f"(input_tokens {node.input_tokens} + output_tokens "
-                        f"{node.output_tokens}), beyond {node.model!r}'s context window of "
-                        f"{window} tokens"
-                    )
-                if need > largest_kv[node.model]:
-                    raise WorkloadError(
-                        f"record {i} (workflow {wf.id!r}) node {node.id!r} holds {need} KV "
-                        f"tokens (input_tokens {node.input_tokens} + output_tokens "
-                        f"{node.output_tokens}), more than any instance of cluster "
-                        f"{cluster.name!r} serving {node.model!r} holds "
-                        f"({largest_kv[node.model]} tokens)"
-                    )
-            self.runs.append(run)
-        self.estimates = SchedulerEstimates(self)
+        return largest_kv
 
-        self.pending: list[Invocation] = []
-        self.waiting_prefill: dict[int, Call] = {}  # revealed, prefill/route not started
-        self.waiting_decode: dict[int, Call] = {}  # transferred, decode not started
-        # Waiting calls that no plan has placed yet (reveal order), and for each pending
-        # prefill/route invocation the uid of the first call revealed after it was raised: the
-        # plan must cover exactly the unplanned calls below that bound (see ``validate_plan``).
-        self.unplanned: dict[int, Call] = {}
-        self.uid_bounds: dict[int, int] = {}
-        # Calls that left a waiting dict (started) while an invocation was pending: the only
-        # calls a pending invocation may list that it must no longer show (_drop_started_calls).
-        self._started_while_pending: list[Call] = []
-        # Asynchronous planning (see ``apply``): the planner owns the per-stage state.
+    def _start_runtime_state(self) -> None:
+        """The state that changes as the simulation runs, empty at time 0."""
+        self.pending = []
+        self.waiting_prefill = {}
+        self.waiting_decode = {}
+        self.unplanned = {}
+        self.uid_bounds = {}
+        self._started_while_pending = []
         self.planner = AsyncPlanner(self)
         self.planning = self.planner.stats
-        # Calls planned to each decode instance and not yet admitted there (P-D clusters): queued
-        # or running prefill, transferring, or waiting for decode. Lets schedulers see the decode
-        # load that is on its way.
-        self.decode_inbound: dict[int, dict[int, Call]] = {d.index: {} for d in self.decode}
-        self.calls: list[Call] | CallTable = []
-        self._store: CallStore | None = None
-        if record_store != "objects":
-            self._store = CallStore(self.runs, spill=record_store == "disk")
+        self.decode_inbound = {d.index: {} for d in self.decode}
+        self.calls = []
+        self._store = None
+        if self.record_store != "objects":
+            self._store = CallStore(self.runs, spill=self.record_store == "disk")
             self.calls = CallTable(self._store)
-        self.completed: list[WorkflowRun] = []  # in completion order
+        self.completed = []
         self.finished_runs = 0
         self.events = 0
         self.invocation_count = 0
         self._seq = 0
         self._next_arrival = 0
-        if self.runs:
-            self.schedule(self.runs[0].arrival, self._on_arrival)
 
     # -- small utilities ---------------------------------------------------------------------
     def next_seq(self) -> int:

@@ -15,6 +15,7 @@ from envs.sim.core.protocol import (
     SchedulingError,
 )
 from envs.sim.core.simpy_parts import callback
+from envs.sim.core.state import SimulationState
 from envs.sim.core.workflows import (
     Call,
 )
@@ -25,7 +26,7 @@ from envs.sim.hardware.cluster import InstanceSpec
 from envs.sim.latency.model import LatencyModel
 
 
-class ReconfigurationMixin:
+class ReconfigurationMixin(SimulationState):
     """The instance-building and reconfiguration methods of
     :class:`envs.sim.core.simulation.Simulation`."""
 
