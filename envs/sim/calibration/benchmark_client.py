@@ -187,8 +187,7 @@ def closed_loop_workload(
                     prefix_hashes=hashes,
                 )
             )
-        nodes = tuple(nodes)
-        out.append(Workflow(id=f"client-{i}", arrival=float(starts[i]), nodes=nodes))
+        out.append(Workflow(id=f"client-{i}", arrival=float(starts[i]), nodes=tuple(nodes)))
     return out
 
 

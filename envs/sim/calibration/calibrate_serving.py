@@ -49,6 +49,7 @@ import csv
 import dataclasses
 import multiprocessing
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -341,6 +342,7 @@ def predict_rows(
 ) -> list[dict]:
     """:func:`predict_row` for every row, in order, on ``jobs`` processes."""
     work = [(r, overrides, deployment, client) for r in rows]
+    it: Iterable[dict]
     if jobs <= 1:
         it = map(_predict_star, work)
         if progress:
@@ -557,10 +559,11 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"  {n:4d}  {reason}")
     preds0 = None
     if args.fit or args.heldout:
-        engines = {r.backend: {} for r in rows}
+        engines: dict[str, dict[str, float]] = {r.backend: {} for r in rows}
         preds0 = predict_rows(rows, engines, jobs=args.jobs, progress=True)
     if args.fit:
         if names == DEFAULT_FIT:
+            assert preds0 is not None  # predicted above for --fit
             fitted = {
                 k: {"frontend_seconds": v}
                 for k, v in fit_frontends(rows, preds0).items()
@@ -575,6 +578,7 @@ def _main(argv: list[str] | None = None) -> int:
         pairs = list(zip(rows, predict_rows(rows, jobs=args.jobs, progress=True), strict=True))
     print(format_summary(summarize(pairs), "\ncalibration rows (constants fitted on all of them):"))
     if args.heldout:
+        assert preds0 is not None  # predicted above for --heldout
         held, _ = leave_one_group_out(rows, preds0, "model")
         print(
             format_summary(

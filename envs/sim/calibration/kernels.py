@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -119,10 +120,10 @@ def _gemm_rows_vidur(path: Path, gpu: str) -> GemmTable:
             "mlp_up_proj": (gate * ffn / tp, h),
             "mlp_down_proj": (h, ffn / tp),
         }
-        for op, (n, k) in shapes.items():
+        for op, (n_dim, k_dim) in shapes.items():
             ms.append(tokens)
-            ns.append(n)
-            ks.append(k)
+            ns.append(n_dim)
+            ks.append(k_dim)
             ts.append(float(r[f"time_stats.{op}.median"]) / 1e3)
     m, n, k, t = (np.array(v) for v in (ms, ns, ks, ts))
     idx = np.arange(0, len(t), max(1, math.ceil(len(t) / MAX_POINTS_PER_TABLE)))
@@ -210,11 +211,20 @@ def concat(tables: Iterable[GemmTable]) -> GemmTable:
     widths = {t.operand_bytes for t in tables}
     if len(widths) != 1:
         raise ValueError(f"cannot pool GEMM tables of different operand widths {sorted(widths)}")
-    cat = [
+    m, n, k, seconds, peak_flops, bandwidth = (
         np.concatenate([getattr(t, f) for t in tables])
         for f in ("m", "n", "k", "seconds", "peak_flops", "bandwidth")
-    ]
-    return GemmTable(*cat, label="+".join(t.label for t in tables), operand_bytes=widths.pop())
+    )
+    return GemmTable(
+        m,
+        n,
+        k,
+        seconds,
+        peak_flops,
+        bandwidth,
+        label="+".join(t.label for t in tables),
+        operand_bytes=widths.pop(),
+    )
 
 
 EFF_GRID = np.round(np.arange(0.30, 1.0001, 0.01), 2)
@@ -457,8 +467,8 @@ def fit_attention(
     :param data_dir: the measured-latency folder.
     :param gpus: (aiconfigurator folder, catalog GPU) pairs of the family.
     """
-    dec = {"f": [], "b": [], "t": []}
-    pre = {"f": [], "b": [], "t": []}
+    dec: dict[str, list[Any]] = {"f": [], "b": [], "t": []}
+    pre: dict[str, list[Any]] = {"f": [], "b": [], "t": []}
     for folder, gpu in gpus:
         spec = get_gpu(gpu)
         for decode, acc in ((True, dec), (False, pre)):
@@ -492,9 +502,9 @@ def fit_attention(
         flops = pf * (1.0 + half / pisl)
         pred = np.maximum(flops[None, :] / EFF_GRID[:, None], pb[None, :] / em) + t0
         loss = msle(pred, pt[None, :])
-        i = int(np.argmin(loss))
-        if loss[i] < best_pre[0]:
-            best_pre = (float(loss[i]), float(EFF_GRID[i]), float(half))
+        ip = int(np.argmin(loss))
+        if loss[ip] < best_pre[0]:
+            best_pre = (float(loss[ip]), float(EFF_GRID[ip]), float(half))
     _, ec, half = best_pre
     return ec, em, t0, half
 

@@ -91,11 +91,12 @@ def print_variant_comparison(by_variant: Mapping[str, Sequence[PrefillPoint]], o
         n = next(sums[v][key].points for v in names if key in sums[v])
         print(f"{key[0]:<9} {key[1]:<36} {n:6d}{cells}", file=out)
     for v in names:
-        s = summarize_per_op(by_variant[v])
+        per_op = summarize_per_op(by_variant[v])
+        met = "met" if per_op.worst_abs <= PER_OP_TARGET else "NOT met"
         print(
-            f"{v}: {s.points} held-out points, median |error| {s.median_abs:.1%}, worst "
-            f"{s.worst_abs:.1%} ({s.worst_label}); {s.within_target}/{s.points} within the "
-            f"{PER_OP_TARGET:.0%} target ({'met' if s.worst_abs <= PER_OP_TARGET else 'NOT met'})",
+            f"{v}: {per_op.points} held-out points, median |error| {per_op.median_abs:.1%}, "
+            f"worst {per_op.worst_abs:.1%} ({per_op.worst_label}); {per_op.within_target}/"
+            f"{per_op.points} within the {PER_OP_TARGET:.0%} target ({met})",
             file=out,
         )
 

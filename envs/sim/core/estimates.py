@@ -23,13 +23,20 @@ ISOLATED_CACHE_ENTRIES = 1 << 15
 class EstimatesSource(Protocol):
     """What the estimates read of a simulation."""
 
-    cluster: Any
-    pd: bool
-    instances: list[Any]
-    prefill: list[Any]
-    decode: list[Any]
-    monolithic: list[Any]
-    prefix_index: dict[int, set[int]]
+    @property
+    def cluster(self) -> Any: ...
+    @property
+    def pd(self) -> bool: ...
+    @property
+    def instances(self) -> list[Any]: ...
+    @property
+    def prefill(self) -> list[Any]: ...
+    @property
+    def decode(self) -> list[Any]: ...
+    @property
+    def monolithic(self) -> list[Any]: ...
+    @property
+    def prefix_index(self) -> dict[int, set[int]]: ...
 
 
 class SchedulerEstimates:

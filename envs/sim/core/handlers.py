@@ -6,12 +6,13 @@ and the bookkeeping of finished nodes (online horizons, service paths).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from envs.sim.core.protocol import (
     ASYNC_STAGES,
     Invocation,
 )
+from envs.sim.core.records import CallTable
 from envs.sim.core.state import SimulationState
 from envs.sim.core.workflows import (
     DONE,
@@ -31,6 +32,11 @@ def _latest(ends: dict[str, float], parents: Sequence[str]) -> float:
     if len(parents) == 1:
         return ends[parents[0]]
     return max(map(ends.__getitem__, parents))
+
+
+#: What a :class:`_WaitingInvocation` is given for ``calls``: None, so its list is built when
+#: first read.
+_BUILT_LAZILY = cast("list[Call]", None)
 
 
 class _WaitingInvocation(Invocation):
@@ -78,7 +84,7 @@ class EventHandlersMixin(SimulationState):
             inv = Invocation(stage, self.env._now, trigger, calls, new_calls, seq)
         else:
             bound = self.uid_bounds[seq] = len(self.calls)
-            inv = _WaitingInvocation(stage, self.env._now, trigger, None, new_calls, seq)
+            inv = _WaitingInvocation(stage, self.env._now, trigger, _BUILT_LAZILY, new_calls, seq)
             inv._sim = self
             inv._bound = bound
         self.pending.append(inv)
@@ -168,6 +174,7 @@ class EventHandlersMixin(SimulationState):
 
     def on_prefill_done(self, call: Call, inst: PrefillInstance) -> None:
         if call.output_tokens == 0:
+            assert call.decode_instance is not None  # planned at prefill (P-D clusters)
             del self.decode_inbound[call.decode_instance][call.uid]
             call.transfer_end = call.decode_start = call.decode_end = self.env._now
             call.stage = DONE
@@ -184,6 +191,7 @@ class EventHandlersMixin(SimulationState):
         call.transfer_end = self.env._now
         call.stage = WAIT_DECODE
         self.waiting_decode[call.uid] = call
+        assert call.decode_instance is not None  # planned at prefill (P-D clusters)
         self.instances[call.decode_instance].enqueue(call)
         self.raise_invocation("decode", "transfer", [call])
 
@@ -198,6 +206,7 @@ class EventHandlersMixin(SimulationState):
         if call.stage == WAIT_DECODE:
             left = self.waiting_decode.pop(call.uid, None)
             if left is not None:
+                assert call.decode_instance is not None  # it waited for its decode instance
                 del self.decode_inbound[call.decode_instance][call.uid]
         else:
             left = self.waiting_prefill.pop(call.uid, None)
@@ -245,10 +254,11 @@ class EventHandlersMixin(SimulationState):
     def _pack_run(self, run: WorkflowRun) -> None:
         """``record_store`` ``compact``/``disk``: pack finished ``run``'s calls into the store and
         drop the per-node state nothing reads once the workflow is done."""
-        table = self.calls
+        table, store = self.calls, self._store
+        assert isinstance(table, CallTable) and store is not None  # record_store compact/disk
         for call in run.calls.values():
             table.pack(call)
-        self._store.forget_run(run.index)
+        store.forget_run(run.index)
         run.calls = {}
         run.clear_path_ends()
         run.service_path = {}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -236,9 +237,9 @@ def _slo_met(latencies: FloatSeq, slos: float | FloatSeq) -> np.ndarray:
     """
     lat = _as_1d(latencies, "latencies", allow_empty=True, allow_inf=True)
     if np.ndim(slos) == 0:
-        s = np.full(lat.shape, _check_positive(float(slos), "slos"))
+        s = np.full(lat.shape, _check_positive(float(cast(float, slos)), "slos"))
     else:
-        s = _as_1d(slos, "slos", allow_empty=True, allow_inf=False)
+        s = _as_1d(cast(FloatSeq, slos), "slos", allow_empty=True, allow_inf=False)
         if s.shape != lat.shape:
             raise ValueError(
                 f"latencies and slos must have the same length, got {lat.size} and {s.size}"

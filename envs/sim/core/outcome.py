@@ -6,10 +6,12 @@ with its metrics.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import envs.sim.core.metrics as _metrics
 from envs.sim.core.records import (
     CallRecord,
+    CallTable,
     SimulationResult,
     WorkflowRecord,
 )
@@ -77,7 +79,8 @@ class OutcomeMixin(SimulationState):
             from envs.sim.core.scheduler import EarliestFinishScheduler
 
             alone = Workflow(id=wf.id, arrival=0.0, nodes=wf.nodes)
-            sim = type(self)(  # a fresh Simulation (this mixin's host class)
+            simulation: Any = type(self)  # Simulation: this mixin's host class
+            sim = simulation(
                 self.cluster,
                 [alone],
                 compute_horizons=False,
@@ -100,6 +103,7 @@ class OutcomeMixin(SimulationState):
             calls = [_call_record(c) for c in self.calls]
         else:
             packed = self._store.records()
+            assert isinstance(self.calls, CallTable)  # record_store compact/disk
             live = self.calls.live
             calls = [
                 packed[uid] if uid in packed else _call_record(live[uid])

@@ -29,11 +29,16 @@ PLANNED_STAGES = ("prefill", "decode")
 class PlanningHost(SchedulerView, Protocol):
     """What the asynchronous planner uses of the simulation that holds it."""
 
-    pending: list[Invocation]
-    waiting_prefill: dict[int, Call]
-    waiting_decode: dict[int, Call]
-    unplanned: dict[int, Call]
-    uid_bounds: dict[int, int]
+    @property
+    def pending(self) -> list[Invocation]: ...
+    @property
+    def waiting_prefill(self) -> dict[int, Call]: ...
+    @property
+    def waiting_decode(self) -> dict[int, Call]: ...
+    @property
+    def unplanned(self) -> dict[int, Call]: ...
+    @property
+    def uid_bounds(self) -> dict[int, int]: ...
 
     def schedule(self, delay: float, fn: Callable[[Any], None]) -> None: ...
 

@@ -124,10 +124,14 @@ class Scheduler(Protocol):
 class InstanceHost(Protocol):
     """What an instance calls on the simulation that owns it (times in simulated seconds)."""
 
-    now: float
-    prefix_index: Any
-    check_queued: bool
-    listeners: dict[str, list[Callable[..., Any]]]
+    @property
+    def now(self) -> float: ...
+    @property
+    def prefix_index(self) -> Any: ...
+    @property
+    def check_queued(self) -> bool: ...
+    @property
+    def listeners(self) -> dict[str, list[Callable[..., Any]]]: ...
 
     def next_seq(self) -> int: ...
 
@@ -151,10 +155,17 @@ class SchedulerView(Protocol):
     clock (seconds), cluster, instance lists (:mod:`envs.sim.engines.instances` objects) and its
     estimates (run-alone times, prefix hits, KV links)."""
 
-    now: float
-    cluster: Any
-    instances: Sequence[Any]
-    prefill: Sequence[Any]
-    decode: Sequence[Any]
-    monolithic: Sequence[Any]
-    estimates: SchedulerEstimates
+    @property
+    def now(self) -> float: ...
+    @property
+    def cluster(self) -> Any: ...
+    @property
+    def instances(self) -> Sequence[Any]: ...
+    @property
+    def prefill(self) -> Sequence[Any]: ...
+    @property
+    def decode(self) -> Sequence[Any]: ...
+    @property
+    def monolithic(self) -> Sequence[Any]: ...
+    @property
+    def estimates(self) -> SchedulerEstimates: ...

@@ -238,7 +238,7 @@ PACKED_DTYPE = np.dtype(
         ("recomputed_tokens", np.int64),
     ]
 )
-_NUMERIC = PACKED_DTYPE.names[3:]
+_NUMERIC: tuple[str, ...] = tuple(PACKED_DTYPE.names or ())[3:]
 _INT_FIELDS = frozenset(n for n in _NUMERIC if PACKED_DTYPE[n].kind == "i")
 _INSTANCE_FIELDS = ("prefill_instance", "decode_instance")
 
@@ -251,6 +251,12 @@ class PackedCall(CallNames):
     ``kv_held``, priorities, ...) is not kept."""
 
     __slots__ = ("uid", "workflow", "node", "stage", *_NUMERIC)
+    uid: int
+    workflow: Any
+    node: Any
+    stage: str
+    prefill_instance: int | None
+    decode_instance: int | None
 
     def __repr__(self) -> str:
         return f"PackedCall({self.id}, stage={self.stage}, in={self.input_tokens})"
@@ -354,7 +360,7 @@ class CallStore:
             raise KeyError(f"call {uid} is not packed")
         return self._unpack(self._row(self._row_of[uid]).tolist())
 
-    def _unpack(self, values: tuple) -> PackedCall:
+    def _unpack(self, values: Any) -> PackedCall:
         p = PackedCall()
         uid, run_index, node_pos, *numeric = values
         run = self.runs[run_index]
@@ -364,9 +370,9 @@ class CallStore:
         p.stage = "done"
         for name, value in zip(_NUMERIC, numeric, strict=True):
             setattr(p, name, value)
-        if p.prefill_instance < 0:
+        if p.prefill_instance is not None and p.prefill_instance < 0:  # -1 packs "none"
             p.prefill_instance = None
-        if p.decode_instance < 0:
+        if p.decode_instance is not None and p.decode_instance < 0:
             p.decode_instance = None
         return p
 

@@ -98,7 +98,7 @@ class DefaultScheduler:
         return out
 
 
-def _argmin_then(primary: list, secondary: Callable[[int], float]) -> int:
+def _argmin_then(primary: list, secondary: Callable[..., float]) -> int:
     """The lexicographically smallest ``(primary[i], secondary(i), i)``'s index ``i``;
     ``secondary`` is only evaluated for the indices that tie on the smallest ``primary``."""
     low = min(primary)

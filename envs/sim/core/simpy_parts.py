@@ -52,7 +52,8 @@ class PicklableEnvironment(simpy.Environment):
         :data:`DUE`); the same time arithmetic and tie-breaking as ``timeout(delay)``."""
         if delay < 0:
             raise ValueError(f"Negative delay {delay}")
-        heappush(self._queue, (self._now + delay, priority, next(self._eid), (fn, args)))
+        queue: list[Any] = self._queue  # SimPy's events and (fn, args) due calls
+        heappush(queue, (self._now + delay, priority, next(self._eid), (fn, args)))
 
     def step(self) -> None:
         """Process the next event: a due call (:data:`DUE`) directly, any other event as SimPy
@@ -106,7 +107,8 @@ class ClockMixin:
         if delay < 0:
             raise ValueError(f"Negative delay {delay}")
         env = self.env
-        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), (fn, args)))
+        queue: list[Any] = env._queue  # SimPy's events and (fn, args) due calls
+        heappush(queue, (env._now + delay, NORMAL, next(env._eid), (fn, args)))
 
     def schedule_late(self, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` at the current instant, after every other event of this instant

@@ -422,10 +422,13 @@ class Simulation(
         if inv.stage == "migrate":
             validate_migration(self, inv, plan)
             self.pending.pop(0)
+            assert inv.instance is not None  # a migrate invocation names its instance
             src = self.instances[inv.instance]
             for a in plan:
-                if a.prefill_instance != src.index:
-                    self._migrate(a.call, src, self.instances[a.prefill_instance], a.priority)
+                dst = a.prefill_instance
+                if dst != src.index:
+                    assert dst is not None  # validated: a monolithic instance
+                    self._migrate(a.call, src, self.instances[dst], a.priority)
             src.resume()
             return
         validate_plan(self, inv, plan)
@@ -451,7 +454,9 @@ class Simulation(
         if stage == "decode":
             for a in plan:
                 a.call.decode_priority = float(a.priority)
-                touched[a.call.decode_instance] = self.instances[a.call.decode_instance]
+                d = a.call.decode_instance
+                assert d is not None  # a call waiting for decode has its decode instance
+                touched[d] = self.instances[d]
         else:
             for a in plan:
                 c = a.call
@@ -460,15 +465,19 @@ class Simulation(
                 if self.pd:
                     if c.decode_instance is not None:
                         del self.decode_inbound[c.decode_instance][c.uid]
-                    c.decode_instance = a.decode_instance
-                    self.decode_inbound[c.decode_instance][c.uid] = c
+                    d = a.decode_instance
+                    assert d is not None  # validated: a decode instance
+                    c.decode_instance = d
+                    self.decode_inbound[d][c.uid] = c
                     c.decode_priority = float(
                         a.priority if a.decode_priority is None else a.decode_priority
                     )
                 else:
                     c.decode_priority = c.prefill_priority
-                target = self.instances[a.prefill_instance]
-                if old is None or old != a.prefill_instance:
+                p = a.prefill_instance
+                assert p is not None  # validated: a prefill or monolithic instance
+                target = self.instances[p]
+                if old is None or old != p:
                     if old is not None:
                         self._dequeue_waiting(c, self.instances[old])
                     else:

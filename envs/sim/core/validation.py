@@ -26,17 +26,28 @@ from envs.sim.core.workflows import (
 class PlanTarget(Protocol):
     """What plan validation reads of a simulation."""
 
-    cluster: Any
-    pd: bool
-    check_queued: bool
-    instances: Sequence[Any]
-    decode: Sequence[Any]
-    monolithic: Sequence[Any]
-    calls: Sequence[Call]
-    waiting_prefill: dict[int, Call]
-    waiting_decode: dict[int, Call]
-    unplanned: dict[int, Call]
-    uid_bounds: dict[int, int]
+    @property
+    def cluster(self) -> Any: ...
+    @property
+    def pd(self) -> bool: ...
+    @property
+    def check_queued(self) -> bool: ...
+    @property
+    def instances(self) -> Sequence[Any]: ...
+    @property
+    def decode(self) -> Sequence[Any]: ...
+    @property
+    def monolithic(self) -> Sequence[Any]: ...
+    @property
+    def calls(self) -> Sequence[Call]: ...
+    @property
+    def waiting_prefill(self) -> dict[int, Call]: ...
+    @property
+    def waiting_decode(self) -> dict[int, Call]: ...
+    @property
+    def unplanned(self) -> dict[int, Call]: ...
+    @property
+    def uid_bounds(self) -> dict[int, int]: ...
 
 
 def validate_plan(sim: PlanTarget, inv: Invocation, plan: Sequence[Assignment]) -> None:
@@ -74,6 +85,7 @@ def validate_plan(sim: PlanTarget, inv: Invocation, plan: Sequence[Assignment]) 
                 f"call {c.id}: decode instance {d!r} is not a decode instance (valid: "
                 f"{[i.index for i in sim.decode]})"
             )
+        assert d is not None  # checked above: the prefill or the decode instance
         _check_holds(sim, c, d, "instance")
     if inv.stage != "decode":
         # The unplanned calls of ``inv.calls``: a call never loses its instance once placed,

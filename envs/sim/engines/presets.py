@@ -71,6 +71,7 @@ def _tiers(value: Any, field: str, where: str) -> tuple[tuple[float, int], ...]:
     """``8192`` or ``[[0, 2048], [70, 8192]]`` -> ((0.0, 2048), (70.0, 8192))."""
     if isinstance(value, bool):
         raise ValueError(f"{where}: {field}={value!r}; expected a positive integer or tiers")
+    tiers: tuple[tuple[float, int], ...]
     if isinstance(value, int):
         tiers = ((0.0, value),)
     elif isinstance(value, list) and value:
@@ -143,7 +144,9 @@ class EnginePreset:
         iteration while the GPU runs this one, so a step costs max(GPU, CPU) time; the GPU part
         of every benchmarked deployment's iterations is longer than these ~1.3 ms, so the max is
         the GPU time the latency model gives without them). A value in ``calibrated`` wins."""
-        fields = {k: v for k, v in self.calibrated.items() if k not in ENGINE_CONSTANTS}
+        fields: dict[str, Any] = {
+            k: v for k, v in self.calibrated.items() if k not in ENGINE_CONSTANTS
+        }
         if self.overlap_scheduling:
             fields = {**dict.fromkeys(CPU_OVERHEAD_FIELDS, 0.0), **fields}
         if self.custom_allreduce:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from envs.sim.core.protocol import (
+    InstanceHost,
     SchedulingError,
 )
 from envs.sim.core.simpy_parts import callback
@@ -105,7 +106,7 @@ class ReconfigurationMixin(SimulationState):
         preset = self.engine
         lat = self.latency_cache.get(spec, preset)
         inst = MonolithicInstance(
-            self,
+            cast(InstanceHost, self),  # Simulation, this mixin's host class, is one
             spec,
             lat,
             self.token_by_token,

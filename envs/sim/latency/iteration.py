@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import math
 
+from envs.sim.hardware.catalog import GPUSpec, ModelSpec
+from envs.sim.latency.efficiency import Calibration
+
 #: Entries of :meth:`LatencyModel.decode_steps_time`'s memo before it is cleared (~0.6 MB).
 #: Issue 32: in a fresh episode its hits are the key a ``decode_steps_within`` bisection just
 #: evaluated (15.2 % of calls with this bound, 15.8 % with 2^17 entries; ``mixed`` x 1,000 on
@@ -18,7 +21,46 @@ _STEPS_MEMO_SIZE = 1 << 12
 
 
 class IterationTimeMixin:
-    """The iteration-time methods of :class:`envs.sim.latency.model.LatencyModel`."""
+    """The iteration-time methods of :class:`envs.sim.latency.model.LatencyModel`, and the
+    constants they read, which ``LatencyModel.__init__`` sets (seconds unless named otherwise)."""
+
+    model: ModelSpec
+    gpu: GPUSpec
+    calibration: Calibration
+    tp: int
+    #: The linear layers' roofline exponent (None: the hard ``max``) and its inverse.
+    _gemm_p: float | None
+    _gemm_inv_p: float
+    _gemm_s_per_token: float
+    _lm_head_s_per_seq: float
+    _dense_weight_read_s: float
+    _num_experts: int
+    _expert_miss: float
+    _expert_read_s: float
+    _causal: bool
+    _attn_flop_s_per_pair: float
+    _attn_pairs_per_token: float
+    _kv_read_s_per_token: float
+    _elementwise_s_per_token: float
+    _seq_s: float
+    _fixed_s: float
+    #: Custom (one-shot / two-shot) all-reduce instead of the ring.
+    _custom_ar: bool
+    _ar_layers: int
+    _ar_bytes_per_token: float
+    _ar_latency_s: float
+    _ar_s_per_byte: float
+    _allreduce_fixed_s: float
+    _allreduce_s_per_token: float
+    #: The decode closed form's coefficients: attention compute and KV read per context token,
+    #: KV write per new token.
+    _dec_a1: float
+    _dec_a2: float
+    _dec_b2: float
+    #: Memos: batch size -> fixed decode seconds; tokens -> prefill seconds; decode steps.
+    _fixed_by_batch: dict[int, float]
+    _prefill_one: dict[int, float]
+    _steps_memo: dict[tuple[int, int, int], float]
 
     # ------------------------------------------------------------------------------------
     def _gemm_time(self, num_tokens: int, num_seqs: int) -> float:

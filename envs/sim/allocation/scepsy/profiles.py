@@ -82,7 +82,7 @@ def _profile_from_json(d: Mapping[str, Any]) -> LLMProfile:
 def _configs(
     models: Sequence[str], tps: Sequence[int], gpu: str, units_per_gpu: int
 ) -> list[tuple[str, int, float]]:
-    out = []
+    out: list[tuple[str, int, float]] = []
     for m in models:
         for tp in tps:
             need = min_share_units(m, gpu, tp, units_per_gpu)

@@ -270,7 +270,7 @@ def _projections(
     if not items:
         raise ValueError(f"cannot profile {model}: empty workload")
     if all(isinstance(p, Projection) for p in items):
-        wrong = sorted({p.model for p in items if p.model != model})  # type: ignore[union-attr]
+        wrong = sorted({p.model for p in items if isinstance(p, Projection) and p.model != model})
         if wrong:
             raise ValueError(f"projections of {wrong} given to profile {model!r}")
         return items  # type: ignore[return-value]

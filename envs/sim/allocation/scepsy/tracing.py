@@ -261,8 +261,7 @@ def _trace_workload(
 ) -> Trace:
     from traces.generators import generate
 
-    wfs = generate(workload, seed=seed, count=count)
-    wfs = [w for w in wfs if isinstance(w, Workflow)]
+    wfs = [w for w in generate(workload, seed=seed, count=count) if isinstance(w, Workflow)]
     if not wfs:
         raise ValueError(f"generator {workload!r} produced no workflows (count={count})")
     src = {"generator": workload, "seed": seed, "count": len(wfs)}
