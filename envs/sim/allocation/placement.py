@@ -262,6 +262,68 @@ def _describe_free(state: _State) -> str:
     )
 
 
+def _reserve_others(state: _State, gpus: Collection[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Fill every GPU of the topology outside ``gpus`` (not ours to place on); return ``gpus``
+    as a set."""
+    t, F = state.t, state.F
+    allowed = set(gpus)
+    for node, g in allowed:
+        if not (0 <= node < t.num_nodes and 0 <= g < t.gpus_per_node):
+            raise PlacementError(f"gpus: (node {node}, GPU {g}) is outside the topology")
+    for node in range(t.num_nodes):
+        for g in range(t.gpus_per_node):
+            if (node, g) not in allowed:
+                state.take(node, (g,), F)  # not ours: full
+    return allowed
+
+
+def _keep_replicas(
+    state: _State,
+    items: list[_Item],
+    slots: list[tuple[int, tuple[int, ...]] | None],
+    keep: Placement,
+    topology: Topology,
+    allowed: set[tuple[int, int]] | None,
+) -> None:
+    """Pin the replicas of ``keep`` (the previous placement) that the allocation still has, on
+    the ``allowed`` GPUs (None: any), to the items they match (model, TP, share), in order."""
+    t, F = state.t, state.F
+    if keep.topology != topology:
+        raise PlacementError(
+            f"keep: the previous placement is on {keep.topology}, not on {topology}"
+        )
+    if keep.units_per_gpu != F:
+        raise PlacementError(
+            f"keep: the previous placement uses {keep.units_per_gpu} units per GPU, the "
+            f"allocation {F}"
+        )
+    pool: dict[tuple[str, int, int], list[ReplicaPlacement]] = {}
+    for r in keep.replicas:
+        pool.setdefault((r.model, r.tp, r.share_units), []).append(r)
+    for k, it in enumerate(items):
+        left = pool.get((it.model, it.tp, it.share))
+        if allowed is not None and left:  # only kept replicas on the allowed GPUs can stay
+            left = [r for r in left if all((r.node, g) in allowed for g in r.gpus)]
+            pool[(it.model, it.tp, it.share)] = left
+        if not left:
+            continue
+        r = left.pop(0)
+        bad = [g for g in r.gpus if not 0 <= g < t.gpus_per_node]
+        if not 0 <= r.node < t.num_nodes or bad:
+            raise PlacementError(
+                f"keep: replica {r.model} r{r.replica} sits on node {r.node} GPUs "
+                f"{list(r.gpus)}, outside the topology"
+            )
+        if any(state.free[r.node][g] < r.share_units for g in r.gpus):
+            raise PlacementError(
+                f"keep: replica {r.model} r{r.replica} on node {r.node} GPUs {list(r.gpus)} "
+                f"oversubscribes a GPU of the previous placement"
+            )
+        state.take(r.node, r.gpus, r.share_units)
+        it.kept = r
+        slots[k] = (r.node, r.gpus)
+
+
 def _run(
     allocation: Allocation,
     topology: Topology,
@@ -276,52 +338,11 @@ def _run(
     F = allocation.units_per_gpu
     items = _items(allocation)
     state = _State(t, F)
-    if gpus is not None:
-        allowed = set(gpus)
-        for node, g in allowed:
-            if not (0 <= node < t.num_nodes and 0 <= g < t.gpus_per_node):
-                raise PlacementError(f"gpus: (node {node}, GPU {g}) is outside the topology")
-        for node in range(t.num_nodes):
-            for g in range(t.gpus_per_node):
-                if (node, g) not in allowed:
-                    state.take(node, (g,), F)  # not ours: full
+    allowed = None if gpus is None else _reserve_others(state, gpus)
     slots: list[tuple[int, tuple[int, ...]] | None] = [None] * len(items)
 
     if keep is not None:
-        if keep.topology != topology:
-            raise PlacementError(
-                f"keep: the previous placement is on {keep.topology}, not on {topology}"
-            )
-        if keep.units_per_gpu != F:
-            raise PlacementError(
-                f"keep: the previous placement uses {keep.units_per_gpu} units per GPU, the "
-                f"allocation {F}"
-            )
-        pool: dict[tuple[str, int, int], list[ReplicaPlacement]] = {}
-        for r in keep.replicas:
-            pool.setdefault((r.model, r.tp, r.share_units), []).append(r)
-        for k, it in enumerate(items):
-            left = pool.get((it.model, it.tp, it.share))
-            if gpus is not None and left:  # only kept replicas on the allowed GPUs can stay
-                left = [r for r in left if all((r.node, g) in allowed for g in r.gpus)]
-                pool[(it.model, it.tp, it.share)] = left
-            if not left:
-                continue
-            r = left.pop(0)
-            bad = [g for g in r.gpus if not 0 <= g < t.gpus_per_node]
-            if not 0 <= r.node < t.num_nodes or bad:
-                raise PlacementError(
-                    f"keep: replica {r.model} r{r.replica} sits on node {r.node} GPUs "
-                    f"{list(r.gpus)}, outside the topology"
-                )
-            if any(state.free[r.node][g] < r.share_units for g in r.gpus):
-                raise PlacementError(
-                    f"keep: replica {r.model} r{r.replica} on node {r.node} GPUs {list(r.gpus)} "
-                    f"oversubscribes a GPU of the previous placement"
-                )
-            state.take(r.node, r.gpus, r.share_units)
-            it.kept = r
-            slots[k] = (r.node, r.gpus)
+        _keep_replicas(state, items, slots, keep, topology, allowed)
 
     order = sorted(range(len(items)), key=lambda k: _order_key(items[k]))
     for k in order:
@@ -353,7 +374,7 @@ def _run(
             )
         state.take(slot[0], slot[1], it.share)
         slots[k] = slot
-    return items, slots  # type: ignore[return-value]
+    return items, [s for s in slots if s is not None]  # every item has its slot now
 
 
 def _build(

@@ -74,6 +74,13 @@ from typing import Any
 
 import numpy as np
 
+from envs.sim.calibration.client_checks import (
+    BUDGET_SIZINGS,
+    STAGGERS,
+    ServingConfigError,
+    check_client,
+    positive_int,
+)
 from envs.sim.core.simulation import Assignment, Invocation, LatencyCache, Simulation
 from envs.sim.engines.presets import EnginePreset, engine_names, get_engine
 from envs.sim.hardware.cluster import ClusterSpec, InstanceSpec
@@ -100,8 +107,6 @@ AIPERF_DATASET_CLIENT: dict[str, Any] = {
     "steady_state": False,
     "dataset_entries": 100,
 }
-STAGGERS = ("none", "even", "random")
-BUDGET_SIZINGS = ("benchmark", "engine-default")
 #: Extra tokens aiconfigurator's generator adds to the prompt in its token budgets
 #: (``max_batch_size + isl + 1500``; ai-dynamo/aiconfigurator,
 #: src/aiconfigurator/generator/rule_plugin/benchmark/{trtllm,vllm}.rule).
@@ -118,10 +123,6 @@ def benchmark_token_budget(isl: int, concurrency: int, block_tokens: int = 32) -
     requires a multiple of ``tokens_per_block``, 32; pass 1 for vLLM, which takes it as is)."""
     budget = concurrency + isl + AIC_BUDGET_SLACK_TOKENS
     return -(-budget // block_tokens) * block_tokens
-
-
-class ServingConfigError(ValueError):
-    """A deployment the simulator cannot represent (the message names the culprit)."""
 
 
 class _FCFSRouter:
@@ -205,12 +206,6 @@ def prompt_entries(
         [rng.permutation(dataset_entries) for _ in range(-(-n // dataset_entries))]
     )
     return order[:n].reshape(requests_per_client, concurrency)
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ServingConfigError(f"{name}={value!r}; expected an integer >= 1")
-    return int(value)
 
 
 def deployment(
@@ -297,31 +292,19 @@ def closed_loop(
         engine/GPU/model, unsupported precision on the GPU, bad TP, weights that do not fit,
         a request larger than the KV cache).
     """
-    isl = _positive_int("isl", isl)
-    osl = _positive_int("osl", osl)
-    concurrency = _positive_int("concurrency", concurrency)
-    requests_per_client = _positive_int("requests_per_client", requests_per_client)
-    if not (isinstance(start_spread_s, int | float) and start_spread_s >= 0):
-        raise ServingConfigError(f"start_spread_s={start_spread_s!r}; expected seconds >= 0")
-    if stagger not in STAGGERS:
-        raise ServingConfigError(f"stagger={stagger!r}; expected one of {STAGGERS}")
-    if budget_sizing not in BUDGET_SIZINGS:
-        raise ServingConfigError(
-            f"budget_sizing={budget_sizing!r}; expected one of {BUDGET_SIZINGS}"
-        )
-    if dataset_entries is not None:
-        dataset_entries = _positive_int("dataset_entries", dataset_entries)
-    if prefix_caching is not None and not isinstance(prefix_caching, bool):
-        raise ServingConfigError(f"prefix_caching={prefix_caching!r}; expected True, False or None")
-    if (
-        isinstance(warmup_requests, bool)
-        or not isinstance(warmup_requests, int | np.integer)
-        or not 0 <= warmup_requests < requests_per_client
-    ):
-        raise ServingConfigError(
-            f"warmup_requests={warmup_requests!r}; expected an integer in "
-            f"[0, requests_per_client={requests_per_client})"
-        )
+    isl = positive_int("isl", isl)
+    osl = positive_int("osl", osl)
+    concurrency = positive_int("concurrency", concurrency)
+    requests_per_client = positive_int("requests_per_client", requests_per_client)
+    dataset_entries = check_client(
+        start_spread_s,
+        stagger,
+        budget_sizing,
+        dataset_entries,
+        prefix_caching,
+        warmup_requests,
+        requests_per_client,
+    )
     config = {
         "gpu": gpu,
         "model": model,

@@ -226,34 +226,7 @@ class MonolithicInstance(PrefixCache, BatchEngine):
                     if budget <= 0:
                         break
         if self.waiting:
-            waiting = self.waiting
-            self._sort_waiting()
-            whole = self.whole_prompts
-            while waiting:
-                c = waiting[0]
-                if not self._fits(c, growth):
-                    break
-                if c.resident:
-                    waiting.pop(0)
-                    self._take(c)
-                    decodes.append(c)
-                    budget -= 1
-                    growth += 1 if self.paged else 0
-                    continue
-                if whole:
-                    uncached = c.input_tokens + c.generated - self.prefix_hit_tokens(c)
-                    alone = not chunks and uncached > self.token_budget
-                    if uncached > budget and not alone:
-                        break
-                elif budget <= 0:
-                    break
-                waiting.pop(0)
-                self._take(c)
-                k = c.prefill_left if whole else min(c.prefill_left, budget)
-                chunks.append((c, k))
-                budget -= k
-            if self.reserved > self.peak_reserved:
-                self.peak_reserved = self.reserved
+            self._admit_chunks(decodes, chunks, budget, growth)
         if not chunks:
             self._start_decode_segment(decodes)
             return
@@ -273,6 +246,42 @@ class MonolithicInstance(PrefixCache, BatchEngine):
         self.seg_calls = decodes
         self.seg_chunks = chunks
         self._schedule_boundary(dt, 0)
+
+    def _admit_chunks(
+        self, decodes: list[Call], chunks: list[tuple[Call, int]], budget: int, growth: int
+    ) -> None:
+        """Admit waiting calls into this iteration in queue order while they fit (KV, with the
+        ``growth`` tokens the iteration's decodes add) and the token ``budget`` lasts: a
+        KV-resident call joins ``decodes``, any other one takes a prefill chunk (its whole
+        prompt under ``whole_prompts``) appended to ``chunks``."""
+        waiting = self.waiting
+        self._sort_waiting()
+        whole = self.whole_prompts
+        while waiting:
+            c = waiting[0]
+            if not self._fits(c, growth):
+                break
+            if c.resident:
+                waiting.pop(0)
+                self._take(c)
+                decodes.append(c)
+                budget -= 1
+                growth += 1 if self.paged else 0
+                continue
+            if whole:
+                uncached = c.input_tokens + c.generated - self.prefix_hit_tokens(c)
+                alone = not chunks and uncached > self.token_budget
+                if uncached > budget and not alone:
+                    break
+            elif budget <= 0:
+                break
+            waiting.pop(0)
+            self._take(c)
+            k = c.prefill_left if whole else min(c.prefill_left, budget)
+            chunks.append((c, k))
+            budget -= k
+        if self.reserved > self.peak_reserved:
+            self.peak_reserved = self.reserved
 
     def _end_iteration(self, now: float) -> None:
         decodes, chunks = self.seg_calls, self.seg_chunks

@@ -118,6 +118,53 @@ class UnsupportedPrecisionError(ValueError):
     """A precision the GPU's tensor cores do not run (fp8 on Ampere or Volta)."""
 
 
+def checked_arguments(
+    gpu: GPUSpec,
+    model: ModelSpec,
+    tp: int,
+    fraction: float,
+    memory_utilization: float,
+    precision: str,
+    kv_precision: str | None,
+    bandwidth_share: float | None,
+) -> tuple[str, float]:
+    """Check :class:`LatencyModel`'s arguments (a bad one raises, naming it and its value);
+    return the KV precision and the HBM bandwidth share they resolve to."""
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise ValueError(f"tp={tp!r}; expected a positive integer")
+    if model.num_heads % tp:
+        raise ValueError(
+            f"tp={tp} does not divide num_heads={model.num_heads} of "
+            f"{model.name}; expected a divisor of {model.num_heads}"
+        )
+    if model.num_kv_heads % tp and tp % model.num_kv_heads:
+        raise ValueError(
+            f"tp={tp} neither divides nor is a multiple of num_kv_heads="
+            f"{model.num_kv_heads} of {model.name}"
+        )
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction={fraction!r}; expected a GPU share in (0, 1]")
+    if bandwidth_share is None:
+        bandwidth_share = fraction
+    if not 0 < bandwidth_share <= 1:
+        raise ValueError(f"bandwidth_share={bandwidth_share!r}; expected a share of HBM in (0, 1]")
+    if not 0 < memory_utilization <= 1:
+        raise ValueError(f"memory_utilization={memory_utilization!r}; expected (0, 1]")
+    if kv_precision is None:
+        kv_precision = precision
+    for what, value in (("precision", precision), ("kv_precision", kv_precision)):
+        if value not in PRECISIONS:
+            raise ValueError(f"{what}={value!r}; expected one of {PRECISIONS}")
+        if not gpu.supports(value):
+            able = sorted(name for name, g in load_gpus().items() if g.supports(value))
+            raise UnsupportedPrecisionError(
+                f"{what}={value!r} is not supported on {gpu.name}: it has no {value} tensor "
+                f"cores (no peak_flops_{value} in the GPU catalog); GPUs that support "
+                f"{value}: {', '.join(able)}; or use {what}='bf16'"
+            )
+    return kv_precision, bandwidth_share
+
+
 class LatencyModel(IterationTimeMixin):
     """Iteration latencies, weight and KV sizes of one serving instance.
 
@@ -151,40 +198,9 @@ class LatencyModel(IterationTimeMixin):
         kv_precision: str | None = None,
         bandwidth_share: float | None = None,
     ) -> None:
-        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-            raise ValueError(f"tp={tp!r}; expected a positive integer")
-        if model.num_heads % tp:
-            raise ValueError(
-                f"tp={tp} does not divide num_heads={model.num_heads} of "
-                f"{model.name}; expected a divisor of {model.num_heads}"
-            )
-        if model.num_kv_heads % tp and tp % model.num_kv_heads:
-            raise ValueError(
-                f"tp={tp} neither divides nor is a multiple of num_kv_heads="
-                f"{model.num_kv_heads} of {model.name}"
-            )
-        if not 0 < fraction <= 1:
-            raise ValueError(f"fraction={fraction!r}; expected a GPU share in (0, 1]")
-        if bandwidth_share is None:
-            bandwidth_share = fraction
-        if not 0 < bandwidth_share <= 1:
-            raise ValueError(
-                f"bandwidth_share={bandwidth_share!r}; expected a share of HBM in (0, 1]"
-            )
-        if not 0 < memory_utilization <= 1:
-            raise ValueError(f"memory_utilization={memory_utilization!r}; expected (0, 1]")
-        if kv_precision is None:
-            kv_precision = precision
-        for what, value in (("precision", precision), ("kv_precision", kv_precision)):
-            if value not in PRECISIONS:
-                raise ValueError(f"{what}={value!r}; expected one of {PRECISIONS}")
-            if not gpu.supports(value):
-                able = sorted(name for name, g in load_gpus().items() if g.supports(value))
-                raise UnsupportedPrecisionError(
-                    f"{what}={value!r} is not supported on {gpu.name}: it has no {value} tensor "
-                    f"cores (no peak_flops_{value} in the GPU catalog); GPUs that support "
-                    f"{value}: {', '.join(able)}; or use {what}='bf16'"
-                )
+        kv_precision, bandwidth_share = checked_arguments(
+            gpu, model, tp, fraction, memory_utilization, precision, kv_precision, bandwidth_share
+        )
         self.precision = precision
         self.kv_precision = kv_precision
         self.gpu = gpu
@@ -308,26 +324,7 @@ class LatencyModel(IterationTimeMixin):
                 layers * per_layer / (eff.elementwise_memory * bandwidth)
             )
 
-        # --- all-reduce -----------------------------------------------------------------
-        # custom all-reduce (opt-in): priced per iteration by allreduce_time; else the ring
-        self._custom_ar = bool(cal.custom_allreduce) and tp > 1 and gpu.has_nvlink
-        self._ar_bytes_per_token = m.hidden_size * dtype
-        self._ar_layers = layers
-        if tp > 1:
-            link = cal.links["nvlink" if gpu.has_nvlink else "pcie"]
-            self._ar_latency_s = link.latency_seconds
-            self._ar_s_per_byte = 1.0 / (link.efficiency * gpu.interconnect_bandwidth)
-            ring_bytes_per_token = 2.0 * (tp - 1) / tp * m.hidden_size * dtype
-            self._allreduce_fixed_s = 2 * layers * link.latency_seconds
-            self._allreduce_s_per_token = (
-                2 * layers * ring_bytes_per_token / (link.efficiency * gpu.interconnect_bandwidth)
-            )
-            if self._custom_ar:
-                self._allreduce_fixed_s = 0.0
-                self._allreduce_s_per_token = 0.0
-        else:
-            self._allreduce_fixed_s = 0.0
-            self._allreduce_s_per_token = 0.0
+        self._set_allreduce(cal, gpu, m, tp, layers, dtype)
 
         # smooth-roofline exponent of the linear layers (None: the hard max)
         p = eff.gemm_roofline_exponent
@@ -359,6 +356,31 @@ class LatencyModel(IterationTimeMixin):
         self._prefill_one: dict[int, float] = {}  # num_tokens -> prefill_time(num_tokens)
         self._fixed_by_batch: dict[int, float] = {}  # batch size -> _decode_fixed(batch size)
         self._steps_memo: dict[tuple[int, int, int], float] = {}  # decode_steps_time
+
+    def _set_allreduce(
+        self, cal: Calibration, gpu: GPUSpec, m: ModelSpec, tp: int, layers: int, dtype: int
+    ) -> None:
+        """The tensor-parallel all-reduce constants (the ring; or the custom all-reduce, priced
+        per iteration by ``allreduce_time``)."""
+        # custom all-reduce (opt-in): priced per iteration by allreduce_time; else the ring
+        self._custom_ar = bool(cal.custom_allreduce) and tp > 1 and gpu.has_nvlink
+        self._ar_bytes_per_token = m.hidden_size * dtype
+        self._ar_layers = layers
+        if tp > 1:
+            link = cal.links["nvlink" if gpu.has_nvlink else "pcie"]
+            self._ar_latency_s = link.latency_seconds
+            self._ar_s_per_byte = 1.0 / (link.efficiency * gpu.interconnect_bandwidth)
+            ring_bytes_per_token = 2.0 * (tp - 1) / tp * m.hidden_size * dtype
+            self._allreduce_fixed_s = 2 * layers * link.latency_seconds
+            self._allreduce_s_per_token = (
+                2 * layers * ring_bytes_per_token / (link.efficiency * gpu.interconnect_bandwidth)
+            )
+            if self._custom_ar:
+                self._allreduce_fixed_s = 0.0
+                self._allreduce_s_per_token = 0.0
+        else:
+            self._allreduce_fixed_s = 0.0
+            self._allreduce_s_per_token = 0.0
 
     # ------------------------------------------------------------------------------------
     @classmethod
