@@ -143,7 +143,7 @@ class EventHandlersMixin(SimulationState):
             else:
                 parent_end = 0.0
             if isinstance(node, ToolNode):
-                estimate = run.tool_estimates[node.id] = self.tool_time_estimate(node)
+                estimate = run.tool_estimates[node.id] = self.tool_history.estimate(node)
                 run.set_path_end(node.id, parent_end + estimate)
                 self.call_later(node.latency, self._tool_done, run, node)
                 continue
@@ -215,24 +215,10 @@ class EventHandlersMixin(SimulationState):
             self._started_while_pending.append(call)
         self.planner.started(call, "decode" if call.stage == WAIT_DECODE else "prefill")
 
-    def tool_time_estimate(self, node: ToolNode) -> float:
-        """Seconds a scheduler expects revealed tool ``node`` to take before it returns (see
-        ``tool_estimate``): its true latency under ``oracle``; under ``history`` the mean
-        measured latency of the finished tools of its name, else of all finished tools, else
-        0 s."""
-        if self.tool_estimate == "oracle":
-            return node.latency
-        total, count = self._tool_seen.get(node.name) or self._tool_all
-        return total / count if count else 0.0
-
     def _tool_done(self, run: WorkflowRun, node: ToolNode) -> None:
         """Tool ``node`` returned: its latency is now measured, so the history learns it and
         H_w(t) charges it exactly (as a finished call is re-costed from its true length)."""
-        seen = self._tool_seen.setdefault(node.name, [0.0, 0])
-        seen[0] += node.latency
-        seen[1] += 1
-        self._tool_all[0] += node.latency
-        self._tool_all[1] += 1
+        self.tool_history.record(node)
         if self.online_horizons:
             run.set_path_end(node.id, _latest(run.path_end, node.parents) + node.latency)
             run.online_horizon = run.max_path_end()

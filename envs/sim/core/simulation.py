@@ -94,6 +94,7 @@ from envs.sim.core.records import (
 from envs.sim.core.setup import RECORD_STORES, checked_options, workflow_runs
 from envs.sim.core.simpy_parts import PicklableEnvironment
 from envs.sim.core.state import SimulationState
+from envs.sim.core.tools import ToolHistory
 from envs.sim.core.validation import validate_migration, validate_plan
 from envs.sim.core.workflows import (
     Call,
@@ -222,8 +223,7 @@ class Simulation(
         )
         self.record_store = record_store
         self.tool_estimate = tool_estimate
-        self._tool_seen = {}
-        self._tool_all = [0.0, 0]
+        self.tool_history = ToolHistory(tool_estimate)
         self.engine = preset
         self.token_by_token = token_by_token
         self.prefix_cache_blocks = prefix_cache_blocks

@@ -2,7 +2,7 @@
 place. The parts of the simulation's behaviour that live in their own files (event handlers,
 migration, reconfiguration, outcome) derive from :class:`SimulationState`, so a type checker
 sees what each reads; the parts that own state are objects the simulation holds
-(:class:`~envs.sim.core.planning.AsyncPlanner`,
+(:class:`~envs.sim.core.planning.AsyncPlanner`, :class:`~envs.sim.core.tools.ToolHistory`,
 :class:`~envs.sim.core.estimates.SchedulerEstimates`,
 :class:`~envs.sim.engines.shared_gpus.SharedGPUs`, :class:`~envs.sim.core.records.LatencyCache`).
 """
@@ -19,6 +19,7 @@ from envs.sim.core.planning import AsyncPlanner
 from envs.sim.core.protocol import Invocation
 from envs.sim.core.records import CallStore, CallTable, LatencyCache, PlanningStats
 from envs.sim.core.simpy_parts import ClockMixin
+from envs.sim.core.tools import ToolHistory
 from envs.sim.core.workflows import Call, WorkflowRun
 from envs.sim.engines.batching import DecodeInstance
 from envs.sim.engines.instances import MonolithicInstance
@@ -67,6 +68,8 @@ class SimulationState(ClockMixin):
     #: Asynchronous planning; ``planning`` is its counters.
     planner: AsyncPlanner
     planning: PlanningStats
+    #: What H_w(t) charges a revealed tool before it returns.
+    tool_history: ToolHistory
     #: Listener method name -> the registered listeners' bound methods.
     listeners: dict[str, list[Callable[..., None]]]
 
@@ -95,9 +98,6 @@ class SimulationState(ClockMixin):
     finished_runs: int
     #: Index in ``runs`` of the next arrival.
     _next_arrival: int
-    #: Finished tools' measured latencies, per tool name and over all tools: [sum, count].
-    _tool_seen: dict[str | None, list[float]]
-    _tool_all: list[float]
 
     # -- scheduling ----------------------------------------------------------------------------
     #: Invocations raised and not yet answered (the first is the one ``apply`` answers).

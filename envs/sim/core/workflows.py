@@ -216,7 +216,7 @@ class WorkflowRun:
         self.path_end: dict[str, float] = {}
         self._top_node: str | None = None
         self._top_end = 0.0
-        # What H_w(t) charged each revealed tool while it ran (Simulation.tool_time_estimate).
+        # What H_w(t) charged each revealed tool while it ran (Simulation.tool_history).
         self.tool_estimates: dict[str, float] = {}
         self.online_horizon = 0.0
         # Attained GPU service (prefill + decode seconds) of finished calls: the total (Autellix
