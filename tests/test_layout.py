@@ -3,7 +3,8 @@ only down the tower CLIs -> evaluation / training / agents / benchmarks -> heuri
 (problem packages) -> envs.common -> envs.sim -> traces, no env package importing another env's,
 no simulator module importing its own package (``envs.sim``'s ``__init__`` only re-exports), the
 shared policy registry knowing no env, the runtime never importing the offline fitting code
-(``envs.sim.calibration``), and no module importing another module's ``_private`` name.
+(``envs.sim.calibration``), and no module of :data:`PRIVATE_NAME_SCOPE` (``envs.sim``; the other
+packages still import such names) importing another module's ``_private`` name.
 
 Imports are read with ``ast`` from every source file, including the ones inside functions and
 under ``TYPE_CHECKING`` (a lazy import is still a dependency). ``from a.b import c`` depends on
