@@ -286,7 +286,7 @@ class TqdmCallback(BaseCallback):
     def _on_training_start(self) -> None:
         import sys
 
-        from envs.sim.progress import progress
+        from envs.sim.core.progress import progress
 
         self._last = self.num_timesteps
         # A live bar on a terminal; into a log file, a plain line every 30 s.

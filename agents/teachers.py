@@ -84,7 +84,7 @@ class HindsightTriageRouter:
         """Per instance, ``(L_in, L_out) -> seconds`` alone on its GPU (the SLO's own model)."""
         if self._alone is None:
             from envs.common.run_alone import RunAloneLatency
-            from envs.sim.engines import resolve_token_budget
+            from envs.sim.engines.presets import resolve_token_budget
 
             out = []
             for spec in base.cluster.instances:

@@ -16,7 +16,7 @@ measured in the same invocation.
 The engines are configured alike (printed with every table): Vidur's Sarathi scheduler (chunked
 prefill: every iteration has a budget of ``--chunk-size`` tokens, running decodes take one token
 each first, then partly prefilled prompts, then new requests first come first served) and
-servegym's ``chunked`` monolithic instance (the same rule, :class:`envs.sim.instances.
+servegym's ``chunked`` monolithic instance (the same rule, :class:`envs.sim.engines.instances.
 MonolithicInstance`); ``--batch-cap`` running requests; KV capacity as Vidur computes it (80 GB
 minus a ``--memory-margin`` share minus the weights, in ``--block-size``-token blocks; servegym's
 memory utilisation is set so its KV capacity equals Vidur's); no prefix caching; bf16; one GPU.
@@ -54,12 +54,12 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.catalog import get_gpu, get_model
-from envs.sim.efficiency import resolve_calibration_variant
-from envs.sim.engines import EnginePreset, get_engine
-from envs.sim.scheduler import DefaultScheduler
-from envs.sim.serving import deployment
-from envs.sim.simulation import LatencyCache, Simulation
+from envs.sim.calibration.benchmark_client import deployment
+from envs.sim.core.scheduler import DefaultScheduler
+from envs.sim.core.simulation import LatencyCache, Simulation
+from envs.sim.engines.presets import EnginePreset, get_engine
+from envs.sim.hardware.catalog import get_gpu, get_model
+from envs.sim.latency.efficiency import resolve_calibration_variant
 from traces.schema import Request
 
 DRIVER = Path(__file__).with_name("vidur_driver.py")
@@ -118,8 +118,9 @@ class EngineSetup:
     :param memory_margin: share of GPU memory neither engine uses (Vidur
         ``memory_margin_fraction``).
     :param overlap_scheduling: servegym prices its per-iteration CPU overheads at 0, as for an
-        engine that overlaps them with the GPU (:data:`envs.sim.engines.CPU_OVERHEAD_FIELDS`);
-        Vidur 0.0.26 prices no CPU work. A named variant: off by default (vLLM's preset).
+        engine that overlaps them with the GPU
+        (:data:`envs.sim.engines.presets.CPU_OVERHEAD_FIELDS`); Vidur 0.0.26 prices no CPU work. A
+        named variant: off by default (vLLM's preset).
     """
 
     model: str = "llama3-8b"

@@ -15,8 +15,8 @@ the best does not place, the ranked fallback):
 The cluster is Scepsy's node type (§7.1): nodes of 4 RTX A6000 in two NVLink pairs.
 
 **Profiles are synthetic** (no replay): one replica's isolated call time comes from the roofline
-model (:class:`envs.sim.latency.LatencyModel`: prefill of the call's prompt + its decode steps at
-batch 1) and its capacity from a steady batch bounded by the KV cache; the latency curve is
+model (:class:`envs.sim.latency.model.LatencyModel`: prefill of the call's prompt + its decode steps
+at batch 1) and its capacity from a steady batch bounded by the KV cache; the latency curve is
 M/M/1-like, ``L(λ) = s / (1 − λ/μ)``, sampled at 0, 0.1μ, …, 0.9μ. The target rate is 60 % of
 the highest rate the pruned space sustains. The search time depends on
 the profiles only through the pruning (minimum shares from the model sizes, latency order) and
@@ -32,18 +32,18 @@ import math
 import time
 from dataclasses import dataclass
 
-from envs.sim.allocation import Allocation, LLMAllocation
-from envs.sim.catalog import get_gpu, get_model
-from envs.sim.cluster import Topology
-from envs.sim.latency import LatencyModel
-from envs.sim.placement import fits
-from envs.sim.scepsy.apl import (
+from envs.sim.allocation.allocations import Allocation, LLMAllocation
+from envs.sim.allocation.placement import fits
+from envs.sim.allocation.scepsy.apl import (
     AggregatePipeline,
     LLMProfile,
     ProfilePoint,
     ProfileSet,
     WorkflowStats,
 )
+from envs.sim.hardware.catalog import get_gpu, get_model
+from envs.sim.hardware.cluster import Topology
+from envs.sim.latency.model import LatencyModel
 from heuristics.allocation.scepsy.search import ABLATIONS, SearchResult, search
 
 GPU = "rtx-a6000"

@@ -8,14 +8,15 @@
 Not a speed benchmark: an audit of the serving engine at system level. Every deployment of
 ``aiconfigurator/silicon_sample_calibration.csv`` (section 1b of the measured-latency folder's
 SOURCES.md; real H100/H200 deployments under TensorRT-LLM, vLLM and SGLang, 2-512 concurrent
-clients) that the simulator can represent is replayed with :func:`envs.sim.serving.closed_loop`
-(same GPU, model, TP, precision, engine, isl, osl, concurrency, 20 requests per client, the
-clients as :data:`envs.sim.serving.CALIBRATION_CLIENT`, the engine configured as
-``--deployment`` says: :data:`envs.sim.calibrate_serving.DEPLOYMENTS`). Rows it cannot represent
-are counted by reason.
+clients) that the simulator can represent is replayed with
+:func:`envs.sim.calibration.benchmark_client.closed_loop` (same GPU, model, TP, precision, engine,
+isl, osl, concurrency, 20 requests per client, the clients as
+:data:`envs.sim.calibration.benchmark_client.CALIBRATION_CLIENT`, the engine configured as
+``--deployment`` says: :data:`envs.sim.calibration.calibrate_serving.DEPLOYMENTS`). Rows it cannot
+represent are counted by reason.
 
 The only constant fitted on these rows is each engine's ``frontend_seconds``
-(:func:`envs.sim.serving_fit.fit_frontend`); everything else comes from kernel-level
+(:func:`envs.sim.calibration.serving_fit.fit_frontend`); everything else comes from kernel-level
 data. Validation holds out whole groups, never single rows: leave one **model** out, leave one
 **engine** out (the held-out engine takes a frontend fitted on the other engines' rows) and
 leave one **GPU** out (H100 vs H200); each group is predicted by constants fitted on the others.
@@ -28,9 +29,9 @@ MoE models' rows separately (each against the same targets). ``--plot`` writes a
 (simulated vs measured, one row of panels per scheme); ``--plot-kinds`` a bar chart of the
 held-out median errors of dense and MoE rows per engine, one colour per per-op calibration
 variant. ``--variants`` runs the whole report once per named variant
-(:data:`envs.sim.efficiency.CALIBRATION_VARIANTS`; default: the one in force). The rows are
+(:data:`envs.sim.latency.efficiency.CALIBRATION_VARIANTS`; default: the one in force). The rows are
 simulated once per variant without the frontend, which is a client-side constant
-(:mod:`envs.sim.serving`) added per held-out fit.
+(:mod:`envs.sim.calibration.benchmark_client`) added per held-out fit.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ KINDS = ("dense", "moe")
 
 def kind(row: Any) -> str:
     """``"moe"`` for a row of a mixture-of-experts model (routed experts), else ``"dense"``."""
-    from envs.sim.catalog import get_model
+    from envs.sim.hardware.catalog import get_model
 
     return "moe" if get_model(row.model).is_moe else "dense"
 
@@ -265,8 +266,8 @@ def causes(pairs: list) -> str:
 def main(argv: list[str] | None = None) -> int:
     import dataclasses
 
-    from envs.sim.calibrate_serving import DEPLOYMENTS, load_rows, predict_rows
-    from envs.sim.efficiency import (
+    from envs.sim.calibration.calibrate_serving import DEPLOYMENTS, load_rows, predict_rows
+    from envs.sim.latency.efficiency import (
         CALIBRATION_VARIANT_ENV,
         CALIBRATION_VARIANTS,
         Calibration,
@@ -280,7 +281,11 @@ def main(argv: list[str] | None = None) -> int:
         "engines",
         "source",
     }
-    from envs.sim.serving import AIPERF_DATASET_CLIENT, CALIBRATION_CLIENT, STEADY_CLIENT
+    from envs.sim.calibration.benchmark_client import (
+        AIPERF_DATASET_CLIENT,
+        CALIBRATION_CLIENT,
+        STEADY_CLIENT,
+    )
 
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.serving_fidelity", description=__doc__.split("\n")[0]
@@ -299,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="replace a latency-model constant (envs.sim.efficiency.Calibration field) for "
+        help="replace a latency-model constant (envs.sim.latency.efficiency.Calibration field) for "
         "every engine, e.g. iteration_overhead_per_extra_gpu_seconds=0 (repeatable)",
     )
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
@@ -384,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
 def _report(rows: list, preds0: list, args: argparse.Namespace) -> tuple[dict, dict]:
     """Print the fitted-on-all and held-out tables of one variant's predictions; return the
     held-out pairs and the per-kind tables of each scheme."""
-    from envs.sim.serving_fit import fit_frontends, leave_one_group_out, with_frontend
+    from envs.sim.calibration.serving_fit import fit_frontends, leave_one_group_out, with_frontend
 
     fitted_all = fit_frontends(rows, preds0)
     fit_pairs = [

@@ -177,8 +177,8 @@ def memo_stats(cluster: Any, records: list, seed: int, bound: int | None) -> Non
     import collections
     import timeit
 
-    import envs.sim.iteration as iteration
-    from envs.sim.batching import DecodeInstance
+    import envs.sim.latency.iteration as iteration
+    from envs.sim.engines.batching import DecodeInstance
 
     if bound is not None:
         iteration._STEPS_MEMO_SIZE = bound

@@ -21,7 +21,7 @@ growth from the first point to the last in MB and %:
    ``--flat-bytes`` per workflow, 1 KB by default: under 10 MB over 10,000 workflows).
    Standalone horizons are off (``--horizons`` turns them on: one small simulation per distinct
    workflow, cached for the episode). Each point also prints the episode's live state: the
-   workflows that arrived and have not finished, and their :class:`envs.sim.workload.Call`
+   workflows that arrived and have not finished, and their :class:`envs.sim.core.workflows.Call`
    objects (every revealed call of an unfinished workflow is live; a finished workflow's are
    packed). The default workload (``mixed`` at its 10 workflows/s) overloads ``hetero-1``
    (~2.2 workflows/s served), so that backlog grows until the arrivals end: memory the
@@ -49,7 +49,7 @@ import numpy as np
 
 from envs.pd_cluster import PDClusterEnv
 from envs.sim import DefaultScheduler, Simulation, load_cluster
-from envs.sim.simulation import RECORD_STORES
+from envs.sim.core.simulation import RECORD_STORES
 from traces.generators import generate
 
 

@@ -75,7 +75,7 @@ def _line(name: str, e: dict[str, float]) -> str:
 
 def split_report(rows: list, preds0: list[dict]) -> None:
     """Section 1: dense / MoE rows per held-out scheme, each dense model left out alone."""
-    from envs.sim.serving_fit import leave_one_group_out
+    from envs.sim.calibration.serving_fit import leave_one_group_out
 
     preempted = sum(1 for p in preds0 if p["preemptions"] > 0)
     print(f"1. held-out errors, dense and MoE rows apart ({preempted} replays preempted)")
@@ -116,8 +116,8 @@ def slope_report(rows: list) -> None:
 
 def slots_report(rows: list) -> None:
     """Section 3: TensorRT-LLM Llama-3.1-8B TP2, isl 2048, with c and c - 1 engine slots."""
-    from envs.sim.engines import get_engine
-    from envs.sim.serving import closed_loop
+    from envs.sim.calibration.benchmark_client import closed_loop
+    from envs.sim.engines.presets import get_engine
 
     preset = dataclasses.replace(get_engine("trtllm"), calibrated={})
     print(
@@ -143,7 +143,7 @@ def slots_report(rows: list) -> None:
 
 def overlap_report(rows: list, preds0: list[dict]) -> None:
     """Section 4: leave one model out with one more iteration before the first token."""
-    from envs.sim.serving_fit import leave_one_group_out
+    from envs.sim.calibration.serving_fit import leave_one_group_out
 
     later = [
         {**p, "ttft_s": p["ttft_s"] + (p["tpot_s"] if r.backend in ("trtllm", "sglang") else 0)}
@@ -163,9 +163,9 @@ def long_prompt_report(data_dir: Any) -> None:
     """Section 5: long-prompt prefill of 70B models on Hopper, per-op, both calibrations."""
     from envs.sim.calibration.data import find_data_dir
     from envs.sim.calibration.prefill import _context_attention_s, prefill_points
-    from envs.sim.catalog import get_gpu, get_model
-    from envs.sim.efficiency import CALIBRATION_VARIANTS, load_calibration
-    from envs.sim.latency import LatencyModel
+    from envs.sim.hardware.catalog import get_gpu, get_model
+    from envs.sim.latency.efficiency import CALIBRATION_VARIANTS, load_calibration
+    from envs.sim.latency.model import LatencyModel
 
     folder = find_data_dir(data_dir)
     variants = sorted(CALIBRATION_VARIANTS)
@@ -208,8 +208,8 @@ def long_prompt_report(data_dir: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from envs.sim.calibrate_serving import load_rows, predict_rows
-    from envs.sim.efficiency import resolve_calibration_variant
+    from envs.sim.calibration.calibrate_serving import load_rows, predict_rows
+    from envs.sim.latency.efficiency import resolve_calibration_variant
 
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.ttft_causes", description=__doc__.split("\n")[0]

@@ -142,7 +142,7 @@ class EvalConfig:
     :param json_path: JSON path (None: ``<out>/results.json``).
     :param quiet: no progress bar.
     :param timeline: directory for one Perfetto / chrome://tracing timeline per run
-        (``<workload>_<policy>_seed<seed>.json``; :mod:`envs.sim.timeline`); None: none.
+        (``<workload>_<policy>_seed<seed>.json``; :mod:`envs.sim.core.timeline`); None: none.
     :param ray: run every (workload, policy, seed) as a Ray task: ``"local"`` (``ray.init()``
         on this machine's cores) or a cluster address (``ray://host:10001``, ``auto``); None:
         serially in this process. Same rows either way.

@@ -38,7 +38,7 @@ def load_checkpoint_policy(path: str, env: Any) -> Policy:
 def load_allocation_policy(path: str, env: Any) -> Policy:
     """``alloc:PATH``: a user-specified Allocation-v0 allocation from a YAML file (see
     :meth:`heuristics.allocation.FixedAllocation.from_yaml`), the same every period."""
-    from envs.sim.allocation import AllocationError
+    from envs.sim.allocation.allocations import AllocationError
     from heuristics.allocation import FixedAllocation
 
     if policy_family(env_name_of(env) or "") != "allocation":

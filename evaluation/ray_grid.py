@@ -47,7 +47,7 @@ def evaluate_on_ray(
     :raises PartialEvaluation: if a task failed (after every other task finished).
     """
     from agents.distributed import init_ray
-    from envs.sim.progress import progress
+    from envs.sim.core.progress import progress
 
     ray = init_ray(config.ray)
     task = ray.remote(evaluate_task)

@@ -206,11 +206,11 @@ def trace_notes(config: EvalConfig) -> list[str]:
 
 def calibration_variant_part() -> str | None:
     """The per-op calibration variant in force (``$SERVEGYM_LATENCY_CALIBRATION``,
-    :mod:`envs.sim.efficiency`) if it is not the default, else None: a table made under another
-    variant names it in its command and its results folder. (Every ``-v0`` env pins
+    :mod:`envs.sim.latency.efficiency`) if it is not the default, else None: a table made under
+    another variant names it in its command and its results folder. (Every ``-v0`` env pins
     ``roofline`` through its ``latency_calibration`` argument, so the variable does not move
     their numbers; it moves whatever follows the variant in force.)"""
-    from envs.sim.efficiency import DEFAULT_CALIBRATION_VARIANT, resolve_calibration_variant
+    from envs.sim.latency.efficiency import DEFAULT_CALIBRATION_VARIANT, resolve_calibration_variant
 
     variant = resolve_calibration_variant()
     return None if variant == DEFAULT_CALIBRATION_VARIANT else variant

@@ -43,7 +43,7 @@ def evaluate(
     :param resolve: ``(spec, env) -> policy``, called once per run for a fresh policy.
     :raises EvaluationError: on an unknown env, workload or policy, or an unsupported option.
     """
-    from envs.sim.progress import progress
+    from envs.sim.core.progress import progress
 
     config = resolve_config(config)
     assert config.workloads is not None and config.policies is not None

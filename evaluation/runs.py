@@ -43,7 +43,7 @@ def make_env(config: EvalConfig, workload: str, overrides: Mapping[str, Any] | N
     if not trace:
         check_name("workload", workload, _generator_names())
     if "cluster" in entry.options and values.get("cluster") is not None:
-        from envs.sim.cluster import cluster_names
+        from envs.sim.hardware.cluster import cluster_names
 
         cluster = str(values["cluster"])
         if not cluster.endswith((".yaml", ".yml")) and "/" not in cluster:

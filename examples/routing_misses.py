@@ -29,7 +29,7 @@ import numpy as np
 def _gpu_run_alone(env: Any) -> dict[str, Any]:
     """Per GPU type of the cluster, ``(L_in, L_out) -> seconds`` alone on it (batch 1)."""
     from envs.common.run_alone import RunAloneLatency
-    from envs.sim.engines import resolve_token_budget
+    from envs.sim.engines.presets import resolve_token_budget
 
     out: dict[str, Any] = {}
     for spec in env.cluster.instances:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from envs.allocation import AllocationEnv
-from envs.sim.allocation import AllocationError
-from envs.sim.catalog import get_model
+from envs.sim.allocation.allocations import AllocationError
+from envs.sim.hardware.catalog import get_model
 from heuristics import make_policy
 from heuristics.allocation import AegaeonPolicy, AyoPolicy
 from heuristics.allocation.aegaeon import _apportion, _placeable_tp1
@@ -89,8 +89,8 @@ def test_apportion_keeps_minimums_sums_to_total_and_tracks_proportions():
 
 
 def test_placeable_tp1_packs_largest_shares_or_most_units():
-    from envs.sim.allocation import Allocation
-    from envs.sim.placement import try_place
+    from envs.sim.allocation.allocations import Allocation
+    from envs.sim.allocation.placement import try_place
 
     _, ctx = ctx_of("beam_search", gpus=4)
     topo = ctx.topology

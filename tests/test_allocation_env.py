@@ -11,10 +11,10 @@ from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401
 from envs.allocation import AllocationEnv
-from envs.sim.allocation import Allocation, AllocationError, LLMAllocation
-from envs.sim.cluster import ClusterSpec, InstanceSpec
-from envs.sim.scheduler import DefaultScheduler
-from envs.sim.simulation import SchedulingError, Simulation
+from envs.sim.allocation.allocations import Allocation, AllocationError, LLMAllocation
+from envs.sim.core.scheduler import DefaultScheduler
+from envs.sim.core.simulation import SchedulingError, Simulation
+from envs.sim.hardware.cluster import ClusterSpec, InstanceSpec
 from heuristics import make_policy
 from heuristics.allocation import FixedAllocation, KubernetesHPA
 from traces.rates import HELDOUT_BINS, TRAIN_BINS, rate_schedule
@@ -354,7 +354,7 @@ class _HPACtx:
     """The AllocationContext fields KubernetesHPA.plan reads."""
 
     def __init__(self, t, running, busy, gpus=4):
-        from envs.sim.cluster import Topology
+        from envs.sim.hardware.cluster import Topology
 
         self.time = t
         self.units_per_gpu = 4
@@ -384,7 +384,7 @@ def test_hpa_never_evicts_running_pods_and_leaves_the_rest_pending():
 def test_scepsy_plans_for_the_scheduled_rate_and_the_reactive_variant_for_the_measured(
     monkeypatch,
 ):
-    import envs.sim.scepsy as scepsy_pkg
+    import envs.sim.allocation.scepsy as scepsy_pkg
     import heuristics.allocation.scepsy.search as search_mod
     from heuristics.allocation import ScepsyPolicy
 
@@ -420,7 +420,7 @@ def test_scepsy_plans_for_the_scheduled_rate_and_the_reactive_variant_for_the_me
 
 
 def test_sticky_scepsy_keeps_its_allocation_while_the_apl_says_it_sustains(monkeypatch):
-    import envs.sim.scepsy as scepsy_pkg
+    import envs.sim.allocation.scepsy as scepsy_pkg
     import heuristics.allocation.scepsy.search as search_mod
     from heuristics.allocation import ScepsyPolicy
 

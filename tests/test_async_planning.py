@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from envs.pd_cluster import PDClusterEnv
 from envs.sim import Assignment, DefaultScheduler, SchedulingError, Simulation
-from envs.sim.cluster import cluster_from_dict
-from envs.sim.scheduler import EarliestFinishScheduler
+from envs.sim.core.scheduler import EarliestFinishScheduler
+from envs.sim.hardware.cluster import cluster_from_dict
 from heuristics import make_policy
 from traces.generators import generate
 from traces.schema import LLMNode, ToolNode, Workflow

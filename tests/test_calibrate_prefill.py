@@ -1,4 +1,5 @@
-"""The whole-prefill check of envs/sim/calibrate.py and the elementwise-kernel constant."""
+"""The whole-prefill check of envs/sim/calibration/calibrate.py and the elementwise-kernel
+constant."""
 
 from __future__ import annotations
 
@@ -10,11 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from envs.sim import calibrate
-from envs.sim.calibration import data, eager, kernels, perop, prefill, variants
+from envs.sim.calibration import calibrate, data, eager, kernels, perop, prefill, variants
 from envs.sim.calibration.prefill import PrefillPoint
-from envs.sim.catalog import get_gpu, get_model
-from envs.sim.latency import (
+from envs.sim.hardware.catalog import get_gpu, get_model
+from envs.sim.latency.model import (
     Calibration,
     LatencyModel,
     elementwise_bytes_per_token,
@@ -303,7 +303,7 @@ def test_component_summary_reports_each_part_and_the_vllm_comparable_subtotal():
 
 
 #: Each variant's measured worst held-out |error| and points within the 30 % target
-#: (``python -m envs.sim.calibrate --summary --variants``); a refit may not do worse.
+#: (``python -m envs.sim.calibration.calibrate --summary --variants``); a refit may not do worse.
 MEASURED_PER_OP = {"roofline": (0.325, 362), "smooth-roofline": (0.215, 363)}
 
 

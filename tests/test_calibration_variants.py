@@ -9,17 +9,16 @@ import dataclasses
 import pytest
 import yaml
 
-from envs.sim import efficiency
-from envs.sim.calibrate import _to_dict
-from envs.sim.cluster import InstanceSpec
-from envs.sim.efficiency import (
+from envs.sim.calibration.calibrate import _to_dict
+from envs.sim.core.records import LatencyCache
+from envs.sim.hardware.cluster import InstanceSpec
+from envs.sim.latency.efficiency import (
     CALIBRATION_VARIANT_ENV,
     CALIBRATION_VARIANTS,
     load_calibration,
     resolve_calibration_variant,
 )
-from envs.sim.latency import LatencyModel
-from envs.sim.records import LatencyCache
+from envs.sim.latency.model import LatencyModel, efficiency
 
 
 def test_the_default_variant_is_the_smooth_roofline_and_roofline_the_hard_one(monkeypatch):

@@ -1,8 +1,8 @@
-"""Specification of the GPU / model catalog (envs/sim/catalog.py)."""
+"""Specification of the GPU / model catalog (envs/sim/hardware/catalog.py)."""
 
 import pytest
 
-from envs.sim.catalog import (
+from envs.sim.hardware.catalog import (
     UnknownNameError,
     get_gpu,
     get_model,

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envs.sim import Assignment, DefaultScheduler, Simulation
-from envs.sim.cluster import cluster_from_dict
-from envs.sim.latency import LatencyModel
+from envs.sim.hardware.cluster import cluster_from_dict
+from envs.sim.latency.model import LatencyModel
 from traces.schema import Request
 
 MODEL = "llama3.1-8b"

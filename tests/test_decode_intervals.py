@@ -19,8 +19,8 @@ from envs.pd_cluster import (
     capacity_timeline,
     earliest_feasible_start,
 )
-from envs.sim.cluster import cluster_from_dict
-from envs.sim.latency import LatencyModel, load_calibration
+from envs.sim.hardware.cluster import cluster_from_dict
+from envs.sim.latency.model import LatencyModel, load_calibration
 from traces.schema import LLMNode, Workflow
 
 MODEL = "llama3.1-70b"

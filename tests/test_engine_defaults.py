@@ -10,11 +10,11 @@ import math
 import pytest
 
 from envs.sim import Assignment, Simulation
-from envs.sim.catalog import get_gpu
-from envs.sim.cluster import cluster_from_dict
-from envs.sim.efficiency import CALIBRATION_VARIANT_ENV
-from envs.sim.engines import get_engine
-from envs.sim.serving import ServingConfigError, closed_loop
+from envs.sim.calibration.benchmark_client import ServingConfigError, closed_loop
+from envs.sim.engines.presets import get_engine
+from envs.sim.hardware.catalog import get_gpu
+from envs.sim.hardware.cluster import cluster_from_dict
+from envs.sim.latency.efficiency import CALIBRATION_VARIANT_ENV
 from traces.schema import Request
 
 MODEL = "llama3.1-8b"
@@ -178,8 +178,8 @@ def test_no_long_prompt_waits_unboundedly_in_a_closed_loop_under_any_preset(engi
 
 
 def _latency(engine: str):
-    from envs.sim.serving import deployment
-    from envs.sim.simulation import LatencyCache
+    from envs.sim.calibration.benchmark_client import deployment
+    from envs.sim.core.simulation import LatencyCache
 
     return LatencyCache().get(deployment("h100-sxm", MODEL).instances[0], get_engine(engine))
 
@@ -260,7 +260,7 @@ def test_replayed_trtllm_deployments_take_the_generated_token_budget_and_never_s
     blocks), so each long prompt is prefilled beside the decodes as soon as it arrives; at the
     documented default (8192) an 8,190-token prompt waits for the batch to drain and the clients
     are served one round at a time."""
-    from envs.sim.calibrate_serving import SiliconRow
+    from envs.sim.calibration.calibrate_serving import SiliconRow
 
     row = SiliconRow(
         id="t", backend="trtllm", backend_version="", hf_model="", model=MODEL, gpu="h100-sxm",
@@ -303,7 +303,7 @@ def test_reused_prompts_hit_the_prefix_cache_only_when_the_engine_keeps_one():
 
 
 def test_prompt_entries_are_drawn_as_shuffled_passes_over_the_dataset():
-    from envs.sim.serving import prompt_entries
+    from envs.sim.calibration.benchmark_client import prompt_entries
 
     e = prompt_entries(concurrency=8, requests_per_client=25, dataset_entries=40, seed=1)
     assert e.shape == (25, 8)

@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from envs.sim.catalog import get_gpu, get_model
-from envs.sim.efficiency import load_calibration
-from envs.sim.engines import CPU_OVERHEAD_FIELDS, get_engine, load_engines
-from envs.sim.latency import LatencyModel
+from envs.sim.engines.presets import CPU_OVERHEAD_FIELDS, get_engine, load_engines
+from envs.sim.hardware.catalog import get_gpu, get_model
+from envs.sim.latency.efficiency import load_calibration
+from envs.sim.latency.model import LatencyModel
 
 # engine -> (overlap_scheduling, custom_allreduce). TensorRT-LLM: TorchLlmArgs
 # .disable_overlap_scheduler False (docs "Overlap Scheduler": enabled by default), custom

@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envs.sim import Assignment, Simulation
-from envs.sim.catalog import get_gpu
-from envs.sim.cluster import cluster_from_dict
-from envs.sim.engines import engine_names, get_engine
-from envs.sim.protocol import SCHEDULING_MODES
-from envs.sim.serving import ServingConfigError, closed_loop
+from envs.sim.calibration.benchmark_client import ServingConfigError, closed_loop
+from envs.sim.core.protocol import SCHEDULING_MODES
+from envs.sim.engines.presets import engine_names, get_engine
+from envs.sim.hardware.catalog import get_gpu
+from envs.sim.hardware.cluster import cluster_from_dict
 from traces.schema import Request
 
 MODEL = "llama3.1-8b"
@@ -333,7 +333,7 @@ def silicon_row(**kw) -> dict[str, str]:
 
 
 def test_silicon_rows_map_to_closed_loop_deployments():
-    from envs.sim.calibrate_serving import classify
+    from envs.sim.calibration.calibrate_serving import classify
 
     row, reason = classify(silicon_row())
     assert reason == "" and row is not None
@@ -361,15 +361,15 @@ def test_silicon_rows_map_to_closed_loop_deployments():
     ],
 )
 def test_silicon_rows_the_simulator_cannot_represent_are_named(kw, reason):
-    from envs.sim.calibrate_serving import classify
+    from envs.sim.calibration.calibrate_serving import classify
 
     row, why = classify(silicon_row(**kw))
     assert row is None and reason in why
 
 
 def test_fitted_constants_are_written_into_the_engine_file(tmp_path):
-    from envs.sim.calibrate_serving import write_engine_constants
-    from envs.sim.engines import ENGINES_YAML, load_engines
+    from envs.sim.calibration.calibrate_serving import write_engine_constants
+    from envs.sim.engines.presets import ENGINES_YAML, load_engines
 
     path = tmp_path / "engines.yaml"
     path.write_text(ENGINES_YAML.read_text())
@@ -392,7 +392,7 @@ def test_fitted_constants_are_written_into_the_engine_file(tmp_path):
 
 
 def test_engine_file_errors_name_the_engine_and_field(tmp_path):
-    from envs.sim.engines import load_engines
+    from envs.sim.engines.presets import load_engines
 
     bad = tmp_path / "e.yaml"
     bad.write_text(

@@ -62,8 +62,8 @@ def _command(line: str, case: dict[str, Any], out: Path) -> tuple[str, list[str]
 def _main(program: str) -> Callable[[list[str]], int]:
     if program == "traces.validate":
         from traces.validate import main
-    elif program == "envs.sim.run":
-        from envs.sim.run import main
+    elif program == "envs.sim.core.run":
+        from envs.sim.core.run import main
     elif program == "evaluate.py":
         from evaluate import main
     elif program == "train.py":
@@ -82,7 +82,7 @@ def warm_imports() -> None:
     import training  # noqa: F401
     from agents import TRAIN_ENVS  # noqa: F401
     from agents.algos import algo_spec
-    from envs.sim.catalog import model_names
+    from envs.sim.hardware.catalog import model_names
     from heuristics import POLICIES  # noqa: F401
 
     algo_spec("maskable-ppo").load_class()
@@ -107,7 +107,7 @@ def _api_error(case: dict[str, Any]) -> BaseException:
     """Run the case's Python entry point; return the error it raised."""
     import evaluation
     import training
-    from envs.sim.cluster import ClusterConfigError, load_cluster
+    from envs.sim.hardware.cluster import ClusterConfigError, load_cluster
     from traces import TraceValidationError, read_trace
 
     path = _rel(case)
@@ -184,7 +184,12 @@ def test_command_line_exits_with_one_clear_error_and_writes_nothing(
 
 SMOKE = [
     ("traces.validate", "trace-cycle.jsonl", ["-m", "traces.validate", "{case}"], 1),
-    ("envs.sim.run", "trace-invalid-utf8.jsonl", ["-m", "envs.sim.run", "--trace", "{case}"], 2),
+    (
+        "envs.sim.core.run",
+        "trace-invalid-utf8.jsonl",
+        ["-m", "envs.sim.core.run", "--trace", "{case}"],
+        2,
+    ),
     (
         "evaluate.py",
         "cluster-model-does-not-fit.yaml",

@@ -1,5 +1,5 @@
 """GPU fractions as MPS partitions: SMs and memory capped by the share, HBM bandwidth contended
-among the busy instances of one GPU (envs/sim/latency.py, envs/sim/instances.py)."""
+among the busy instances of one GPU (envs/sim/latency/model.py, envs/sim/engines/instances.py)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,19 @@ import math
 import numpy as np
 import pytest
 
-from envs.sim.allocation import Allocation, LLMAllocation
-from envs.sim.catalog import get_gpu
-from envs.sim.cluster import ClusterSpec, InstanceSpec, Topology
-from envs.sim.instances import SharedGPUs
-from envs.sim.latency import (
+from envs.sim.allocation.allocations import Allocation, LLMAllocation
+from envs.sim.allocation.placement import place
+from envs.sim.core.scheduler import DefaultScheduler
+from envs.sim.core.simulation import Simulation
+from envs.sim.engines.instances import SharedGPUs
+from envs.sim.hardware.catalog import get_gpu
+from envs.sim.hardware.cluster import ClusterSpec, InstanceSpec, Topology
+from envs.sim.latency.model import (
     BANDWIDTH_SATURATION_SHARE,
     LatencyModel,
     contended_bandwidth_shares,
     load_calibration,
 )
-from envs.sim.placement import place
-from envs.sim.scheduler import DefaultScheduler
-from envs.sim.simulation import Simulation
 from traces.schema import LLMNode, Workflow
 
 GPU = "rtx-a6000"
@@ -267,7 +267,7 @@ def test_allocation_env_runs_at_ten_units_per_gpu():
     assert info["metrics"]["goodput"] > 0
 
 
-# -- co-located pair profiles (envs/sim/scepsy/sweep.py) ------------------------------------------
+# -- co-located pair profiles (envs/sim/allocation/scepsy/sweep.py) -----------------------------
 def _decode_heavy(n: int = 30) -> list[Workflow]:
     rng = np.random.default_rng(0)
     return [
@@ -277,10 +277,10 @@ def _decode_heavy(n: int = 30) -> list[Workflow]:
 
 
 def test_a_share_is_profiled_next_to_a_busy_partition(monkeypatch):
-    from envs.sim.scepsy.profiles import profile_key
-    from envs.sim.scepsy.replay import NEIGHBOURS, replica_cluster
-    from envs.sim.scepsy.sweep import ReplayConfig, profile_llm
-    from envs.sim.scepsy.tracing import trace_workflows
+    from envs.sim.allocation.scepsy.profiles import profile_key
+    from envs.sim.allocation.scepsy.replay import NEIGHBOURS, replica_cluster
+    from envs.sim.allocation.scepsy.sweep import ReplayConfig, profile_llm
+    from envs.sim.allocation.scepsy.tracing import trace_workflows
 
     fast = ReplayConfig(min_calls=300, max_calls=500, min_workflows=10, refine=1, confirm=0)
     # the pair: the replica's quarter GPU and a busy three-quarter partition on the same GPU

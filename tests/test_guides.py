@@ -123,7 +123,7 @@ def hardware_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _latency_data() -> Path | None:
-    from envs.sim.calibrate import find_data_dir
+    from envs.sim.calibration.calibrate import find_data_dir
 
     data = find_data_dir()
     return data if (data / "SOURCES.md").is_file() else None
@@ -133,10 +133,12 @@ def _latency_data() -> Path | None:
 def test_hardware_guide_adds_a_gpu_a_model_and_a_cluster_the_simulator_runs(
     hardware_repo: Path,
 ) -> None:
-    cmds = [c for c in commands(HARDWARE_GUIDE.read_text()) if "envs.sim.calibrate" not in c]
+    cmds = [
+        c for c in commands(HARDWARE_GUIDE.read_text()) if "envs.sim.calibration.calibrate" not in c
+    ]
     assert [c.split()[1:3] for c in cmds] == [
-        ["-m", "envs.sim.run"], ["evaluate.py", "--cluster"], ["-m", "envs.sim.latency"],
-        ["-m", "envs.sim.serving"],
+        ["-m", "envs.sim.core.run"], ["evaluate.py", "--cluster"], ["-m", "envs.sim.latency.model"],
+        ["-m", "envs.sim.calibration.benchmark_client"],
     ]  # fmt: skip
     sim = run(cmds[0], hardware_repo)
     assert "req99" in sim.lower(), sim
@@ -154,13 +156,15 @@ def test_hardware_guide_adds_a_gpu_a_model_and_a_cluster_the_simulator_runs(
 def test_hardware_guide_calibration_check_runs_when_the_measurements_are_present(
     hardware_repo: Path,
 ) -> None:
-    [cmd] = [c for c in commands(HARDWARE_GUIDE.read_text()) if "envs.sim.calibrate" in c]
+    [cmd] = [
+        c for c in commands(HARDWARE_GUIDE.read_text()) if "envs.sim.calibration.calibrate" in c
+    ]
     data = _latency_data()
     if data is None:
         pytest.skip(
             "measured-latency data not found (set SERVEGYM_LATENCY_DATA to the folder with "
-            "SOURCES.md; CI sets it): the guide's `python -m envs.sim.calibrate --summary` "
-            "is not run"
+            "SOURCES.md; CI sets it): the guide's "
+            "`python -m envs.sim.calibration.calibrate --summary` is not run"
         )
     out = run(cmd, hardware_repo, SERVEGYM_LATENCY_DATA=str(data))
     assert "held-out e2e" in out, out
@@ -169,7 +173,7 @@ def test_hardware_guide_calibration_check_runs_when_the_measurements_are_present
 def test_calibration_check_without_the_data_says_where_it_looked(hardware_repo: Path) -> None:
     """What the hardware guide promises when the measurements are absent: one line, exit 2."""
     proc = subprocess.run(
-        [sys.executable, "-m", "envs.sim.calibrate", "--summary"], cwd=hardware_repo,
+        [sys.executable, "-m", "envs.sim.calibration.calibrate", "--summary"], cwd=hardware_repo,
         env={**os.environ, "SERVEGYM_LATENCY_DATA": str(hardware_repo / "no-such-folder")},
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip

@@ -164,7 +164,7 @@ def routing_cluster_with_a_foreign_instance() -> Any:
     """``goodserve-4`` with its last instance serving another model: masked for its requests."""
     import dataclasses
 
-    from envs.sim.cluster import load_cluster
+    from envs.sim.hardware.cluster import load_cluster
 
     spec = load_cluster("goodserve-4")
     *rest, last = spec.instances
@@ -241,7 +241,7 @@ def test_a_heuristic_on_an_env_without_the_context_says_how_to_ask_for_it(env_id
 def test_every_steps_metrics_equal_a_fresh_computation_from_the_simulator(env_id):
     """The per-step metrics are cached between completions; at every step they equal what the
     simulator's state gives computed from scratch (the cache never goes stale)."""
-    from envs.sim import metrics as sim_metrics
+    from envs.sim.core import metrics as sim_metrics
 
     env = gym.make(env_id, **SMALL[env_id])
     env.reset(seed=2)

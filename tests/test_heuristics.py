@@ -13,8 +13,8 @@ import pytest
 
 import envs  # noqa: F401  (registers servegym/PDCluster-v0)
 from envs.pd_cluster import DecisionContext, PDClusterEnv
-from envs.sim.cluster import cluster_from_dict
-from envs.sim.latency import LatencyModel
+from envs.sim.hardware.cluster import cluster_from_dict
+from envs.sim.latency.model import LatencyModel
 from heuristics import (
     POLICIES,
     Policy,

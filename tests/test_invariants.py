@@ -58,15 +58,15 @@ from hypothesis import strategies as st
 from envs.allocation import AllocationEnv
 from envs.pd_cluster import PDClusterEnv
 from envs.routing import RoutingEnv
-from envs.sim import metrics as sim_metrics
-from envs.sim.catalog import PRECISIONS, gpu_names
-from envs.sim.cluster import ClusterSpec, cluster_from_dict
-from envs.sim.engines import engine_names
-from envs.sim.latency import LatencyModel
-from envs.sim.protocol import KV_POLICIES, SCHEDULING_MODES
-from envs.sim.scheduler import DefaultScheduler
-from envs.sim.simulation import Assignment, Invocation, Simulation
-from envs.sim.workload import DECODE, DONE, WorkloadError
+from envs.sim.core import metrics as sim_metrics
+from envs.sim.core.protocol import KV_POLICIES, SCHEDULING_MODES
+from envs.sim.core.scheduler import DefaultScheduler
+from envs.sim.core.simulation import Assignment, Invocation, Simulation
+from envs.sim.core.workflows import DECODE, DONE, WorkloadError
+from envs.sim.engines.presets import engine_names
+from envs.sim.hardware.catalog import PRECISIONS, gpu_names
+from envs.sim.hardware.cluster import ClusterSpec, cluster_from_dict
+from envs.sim.latency.model import LatencyModel
 from traces.io import dumps_record, record_from_dict
 from traces.schema import LLMNode, Request, ToolNode, Workflow
 from traces.validate import validate_records

@@ -1,12 +1,12 @@
-"""Specification of the roofline latency model (envs/sim/latency.py) and its calibration."""
+"""Specification of the roofline latency model (envs/sim/latency/model.py) and its calibration."""
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envs.sim.calibration import data, e2e
-from envs.sim.catalog import get_gpu, get_model, gpu_names, model_names
-from envs.sim.latency import InsufficientMemoryError, LatencyModel, load_calibration
+from envs.sim.hardware.catalog import get_gpu, get_model, gpu_names, model_names
+from envs.sim.latency.model import InsufficientMemoryError, LatencyModel, load_calibration
 
 DECODERS = [n for n in model_names() if not get_model(n).encoder_only]
 

@@ -1,4 +1,4 @@
-"""Specification of envs/sim/metrics.py: Req_tau, attainment, goodput and summaries."""
+"""Specification of envs/sim/core/metrics.py: Req_tau, attainment, goodput and summaries."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from envs.sim.metrics import (
+from envs.sim.core.metrics import (
     REQUEST_SUMMARY_KEYS,
     WORKFLOW_SUMMARY_KEYS,
     attainment_curve,

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envs.sim import Assignment, CallRecord, DefaultScheduler, SchedulingError, Simulation
-from envs.sim.cluster import cluster_from_dict
+from envs.sim.hardware.cluster import cluster_from_dict
 from traces.schema import Request
 
 MODEL = "llama3.1-8b"

@@ -1,6 +1,6 @@
-"""MoE layers priced from their physics (:mod:`envs.sim.moe`): the limits of the touched-expert
-count, how parallelism divides the bytes, monotonicity, and that it is switched on by the
-calibration (``moe_kernels``) and leaves dense models and the ``roofline`` variant alone."""
+"""MoE layers priced from their physics (:mod:`envs.sim.latency.moe`): the limits of the
+touched-expert count, how parallelism divides the bytes, monotonicity, and that it is switched on by
+the calibration (``moe_kernels``) and leaves dense models and the ``roofline`` variant alone."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs.sim.calibrate import _to_dict
-from envs.sim.efficiency import CALIBRATION_VARIANTS, Calibration, load_calibration
-from envs.sim.latency import LatencyModel
-from envs.sim.moe import (
+from envs.sim.calibration.calibrate import _to_dict
+from envs.sim.latency.efficiency import CALIBRATION_VARIANTS, Calibration, load_calibration
+from envs.sim.latency.model import LatencyModel
+from envs.sim.latency.moe import (
     AICONFIGURATOR_UTIL_LEVELS,
     MoEKernelEfficiency,
     MoELayerCost,
@@ -197,7 +197,7 @@ def test_the_calibration_without_moe_kernels_keeps_the_dense_roofline_pricing():
 
 
 def test_engine_presets_take_their_variant_fields_and_roofline_has_none():
-    from envs.sim.engines import get_engine
+    from envs.sim.engines.presets import get_engine
 
     smooth = load_calibration(variant="smooth-roofline")
     roofline = load_calibration(variant="roofline")
@@ -226,7 +226,7 @@ def test_a_variants_engine_block_names_what_is_wrong():
 
 
 def test_a_refit_of_the_rest_keeps_the_moe_and_engine_blocks(tmp_path):
-    from envs.sim.calibrate import write_yaml
+    from envs.sim.calibration.calibrate import write_yaml
 
     path = tmp_path / "smooth.yaml"
     path.write_text(CALIBRATION_VARIANTS["smooth-roofline"].read_text())

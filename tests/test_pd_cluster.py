@@ -10,7 +10,7 @@ import pytest
 
 import envs  # noqa: F401  (registers the environments)
 from envs.pd_cluster import PDClusterEnv
-from envs.sim.cluster import cluster_from_dict
+from envs.sim.hardware.cluster import cluster_from_dict
 from traces.schema import LLMNode, ToolNode, Workflow
 
 SMALL = {"workload": "mixed", "workload_count": 8}

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from envs.pd_cluster import DecisionContext, PDClusterEnv
-from envs.sim.workload import WorkflowRun
+from envs.sim.core.workflows import WorkflowRun
 from traces.schema import LLMNode, ToolNode, Workflow
 
 MODEL = "llama3.1-70b"
@@ -75,7 +75,7 @@ def longest_unfinished_path(env: PDClusterEnv, run: WorkflowRun) -> float:
             cost = (
                 node.latency
                 if isinstance(node, ToolNode)
-                else env.sim.isolated_call_time(run.calls[node_id])
+                else env.sim.estimates.isolated_call_time(run.calls[node_id])
             )
             tails = [longest_from(c) for c in run.children[node_id] if c in open_nodes]
             memo[node_id] = cost + max(tails, default=0.0)

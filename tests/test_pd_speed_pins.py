@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from envs.pd_cluster import DecisionContext, PDClusterEnv
-from envs.sim.metrics import WORKFLOW_SUMMARY_KEYS
+from envs.sim.core.metrics import WORKFLOW_SUMMARY_KEYS
 from heuristics import make_policy
 from traces.schema import LLMNode, Workflow
 

@@ -189,7 +189,7 @@ def test_bad_options_are_errors_that_name_them(tmp_path, capsys, monkeypatch):
 
 
 def test_overlap_variant_drops_exactly_the_cpu_overhead_from_each_decode_step():
-    from envs.sim.latency import load_calibration
+    from envs.sim.latency.model import load_calibration
 
     kv = pv.vidur_kv_capacity_tokens(SETUP)
     alone = [dataclasses.replace(r, arrival=5.0) for r in pv.poisson_requests(1, 1.0, SETUP, 0)]

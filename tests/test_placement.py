@@ -1,5 +1,5 @@
-"""Specification of envs/sim/placement.py (Scepsy §6): the placer never oversubscribes a GPU nor
-splits a TP replica across NVLink domains or nodes (property test), places most-constrained
+"""Specification of envs/sim/allocation/placement.py (Scepsy §6): the placer never oversubscribes a
+GPU nor splits a TP replica across NVLink domains or nodes (property test), places most-constrained
 replicas first, names the replica it cannot place, keeps matching replicas where they were, and
 is cheap enough for action masking."""
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from envs.sim.allocation import Allocation, LLMAllocation, PlacementError
-from envs.sim.cluster import Topology, load_cluster
-from envs.sim.placement import fits, nvlink_domains, place, try_place, validate
+from envs.sim.allocation.allocations import Allocation, LLMAllocation, PlacementError
+from envs.sim.allocation.placement import fits, nvlink_domains, place, try_place, validate
+from envs.sim.hardware.cluster import Topology, load_cluster
 
 MODELS = ("llama3-8b", "llama3.2-1b", "e5-base-v2", "llama3.1-8b-prm", "bge-reranker-base")
 

@@ -4,10 +4,10 @@ import math
 
 import pytest
 
-from envs.sim import calibrate
-from envs.sim.catalog import PRECISIONS, get_gpu, get_model, gpu_names, load_gpus
-from envs.sim.cluster import ClusterConfigError, load_cluster, scaled_cluster
-from envs.sim.latency import LatencyModel, UnsupportedPrecisionError, load_calibration
+from envs.sim.calibration import calibrate
+from envs.sim.hardware.catalog import PRECISIONS, get_gpu, get_model, gpu_names, load_gpus
+from envs.sim.hardware.cluster import ClusterConfigError, load_cluster, scaled_cluster
+from envs.sim.latency.model import LatencyModel, UnsupportedPrecisionError, load_calibration
 
 # Values of the latency model computed before precision existed (commit c4e3f46, packaged
 # calibration), re-pinned after the deliberate refit of prefill attention (issue 15:

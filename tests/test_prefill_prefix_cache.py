@@ -11,7 +11,7 @@ import pytest
 
 from envs.pd_cluster import PDClusterEnv
 from envs.sim import Assignment, DefaultScheduler, Simulation
-from envs.sim.cluster import cluster_from_dict
+from envs.sim.hardware.cluster import cluster_from_dict
 from traces.generators import generate
 from traces.generators._common import chain_prefix_hashes
 from traces.schema import LLMNode, Request, ToolNode, Workflow
@@ -99,7 +99,7 @@ def test_prefix_hits_reports_prefill_instances_holding_the_prefix():
     def plan(s, inv):  # noqa: ANN001, ANN202
         for c in inv.calls:
             if inv.stage == "prefill":
-                seen[c.node.id] = s.prefix_hits(c)
+                seen[c.node.id] = s.estimates.prefix_hits(c)
         return original(s, inv)
 
     pin.plan = plan  # type: ignore[method-assign]

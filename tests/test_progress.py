@@ -1,10 +1,10 @@
-"""envs.sim.progress: a live bar on a terminal, sparse plain lines into a log."""
+"""envs.sim.core.progress: a live bar on a terminal, sparse plain lines into a log."""
 
 from __future__ import annotations
 
 import io
 
-from envs.sim import progress as progress_mod
+from envs.sim.core import progress as progress_mod
 
 
 class TTY(io.StringIO):

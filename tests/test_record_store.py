@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 
 from envs.sim import DefaultScheduler, Simulation, load_cluster
-from envs.sim import estimates as sim_estimates
-from envs.sim.protocol import Assignment
-from envs.sim.records import CallStore, CallTable, PackedCall
-from envs.sim.workload import DONE, WorkflowRun
+from envs.sim.core import estimates as sim_estimates
+from envs.sim.core.protocol import Assignment
+from envs.sim.core.records import CallStore, CallTable, PackedCall
+from envs.sim.core.workflows import DONE, WorkflowRun
 from traces.generators import generate
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -139,9 +139,7 @@ def test_packed_store_survives_a_pickle_mid_run() -> None:
             s.apply(scheduler.plan(s, inv))
     a, b = sim.result(), copy.result()
     assert [dataclasses.astuple(r) for r in a.calls] == [dataclasses.astuple(r) for r in b.calls]
-    assert [dataclasses.astuple(r) for r in a.calls] == [
-        dataclasses.astuple(r) for r in ref.calls
-    ]
+    assert [dataclasses.astuple(r) for r in a.calls] == [dataclasses.astuple(r) for r in ref.calls]
 
 
 def test_live_and_packed_calls_mix_in_uid_order() -> None:
@@ -204,7 +202,7 @@ def test_isolated_time_cache_bound_changes_nothing(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(sim_estimates, "ISOLATED_CACHE_ENTRIES", 3)
     sim = _pd()
     res = sim.run(DefaultScheduler())
-    assert len(sim._isolated_cache) <= 3
+    assert len(sim.estimates._isolated_cache) <= 3
     assert digest(res) == digest(ref)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 import envs  # noqa: F401  (registers the environments)
 from envs.routing import RoutingEnv
-from envs.sim.cluster import load_cluster, scaled_cluster
+from envs.sim.hardware.cluster import load_cluster, scaled_cluster
 from traces.schema import LLMNode, Request, Workflow
 
 MODEL = "llama3.1-8b"

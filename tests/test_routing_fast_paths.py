@@ -11,8 +11,8 @@ import pytest
 from envs.routing import RoutingEnv
 from envs.routing.context import TPM_WINDOW_S, InstanceMonitor, RoutingContext
 from envs.routing.workloads import TASKS
-from envs.sim.simulation import TOKEN_ID_BYTES
-from envs.sim.workload import WAIT_PREFILL
+from envs.sim.core.simulation import TOKEN_ID_BYTES
+from envs.sim.core.workflows import WAIT_PREFILL
 from heuristics import make_policy
 from heuristics.routing.base import feasible_indices
 from heuristics.routing.goodserve import earliest_finish, just_enough, stronger_rerouting
@@ -55,7 +55,7 @@ def reference_estimate(env: RoutingEnv, ctx: RoutingContext, call) -> np.ndarray
     snapshot: fresh arrays, ((transfer + q) + max(0, prompt − H) · p) + L̂ · d."""
     mon, sim = env.monitor, env.sim
     hits = np.zeros(env.M)
-    for i, tokens in sim.prefix_hits(call).items():
+    for i, tokens in sim.estimates.prefix_hits(call).items():
         hits[mon.pos[i]] = tokens
     assert np.array_equal(hits, ctx.prefix_hit_tokens)
     migrate = ctx.kind == "migrate"

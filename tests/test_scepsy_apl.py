@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from envs.sim.allocation import Allocation, LLMAllocation
-from envs.sim.scepsy import MixturePipeline
-from envs.sim.scepsy.apl import (
+from envs.sim.allocation.allocations import Allocation, LLMAllocation
+from envs.sim.allocation.scepsy import MixturePipeline
+from envs.sim.allocation.scepsy.apl import (
     AggregatePipeline,
     LLMProfile,
     ProfilePoint,

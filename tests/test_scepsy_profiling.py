@@ -1,4 +1,4 @@
-"""Specification of envs/sim/scepsy/tracing.py and profiling.py (Scepsy §4 steps 1–3):
+"""Specification of envs/sim/allocation/scepsy/tracing.py and profiling.py (Scepsy §4 steps 1–3):
 ``n_m`` / ``p_m`` from overlapping call intervals, the projection of a workflow DAG onto one
 LLM's calls (fan-out and fan-in kept, traced gaps as delays), a profile whose latency grows with
 the rate up to a finite ``T_m``, the on-disk cache, and the property an earlier prototype got
@@ -12,20 +12,19 @@ import math
 import numpy as np
 import pytest
 
-from envs.sim.catalog import UnknownNameError
-from envs.sim.scepsy import profiles, replay
-from envs.sim.scepsy.apl import ProfilePoint
-from envs.sim.scepsy.profiles import profile_set
-from envs.sim.scepsy.projection import (
+from envs.sim.allocation.scepsy import profiles, replay
+from envs.sim.allocation.scepsy.apl import ProfilePoint
+from envs.sim.allocation.scepsy.profiles import profile_set
+from envs.sim.allocation.scepsy.projection import (
     Projection,
     independent_calls,
     project_trace,
     project_workflow,
     projected_parents,
 )
-from envs.sim.scepsy.replay import knee_throughput, replay_point, replica_cluster
-from envs.sim.scepsy.sweep import ReplayConfig, profile_llm
-from envs.sim.scepsy.tracing import (
+from envs.sim.allocation.scepsy.replay import knee_throughput, replay_point, replica_cluster
+from envs.sim.allocation.scepsy.sweep import ReplayConfig, profile_llm
+from envs.sim.allocation.scepsy.tracing import (
     Trace,
     split_records,
     split_trace,
@@ -34,7 +33,8 @@ from envs.sim.scepsy.tracing import (
     union_length,
     workflow_stats,
 )
-from envs.sim.simulation import CallRecord
+from envs.sim.core.simulation import CallRecord
+from envs.sim.hardware.catalog import UnknownNameError
 from traces.schema import LLMNode, ToolNode, Workflow
 
 GEN = "llama3.2-1b"
@@ -271,7 +271,7 @@ def test_tracing_is_memoised_however_the_arguments_are_spelled() -> None:
 
 
 def test_pipelines_are_built_once_per_process_by_position_or_by_name(monkeypatch) -> None:
-    import envs.sim.scepsy as scepsy
+    import envs.sim.allocation.scepsy as scepsy
 
     built = []
     monkeypatch.setattr(scepsy, "_PIPELINES", {})

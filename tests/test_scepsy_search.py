@@ -13,16 +13,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs.sim.allocation import Allocation, LLMAllocation
-from envs.sim.cluster import Topology, load_cluster
-from envs.sim.placement import fits, nvlink_domains, validate
-from envs.sim.scepsy.apl import (
+from envs.sim.allocation.allocations import Allocation, LLMAllocation
+from envs.sim.allocation.placement import fits, nvlink_domains, validate
+from envs.sim.allocation.scepsy.apl import (
     AggregatePipeline,
     LLMProfile,
     ProfilePoint,
     ProfileSet,
     WorkflowStats,
 )
+from envs.sim.hardware.cluster import Topology, load_cluster
 from heuristics.allocation.scepsy.multi import gpu_order, search_multi, utility
 from heuristics.allocation.scepsy.search import ABLATIONS, DEFAULT_HEADROOM, SearchError, search
 

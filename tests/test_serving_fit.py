@@ -1,5 +1,6 @@
-"""Specifications of the engine-constant fit and the held-out checks (envs.sim.serving_fit):
-the frontend fit recovers a known offset, and a held-out group is predicted without its rows."""
+"""Specifications of the engine-constant fit and the held-out checks
+(envs.sim.calibration.serving_fit): the frontend fit recovers a known offset, and a held-out group
+is predicted without its rows."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from envs.sim.serving_fit import fit_frontend, fit_frontends, leave_one_group_out, with_frontend
+from envs.sim.calibration.serving_fit import (
+    fit_frontend,
+    fit_frontends,
+    leave_one_group_out,
+    with_frontend,
+)
 
 
 def _rows(offsets: dict[str, float], seed: int = 0):

@@ -22,8 +22,8 @@ import sys
 import pytest
 
 from envs.sim import DefaultScheduler, Simulation, load_cluster
-from envs.sim.scheduler import EarliestFinishScheduler
-from envs.sim.simulation import LatencyCache, SimulationResult
+from envs.sim.core.scheduler import EarliestFinishScheduler
+from envs.sim.core.simulation import LatencyCache, SimulationResult
 from traces.generators import generate
 
 

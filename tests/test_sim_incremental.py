@@ -13,8 +13,8 @@ import random
 import pytest
 
 from envs.sim import DefaultScheduler, Simulation, load_cluster
-from envs.sim.batching import DecodeInstance, _BatchEngine
-from envs.sim.scheduler import EarliestFinishScheduler
+from envs.sim.core.scheduler import EarliestFinishScheduler
+from envs.sim.engines.batching import BatchEngine, DecodeInstance
 from tests.test_sim_digest import digest
 from traces.generators import generate
 
@@ -79,14 +79,14 @@ def test_incremental_decode_engine_matches_the_general_one(monkeypatch, schedule
 
     fast = run()
     for name in ("_take", "_finish_call", "_next_segment", "_end_decode_segment"):
-        monkeypatch.setattr(DecodeInstance, name, getattr(_BatchEngine, name))
+        monkeypatch.setattr(DecodeInstance, name, getattr(BatchEngine, name))
     assert run() == fast
 
 
 def test_decode_step_memo_bound_changes_no_number(monkeypatch):
     """The latency models' decode-step memo is a pure cache: a run's records are bit-identical
     with a 3-entry bound (cleared all the time) and an unbounded one."""
-    import envs.sim.iteration as iteration
+    import envs.sim.latency.iteration as iteration
     from envs.sim import LatencyCache
 
     records = generate("mixed", seed=5, count=60)

@@ -17,7 +17,7 @@ from envs.sim import (
     WorkloadError,
     load_cluster,
 )
-from envs.sim.cluster import ClusterConfigError, cluster_from_dict, cluster_names
+from envs.sim.hardware.cluster import ClusterConfigError, cluster_from_dict, cluster_names
 from traces.schema import LLMNode, Request, ToolNode, Workflow
 
 MODEL = "llama3.1-70b"

@@ -15,7 +15,7 @@ import pytest
 
 import envs  # noqa: F401  (registers the servegym ids)
 from envs.sim import DefaultScheduler, Simulation, load_cluster
-from envs.sim.timeline import write_timeline
+from envs.sim.core.timeline import write_timeline
 from traces.generators import generate
 
 REQUIRED = {

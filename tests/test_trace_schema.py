@@ -304,7 +304,7 @@ def test_write_trace_refuses_an_invalid_trace_and_writes_nothing(tmp_path: Path)
 def test_default_known_models_are_the_simulator_catalogs() -> None:
     # traces sit below the simulator, so they keep the catalog's names themselves
     # (traces.models); the two lists must agree.
-    from envs.sim.catalog import model_names
+    from envs.sim.hardware.catalog import model_names
     from traces.models import CATALOG_MODELS
 
     assert sorted(CATALOG_MODELS) == model_names()

@@ -1,5 +1,5 @@
 """The LLM names a servegym trace may use unless told otherwise: the models of the simulator's
-packaged catalog (``envs/configs/models.yaml``, :func:`envs.sim.catalog.model_names`).
+packaged catalog (``envs/configs/models.yaml``, :func:`envs.sim.hardware.catalog.model_names`).
 
 They live here, below the simulator, so that validating a trace imports nothing above
 ``traces`` (the tower: ... -> ``envs.sim`` -> ``traces``); ``tests/test_trace_schema.py`` checks

@@ -129,7 +129,12 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
     vec = "ray" if cfg.ray is not None else cfg.vec
     vec_env = TimedVecEnv(
         make_vec_env(
-            cfg.env, kwargs, cfg.n_envs, cfg.seed, vec, ray_address=cfg.ray,
+            cfg.env,
+            kwargs,
+            cfg.n_envs,
+            cfg.seed,
+            vec,
+            ray_address=cfg.ray,
             randomize=cfg.randomize or None,
         )  # fmt: skip
     )
@@ -153,7 +158,7 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
 
     # 3. Behaviour cloning (+ DAgger) from the expert.
     if cfg.bc_expert != "none" and ckpt is None and cfg.bc_episodes > 0:
-        from envs.sim.progress import progress
+        from envs.sim.core.progress import progress
 
         print(f"[2/4] behaviour cloning from {cfg.bc_expert}: {cfg.bc_episodes} episodes")
         if not cfg.quiet:

@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from envs.common.base import DecisionContextBase
-from envs.sim.allocation import (
+from envs.sim.allocation.allocations import (
     DEFAULT_MIN_KV_TOKENS,
     Allocation,
     LLMAllocation,
 )
-from envs.sim.cluster import Topology
-from envs.sim.efficiency import ROOFLINE_CALIBRATION_VARIANT
+from envs.sim.hardware.cluster import Topology
+from envs.sim.latency.efficiency import ROOFLINE_CALIBRATION_VARIANT
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Multi-LLM agentic workflows (RAG + reranker, beam search, both combined; Scepsy §7.1) arrive at a
 GPU pool (``scepsy-16``: 4 nodes × 4 RTX A6000, NVLinked pairs). The policy decides how much of
 the pool each LLM gets — GPU-fraction units, tensor parallelism and replicas (Scepsy §5) — the env
-places the replicas on the topology (§6, :func:`envs.sim.placement.place`) and serves the
+places the replicas on the topology (§6, :func:`envs.sim.allocation.placement.place`) and serves the
 workflows with the simulator (vLLM engines by default, Scepsy §7.1). The objective is
 **workflow goodput**: workflows finishing within their latency SLO per second.
 
@@ -46,9 +46,9 @@ beam's prefix (:mod:`traces.generators.beam_search`).
 A share is an MPS partition (Scepsy §6 enforces fractions with NVIDIA MPS, static SM and memory
 limits): it caps the replica's compute (SMs) and memory at ``share``/F of each GPU, strictly;
 HBM bandwidth and L2, which MPS does not partition, are shared with the other replicas on the
-same GPU that are busy at the time (:func:`envs.sim.latency.contended_bandwidth_shares`,
-:class:`envs.sim.instances.SharedGPUs`): alone a partition of at least half a GPU can use the
-whole bandwidth, next to busy neighbours it gets its part of it. Whole-GPU replicas are priced
+same GPU that are busy at the time (:func:`envs.sim.latency.model.contended_bandwidth_shares`,
+:class:`envs.sim.engines.instances.SharedGPUs`): alone a partition of at least half a GPU can use
+the whole bandwidth, next to busy neighbours it gets its part of it. Whole-GPU replicas are priced
 as before. F = ``units_per_gpu`` is 4 by default (profiling stays at minutes); the paper's
 F = 10 is accepted everywhere (``units_per_gpu=10``).
 
@@ -60,7 +60,7 @@ tensor-parallel degree ``tp``, each taking ``share``/F of each of its ``tp`` GPU
 replicas − 1``; :meth:`AllocationEnv.option` decodes it). An option is legal when
 
 1. the share holds the model's weights + ``min_kv_tokens`` of KV at that TP (Scepsy §5's minimum
-   fraction; :func:`envs.sim.allocation.min_share_units`);
+   fraction; :func:`envs.sim.allocation.allocations.min_share_units`);
 2. TP fits inside an NVLink domain (§5 pruning (iii): TP never crosses PCIe or nodes);
 3. its units leave at least the minimum of every LLM still to be allocated;
 4. the allocation so far, this option, and the minimum option of every LLM still to come can be
@@ -124,8 +124,8 @@ only workflows arriving after it. Every step's ``info["metrics"]`` holds the met
 episode ended now (workflows not finished yet count as misses), so a ``TimeLimit`` cut reports
 them too. Every period's end ``info`` has ``period_metrics`` and, with
 ``apl_info=True``, ``apl``: the Aggregate LLM Pipeline's predicted latency and throughput of the
-period's allocation at its rate (:mod:`envs.sim.scepsy`; the first use traces and profiles the
-workload's LLMs by replay, minutes, then cached on disk).
+period's allocation at its rate (:mod:`envs.sim.allocation.scepsy`; the first use traces and
+profiles the workload's LLMs by replay, minutes, then cached on disk).
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ from envs.allocation.workloads import (
 from envs.common.base import ServegymEnv
 from envs.common.rewards import make_reward
 from envs.common.run_alone import RunAloneLatency
-from envs.sim.allocation import (
+from envs.sim.allocation.allocations import (
     DEFAULT_MIN_KV_TOKENS,
     TP_DEGREES,
     Allocation,
@@ -167,12 +167,12 @@ from envs.sim.allocation import (
     PlacementError,
     min_share_units,
 )
-from envs.sim.catalog import get_model
-from envs.sim.cluster import ClusterSpec, Topology, load_cluster
-from envs.sim.efficiency import ROOFLINE_CALIBRATION_VARIANT
-from envs.sim.engines import get_engine, resolve_token_budget
-from envs.sim.placement import place
-from envs.sim.simulation import LatencyCache, Simulation
+from envs.sim.allocation.placement import place
+from envs.sim.core.simulation import LatencyCache, Simulation
+from envs.sim.engines.presets import get_engine, resolve_token_budget
+from envs.sim.hardware.catalog import get_model
+from envs.sim.hardware.cluster import ClusterSpec, Topology, load_cluster
+from envs.sim.latency.efficiency import ROOFLINE_CALIBRATION_VARIANT
 from traces.schema import LLMNode
 
 
@@ -232,7 +232,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
         here; the registered id passes False, see :mod:`envs.common.base`).
     :param latency_calibration: per-op calibration variant of the simulated instances, of the
         Scepsy pipeline the env reports (``apl_info``) and of the context's
-        ``latency_calibration`` (one of :data:`envs.sim.efficiency.CALIBRATION_VARIANTS`):
+        ``latency_calibration`` (one of :data:`envs.sim.latency.efficiency.CALIBRATION_VARIANTS`):
         ``"roofline"`` (default, which this id's pinned results use); ``None``: the variant in
         force (``$SERVEGYM_LATENCY_CALIBRATION``, else the simulator's default).
 

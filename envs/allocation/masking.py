@@ -10,14 +10,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from envs.allocation.context import AllocationContext
-from envs.sim.allocation import (
+from envs.sim.allocation.allocations import (
     Allocation,
     AllocationError,
     LLMAllocation,
     Placement,
     PlacementError,
 )
-from envs.sim.placement import place
+from envs.sim.allocation.placement import place
 
 
 class MaskingMixin:

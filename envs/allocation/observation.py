@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from envs.allocation.context import LLMPeriodMetrics
-from envs.sim import metrics as sim_metrics
-from envs.sim.catalog import get_model
+from envs.sim.core import metrics as sim_metrics
+from envs.sim.hardware.catalog import get_model
 
 LLM_FEATURES = 16
 #: "Sustainable" (``info["metrics"]["sustainable"]``): this share of the measured workflows

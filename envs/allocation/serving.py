@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 
 from envs.allocation.context import LLMPeriodMetrics
-from envs.sim.allocation import (
+from envs.sim.allocation.allocations import (
     Allocation,
     Placement,
     PlacementError,
 )
-from envs.sim.cluster import ClusterSpec
-from envs.sim.simulation import Assignment, Simulation
+from envs.sim.core.simulation import Assignment, Simulation
+from envs.sim.hardware.cluster import ClusterSpec
 from traces.generators.beam_search import PREFIX_BLOCK_TOKENS
 
 #: SGLang router's ``cache_aware`` defaults (sgl-model-gateway): route by prefix match when
@@ -149,7 +149,7 @@ class ServingMixin:
             hashes = c.node.prefix_hashes
             if len(ready) > 1:
                 loads = [len(m.running) + len(m.waiting) + extra.get(m.index, 0) for m in ready]
-                hits = sim.prefix_hits(c) if hashes else {}
+                hits = sim.estimates.prefix_hits(c) if hashes else {}
                 if hashes and hashes[0] in routed:  # the router's tree holds a sibling just sent
                     sib, theirs = routed[hashes[0]]
                     shared = next(
@@ -273,7 +273,7 @@ class ServingMixin:
         return run.finish_time - run.arrival if run.finish_time >= 0 else math.inf
 
     def _apl_prediction(self, alloc: Allocation, rate: float) -> dict[str, float]:
-        from envs.sim.scepsy import pipeline_for
+        from envs.sim.allocation.scepsy import pipeline_for
 
         if self._apl is None:
             self._apl = pipeline_for(

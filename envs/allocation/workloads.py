@@ -61,7 +61,7 @@ def _structure_stats(workflows: Sequence[Workflow]) -> dict[str, tuple[float, fl
 
 
 def _spec_for(model: str, gpu: str, tp: int, fraction: float) -> Any:
-    from envs.sim.cluster import InstanceSpec
+    from envs.sim.hardware.cluster import InstanceSpec
 
     return InstanceSpec(0, f"{model}-ref", "monolithic", gpu, model, tp, fraction)
 

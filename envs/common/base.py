@@ -84,6 +84,8 @@ class ServegymEnv(gym.Env):
     """Base of the servegym envs (see the module docstring)."""
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    #: Every servegym env acts through one ``Discrete(n)`` (DESIGN.md "The MDPs").
+    action_space: gym.spaces.Discrete
     _mask: np.ndarray
 
     def _init_common(
@@ -118,7 +120,7 @@ class ServegymEnv(gym.Env):
         self.workload_seed = workload_seed
         self.render_mode = render_mode
         self.context_in_info = bool(decision_context)
-        self._mask = np.zeros(self.action_space.n, dtype=bool)  # type: ignore[attr-defined]
+        self._mask = np.zeros(self.action_space.n, dtype=bool)
         self._invalid: int | None = None  # the masked action replaced at this step
         self._metrics_cache: tuple[Any, dict[str, float]] | None = None
 
@@ -159,7 +161,7 @@ class ServegymEnv(gym.Env):
         :raises ValueError: for an action outside the space (naming env, action and range), or a
             masked one under ``invalid_action="raise"``.
         """
-        n = int(self.action_space.n)  # type: ignore[attr-defined]
+        n = int(self.action_space.n)
         # The common case first: a legal Python or numpy integer (the same result as below,
         # without the array conversion; env.step calls this on every step).
         if (type(action) is int or type(action) is np.int64) and 0 <= action < n:
@@ -197,7 +199,7 @@ class ServegymEnv(gym.Env):
 
     def _end_mask(self) -> None:
         """The mask of a step that ends the episode: action 0 alone (module docstring)."""
-        self._mask = np.zeros(self.action_space.n, dtype=bool)  # type: ignore[attr-defined]
+        self._mask = np.zeros(self.action_space.n, dtype=bool)
         self._mask[TERMINAL_MASK_ACTION] = True
 
     def _common_info(self) -> dict[str, Any]:
@@ -254,7 +256,7 @@ class ServegymEnv(gym.Env):
     def export_timeline(self, path: str | Path) -> Path:
         """Write the episode so far as a Chrome-trace / Perfetto JSON timeline: per-instance
         prefill, KV-transfer and decode slices, queue counters and workflow spans with C_w and
-        H_w (see :mod:`envs.sim.timeline`). Open it at ui.perfetto.dev or ``chrome://tracing``.
+        H_w (see :mod:`envs.sim.core.timeline`). Open it at ui.perfetto.dev or ``chrome://tracing``.
 
         :return: the path written.
         :raises RuntimeError: before the first ``reset``.
@@ -264,7 +266,7 @@ class ServegymEnv(gym.Env):
             raise RuntimeError(
                 f"{type(self).__name__} has no episode to export yet: call reset() (and step) first"
             )
-        from envs.sim.timeline import write_timeline
+        from envs.sim.core.timeline import write_timeline
 
         return write_timeline(sim.result(), sim.cluster, path)
 

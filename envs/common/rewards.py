@@ -10,7 +10,7 @@ ratio so far (elapsed / target): as if they completed at the truncation instant,
 what they will cost, so a policy cannot earn a better return by leaving work unfinished. Whatever
 the training reward, the
 env's episode-end ``info["metrics"]`` carries the headline metrics from
-:mod:`envs.sim.metrics`, so every policy is judged on identical numbers.
+:mod:`envs.sim.core.metrics`, so every policy is judged on identical numbers.
 
 ==============  ==========================================================  =================
 name            per completion / at the end                                 episode return
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim import metrics as sim_metrics
+from envs.sim.core import metrics as sim_metrics
 
 
 class Reward:

@@ -5,7 +5,7 @@ Routing-v0 (GoodServe §4: SLO = scale × run-alone latency on the mid-tier GPU)
 
 from __future__ import annotations
 
-from envs.sim.latency import LatencyModel
+from envs.sim.latency.model import LatencyModel
 
 
 class RunAloneLatency:

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from envs.pd_cluster.context import DecisionContext
-from envs.sim.simulation import (
+from envs.sim.core.simulation import (
     Invocation,
 )
-from envs.sim.workload import Call, WorkflowRun
+from envs.sim.core.workflows import Call, WorkflowRun
 from traces.schema import ToolNode
 
 
@@ -96,7 +96,7 @@ class ContextBuilderMixin:
                 [c.revealed_at for c in calls],
                 tokens_in,
                 [c.predicted_output_tokens for c in calls],
-                [sim.isolated_call_time(c) for c in calls],
+                [sim.estimates.isolated_call_time(c) for c in calls],
                 [r.attained_service for r in runs],
                 [r.attained_critical for r in runs],
                 [self._remaining_critical(r) for r in runs],
@@ -285,7 +285,7 @@ class ContextBuilderMixin:
         sim = self.sim
         assert sim is not None
         for k, c in enumerate(calls):
-            for i, tokens in sim.prefix_hits(c).items():
+            for i, tokens in sim.estimates.prefix_hits(c).items():
                 if tokens:
                     j = self._prefill_pos[i]
                     hits[k, j] = tokens
@@ -309,7 +309,7 @@ class ContextBuilderMixin:
                 # What H_w(t) charges it: an estimate until it returns (never its true latency).
                 state.cost[node_id] = run.tool_estimates[node_id]
             else:
-                state.cost[node_id] = sim.isolated_call_time(run.calls[node_id])
+                state.cost[node_id] = sim.estimates.isolated_call_time(run.calls[node_id])
         for node_id in [n for n in state.cost if n in run.finished]:
             del state.cost[node_id]
         # Revealed nodes all have finished parents, so no path holds two unfinished nodes.

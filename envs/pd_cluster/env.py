@@ -13,7 +13,7 @@ them (``slots``). The K are the oldest by the canonical order, reveal time (a ne
 favours no policy's priority rule, and a call cannot starve beyond K because it only gets older).
 Calls beyond K keep their plan and their relative queue order, behind this invocation's picks;
 those without a plan take the fallback's (least-loaded placement,
-:class:`envs.sim.scheduler.DefaultScheduler`). The k-th call picked in an
+:class:`envs.sim.core.scheduler.DefaultScheduler`). The k-th call picked in an
 invocation gets queue priority k. A call that started service never moves. The simulator
 advances only when the invocation's slots are all picked (Decima's pattern).
 
@@ -77,7 +77,7 @@ Workflows unfinished at truncation are charged with their elapsed time as C_w.
 ``reset`` draws a workload (generator ``workload`` seeded from the reset seed, or ``trace``) and
 runs the simulator to the first decision. The episode terminates when every workflow finishes;
 it is truncated after ``max_steps`` steps. At episode end ``info`` carries ``metrics`` (Req95,
-Req99, ... from :mod:`envs.sim.metrics`), ``attainment_curve``, ``completion_times``,
+Req99, ... from :mod:`envs.sim.core.metrics`), ``attainment_curve``, ``completion_times``,
 ``horizons``, ``invocations``, ``utilisation``. Every step's ``info["metrics"]`` holds the metrics
 as if the episode ended now (unfinished workflows: C_w = inf), so a ``TimeLimit`` cut reports
 them too. With ``decision_context=True`` every step's ``info["decision_context"]`` is the
@@ -120,17 +120,17 @@ from envs.pd_cluster.projection import (
 )
 from envs.pd_cluster.results import ResultsMixin
 from envs.pd_cluster.workloads import DEFAULT_MODEL, PAPER_WORKLOADS
-from envs.sim.cluster import ClusterSpec, load_cluster
-from envs.sim.efficiency import ROOFLINE_CALIBRATION_VARIANT
-from envs.sim.scheduler import DefaultScheduler
-from envs.sim.simulation import (
+from envs.sim.core.scheduler import DefaultScheduler
+from envs.sim.core.simulation import (
     TOOL_ESTIMATES,
     Assignment,
     Invocation,
     LatencyCache,
     Simulation,
 )
-from envs.sim.workload import Call
+from envs.sim.core.workflows import Call
+from envs.sim.hardware.cluster import ClusterSpec, load_cluster
+from envs.sim.latency.efficiency import ROOFLINE_CALIBRATION_VARIANT
 
 
 class PDClusterEnv(
@@ -172,9 +172,9 @@ class PDClusterEnv(
     :param decision_context: put the :class:`DecisionContext` in every step's ``info`` (True
         here; the registered id passes False, see :mod:`envs.common.base`).
     :param prefix_cache: an LRU prefix cache on every prefill instance (SGLang's RadixAttention
-        at block granularity; :class:`envs.sim.instances.PrefillInstance`): ``False`` (default:
-        none, every prompt is computed in full), ``True`` or ``"kv"`` (as many 512-token blocks
-        as the instance's KV capacity holds) or a number of blocks. A hit computes only the
+        at block granularity; :class:`envs.sim.engines.instances.PrefillInstance`): ``False``
+        (default: none, every prompt is computed in full), ``True`` or ``"kv"`` (as many 512-token
+        blocks as the instance's KV capacity holds) or a number of blocks. A hit computes only the
         uncached tokens. Needs a workload with ``prefix_hashes`` (e.g. ``agent_chain``).
         Standalone horizons H_w are simulated without it, so ratios with and without the cache
         share their denominators.
@@ -202,7 +202,7 @@ class PDClusterEnv(
         :mod:`heuristics.pd_cluster`, whose actions, the decision contexts, masks, rewards and
         metrics are then exactly those with observations. Never for a learned policy.
     :param latency_calibration: per-op calibration variant of the simulated instances (one of
-        :data:`envs.sim.efficiency.CALIBRATION_VARIANTS`): ``"roofline"`` (default: HexAgent
+        :data:`envs.sim.latency.efficiency.CALIBRATION_VARIANTS`): ``"roofline"`` (default: HexAgent
         §4.2's roofline, which this id's pinned results use); ``None``: the variant in force
         (``$SERVEGYM_LATENCY_CALIBRATION``, else the simulator's default).
     """
@@ -500,7 +500,7 @@ class PDClusterEnv(
     def fallback_action(self) -> int:
         """The fallback policy's choice (what a masked action becomes): the oldest unpicked slot
         (the canonical order) on the simulator's least-loaded pair
-        (:class:`envs.sim.scheduler.DefaultScheduler`): among the slot's legal pairs, the
+        (:class:`envs.sim.core.scheduler.DefaultScheduler`): among the slot's legal pairs, the
         prefill instance ready soonest, then the decode instance with the smallest KV load
         fraction, then the lowest indices. At the decode stage, the slot's locked pair."""
         ctx = self._ctx

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 from envs.pd_cluster.observation import RATIO_CLIP
-from envs.sim.workload import PREFILL, TRANSFER, WAIT_DECODE, Call
+from envs.sim.core.workflows import PREFILL, TRANSFER, WAIT_DECODE, Call
 
 #: Invocations with at most this many (slot, p, d) entries are re-projected whole after a pick.
 WHOLE_REFRESH_LIMIT = 2048
@@ -186,8 +186,8 @@ class DecodeProjectionMixin:
 
         At the decode stage it is also no earlier than the latest pick's start on j: the decode
         engine admits in strict priority order and the first waiting call that does not fit
-        blocks those behind it (:class:`envs.sim.instances.DecodeInstance`, ``reserve``), and
-        the k-th pick gets priority k, ahead of every later pick. At the prefill stage the
+        blocks those behind it (:class:`envs.sim.engines.instances.DecodeInstance`, ``reserve``),
+        and the k-th pick gets priority k, ahead of every later pick. At the prefill stage the
         picks' decode order is set later, by the decode invocations at their transfer ends, so
         no such floor is applied."""
         floor = self._floor[j]

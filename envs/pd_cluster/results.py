@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim import metrics as sim_metrics
-from envs.sim.metrics import slowdown_ratio
+from envs.sim.core import metrics as sim_metrics
+from envs.sim.core.metrics import slowdown_ratio
 
 
 class ResultsMixin:
@@ -56,8 +56,8 @@ class ResultsMixin:
         return np.asarray(out, dtype=float)
 
     def _metrics_now(self) -> dict[str, float]:
-        """Req95, Req99, ... (:func:`envs.sim.metrics.summarize_workflows`) over every workflow,
-        an unfinished one with C_w = inf, as the episode-end metrics count them."""
+        """Req95, Req99, ... (:func:`envs.sim.core.metrics.summarize_workflows`) over every
+        workflow, an unfinished one with C_w = inf, as the episode-end metrics count them."""
         sim = self.sim
         assert sim is not None
         runs = sim.runs
@@ -104,7 +104,7 @@ class ResultsMixin:
 
     def _planning_info(self, sim_stats: dict[str, Any]) -> dict[str, Any]:
         """The episode's planning statistics: the option, the simulator's counters
-        (:class:`envs.sim.simulation.PlanningStats`: delayed plans, mean/max delay in simulated
+        (:class:`envs.sim.core.simulation.PlanningStats`: delayed plans, mean/max delay in simulated
         seconds, calls that ran under the fallback plan because a plan was late, ...), and under
         ``"measured"`` the measured wall seconds per plan (mean, max) before scaling."""
         out: dict[str, Any] = {

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from envs.routing.context import RoutingContext
-from envs.sim.simulation import TOKEN_ID_BYTES
-from envs.sim.workload import WAIT_PREFILL, Call
+from envs.sim.core.simulation import TOKEN_ID_BYTES
+from envs.sim.core.workflows import WAIT_PREFILL, Call
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class ContextMixin:
             self._prefill_tokens = rows.prefill_tokens[i]
             obs_rows = rows.observation[i]
         else:
-            found = sim.prefix_hits(call)
+            found = sim.estimates.prefix_hits(call)
             hits = self._zeros
             if found:
                 hits = np.zeros(self.M)
@@ -174,7 +174,7 @@ class ContextMixin:
             deadline[i] = run.arrival + slo[i]
             prompt = c.input_tokens + c.generated
             kv_move = self.migration == "kv" and c.stage != WAIT_PREFILL
-            found = sim.prefix_hits(c)
+            found = sim.estimates.prefix_hits(c)
             hits = self._zeros
             if found:
                 hits = np.zeros(m)

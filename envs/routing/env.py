@@ -84,7 +84,7 @@ Requests unfinished at truncation count as violations.
 runs the simulator to the first decision. It terminates when every request has finished, and is
 truncated after ``max_steps``. At the end ``info["metrics"]`` carries goodput (req/s over the
 trace's arrival span), SLO-violation ratio, latency percentiles, throughput
-(:func:`envs.sim.metrics.summarize_requests`), ``migrations``; ``info`` also has
+(:func:`envs.sim.core.metrics.summarize_requests`), ``migrations``; ``info`` also has
 ``utilisation`` (per instance and mean) and ``attainment_curve`` (fraction of requests within
 α × their run-alone latency, over α: goodput vs SLO scale in one curve). Every step's
 ``info["metrics"]`` holds the metrics as if the episode ended now (unfinished requests are
@@ -124,16 +124,16 @@ from envs.routing.workloads import (
     _check_requests,
     _reference_tp,
 )
-from envs.sim.cluster import ClusterSpec, InstanceSpec, load_cluster, scaled_cluster
-from envs.sim.efficiency import ROOFLINE_CALIBRATION_VARIANT
-from envs.sim.engines import get_engine, resolve_token_budget
-from envs.sim.simulation import (
+from envs.sim.core.simulation import (
     Assignment,
     Invocation,
     LatencyCache,
     Simulation,
 )
-from envs.sim.workload import WAIT_PREFILL, Call
+from envs.sim.core.workflows import WAIT_PREFILL, Call
+from envs.sim.engines.presets import get_engine, resolve_token_budget
+from envs.sim.hardware.cluster import ClusterSpec, InstanceSpec, load_cluster, scaled_cluster
+from envs.sim.latency.efficiency import ROOFLINE_CALIBRATION_VARIANT
 
 
 class RoutingEnv(
@@ -166,7 +166,7 @@ class RoutingEnv(
     :param predictor_error: e for ``oracle-error`` (truth × U[1 − e, 1 + e]).
     :param engine: serving-engine preset of the instances (``vllm``, default: GoodServe §4 runs
         vLLM; ``sglang``, ``trtllm``; None: the engine-neutral defaults), see
-        :mod:`envs.sim.engines`: scheduling, token budget by GPU, batch cap, paged KV with
+        :mod:`envs.sim.engines.presets`: scheduling, token budget by GPU, batch cap, paged KV with
         preemption, fitted overheads.
     :param prefill_mode: override the engine's scheduling (``chunked``, ``prefill-first``, ...).
     :param token_budget: override the engine's tokens per iteration.
@@ -188,7 +188,7 @@ class RoutingEnv(
     :param decision_context: put the :class:`RoutingContext` in every step's ``info`` (True
         here; the registered id passes False, see :mod:`envs.common.base`).
     :param latency_calibration: per-op calibration variant of the instances and of the SLO
-        reference (one of :data:`envs.sim.efficiency.CALIBRATION_VARIANTS`): ``"roofline"``
+        reference (one of :data:`envs.sim.latency.efficiency.CALIBRATION_VARIANTS`): ``"roofline"``
         (default, which this id's pinned results use); ``None``: the variant in force
         (``$SERVEGYM_LATENCY_CALIBRATION``, else the simulator's default).
     """
@@ -474,7 +474,7 @@ class RoutingEnv(
         now = sim.now
         for c, left in zip(calls, lefts, strict=True):
             if c.stage == WAIT_PREFILL:
-                hit = sim.prefix_hits(c).get(instance, 0)
+                hit = sim.estimates.prefix_hits(c).get(instance, 0)
                 waited = max(0.0, now - c.enqueued_at)
                 stay = (
                     max(0.0, mon.q[j] - waited)
@@ -504,7 +504,7 @@ class RoutingEnv(
 
     def fallback_action(self) -> int:
         """The fallback policy's choice (what a masked action becomes): at a route decision the
-        simulator's least-loaded rule (:class:`envs.sim.scheduler.DefaultScheduler`): the legal
+        simulator's least-loaded rule (:class:`envs.sim.core.scheduler.DefaultScheduler`): the legal
         instance with the fewest running + waiting requests, then the fastest capability, then
         the lowest index; at a migrate decision, stay."""
         ctx = self._ctx

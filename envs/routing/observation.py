@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -136,37 +137,52 @@ class ExtendedObservationMixin:
     Ratios over the slack are clipped to [0, 10] (10 when no slack is left).
     """
 
+    # What the env class sets (see ``RoutingEnv.__init__``) and the default observation.
+    cluster: Any
+    engine: Any
+    token_budget: int | None
+    prefill_mode: str
+    slo_scale: float
+    M: int
+    observation: str
+    _latency_cache: Any
+    _ctx: RoutingContext | None
+    _run_alone: Callable[[int, int], float]
+    _observe: Callable[[], dict[str, np.ndarray]]
+    _observation: Callable[[], dict[str, np.ndarray]]
+    _alone_models: list[Any]
+
     def _bind_observation(self, observation: str) -> None:
         """``self._observe``: the observation method of the option ``observation``."""
         self.observation = observation
         extended = observation == "extended"
-        self._observe = self._observation_extended if extended else self._observation  # type: ignore[attr-defined]
+        self._observe = self._observation_extended if extended else self._observation
 
     def _alone_per_instance(self) -> list[Any]:
         """Per instance, its GPU's run-alone model (built once per env)."""
         models = getattr(self, "_alone_models", None)
         if models is None:
             from envs.common.run_alone import RunAloneLatency
-            from envs.sim.engines import resolve_token_budget
+            from envs.sim.engines.presets import resolve_token_budget
 
             models = []
-            for spec in self.cluster.instances:  # type: ignore[attr-defined]
-                lat = self._latency_cache.get(spec, self.engine)  # type: ignore[attr-defined]
-                budget = resolve_token_budget(self.engine, lat.gpu, self.token_budget)  # type: ignore[attr-defined]
-                models.append(RunAloneLatency(lat, self.prefill_mode, budget))  # type: ignore[attr-defined]
+            for spec in self.cluster.instances:
+                lat = self._latency_cache.get(spec, self.engine)
+                budget = resolve_token_budget(self.engine, lat.gpu, self.token_budget)
+                models.append(RunAloneLatency(lat, self.prefill_mode, budget))
             self._alone_models = models
         return models
 
     def _observation_extended(self) -> dict[str, np.ndarray]:
-        base = self._observation()  # type: ignore[attr-defined]
-        ctx = self._ctx  # type: ignore[attr-defined]
+        base = self._observation()
+        ctx = self._ctx
         assert ctx is not None
-        ref = self._run_alone  # type: ignore[attr-defined]
+        ref = self._run_alone
         prompt = int(ctx.input_tokens + ctx.generated)
         predicted = max(1, int(ctx.predicted_output_tokens))
         first = ref(ctx.input_tokens, 1)
         decode_pred = ref(ctx.input_tokens, predicted) - first
-        implied = ctx.slo / self.slo_scale - first  # type: ignore[attr-defined]
+        implied = ctx.slo / self.slo_scale - first
         rho = float(np.clip(implied / decode_pred, 0.0, RHO_MAX)) if decode_pred > 0 else 1.0
         rem = max(1, int(ctx.predicted_remaining_tokens))
         rem_implied = max(1, int(round(rho * rem)))
@@ -174,7 +190,7 @@ class ExtendedObservationMixin:
         a_pred = np.array([m(prompt, rem) for m in models])
         a_impl = np.array([m(prompt, rem_implied) for m in models])
         est_impl = ctx.estimate + (rem_implied - rem) * ctx.d
-        extra = np.zeros((self.M, EXTENDED_INSTANCE_FEATURES), dtype=np.float32)  # type: ignore[attr-defined]
+        extra = np.zeros((self.M, EXTENDED_INSTANCE_FEATURES), dtype=np.float32)
         extra[:, 0] = _over_slack(a_pred, ctx.slack)
         extra[:, 1] = _over_slack(a_impl, ctx.slack)
         extra[:, 2] = _over_slack(est_impl, ctx.slack)

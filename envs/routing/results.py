@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim import metrics as sim_metrics
+from envs.sim.core import metrics as sim_metrics
 
 
 class ResultsMixin:
@@ -60,7 +60,7 @@ class ResultsMixin:
 
     def _metrics_now(self) -> dict[str, float]:
         """Goodput, SLO violations, latency percentiles, ...
-        (:func:`envs.sim.metrics.summarize_requests`) over every request, an unfinished one
+        (:func:`envs.sim.core.metrics.summarize_requests`) over every request, an unfinished one
         counted as a violation, as the episode-end metrics count them."""
         sim = self.sim
         assert sim is not None

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from envs.sim.cluster import ClusterSpec
+from envs.sim.hardware.cluster import ClusterSpec
 from traces.generators.goodserve import paper_rate
 from traces.generators.goodserve_sessions import default_rate as sessions_rate
 

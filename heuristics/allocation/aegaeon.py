@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from envs.allocation import AllocationContext
-from envs.sim.allocation import Allocation, AllocationError, LLMAllocation
+from envs.sim.allocation.allocations import Allocation, AllocationError, LLMAllocation
 from heuristics.allocation.base import PlanPolicy
 from heuristics.base import register
 
@@ -30,8 +30,8 @@ def _phase_work(
         return _PHASE_WORK[key]
     from envs.allocation.workloads import _spec_for
     from envs.common.run_alone import RunAloneLatency
-    from envs.sim.engines import get_engine, resolve_token_budget
-    from envs.sim.simulation import LatencyCache
+    from envs.sim.core.simulation import LatencyCache
+    from envs.sim.engines.presets import get_engine, resolve_token_budget
     from traces.generators import GENERATORS
     from traces.schema import LLMNode
 
@@ -109,14 +109,15 @@ def _placeable_tp1(
     form), ``mins[m] ≤ share ≤ F`` (weights + minimum KV, at most one GPU), ``share·d ≤
     units[m]`` and ``d ≤ R``, in ``units``' order: for each model the first candidate, by
     ``prefer``, such that it, the models before it and the minimum replica of every model after
-    it still place on ``topology`` (the env's §6 placer, :func:`envs.sim.placement.try_place`:
-    five 3/4-GPU shares do not pack on four GPUs, five 1/2-GPU ones do). ``prefer="share"``:
-    the largest share (whole GPUs where possible), then the most units; ``"units"``: the most
-    units, then the largest share. Units that make no placeable replica are left idle.
+    it still place on ``topology`` (the env's §6 placer,
+    :func:`envs.sim.allocation.placement.try_place`: five 3/4-GPU shares do not pack on four GPUs,
+    five 1/2-GPU ones do). ``prefer="share"``: the largest share (whole GPUs where possible), then
+    the most units; ``"units"``: the most units, then the largest share. Units that make no
+    placeable replica are left idle.
 
     :raises AllocationError: if even the minimum replicas do not place.
     """
-    from envs.sim.placement import try_place
+    from envs.sim.allocation.placement import try_place
 
     if prefer not in ("share", "units"):
         raise ValueError(f"prefer must be 'share' or 'units', got {prefer!r}")
@@ -244,7 +245,7 @@ class AegaeonPolicy(PlanPolicy):
         self.split: dict[str, tuple[float, float]] = {}
 
     def plan(self, ctx: AllocationContext) -> Allocation:
-        from envs.sim.catalog import get_model
+        from envs.sim.hardware.catalog import get_model
 
         topo, F = ctx.topology, ctx.units_per_gpu
         if self.P + self.D != topo.gpus_per_node:

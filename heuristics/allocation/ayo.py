@@ -5,7 +5,7 @@ non-LLM engine, the rest spread evenly over the LLM engines (registry ``ayo``).
 from __future__ import annotations
 
 from envs.allocation import AllocationContext
-from envs.sim.allocation import Allocation, AllocationError, LLMAllocation
+from envs.sim.allocation.allocations import Allocation, AllocationError, LLMAllocation
 from heuristics.allocation.base import PlanPolicy
 from heuristics.allocation.baselines import KubernetesHPA
 from heuristics.base import register
@@ -62,7 +62,7 @@ class AyoPolicy(PlanPolicy):
         self.non_llm_instances = v
 
     def plan(self, ctx: AllocationContext) -> Allocation:
-        from envs.sim.catalog import get_model
+        from envs.sim.hardware.catalog import get_model
 
         F, G = ctx.units_per_gpu, ctx.topology.num_gpus
         tp = {m: KubernetesHPA.pod_tp(ctx, m) for m in ctx.models}

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from envs.allocation import AllocationContext
-from envs.sim.allocation import Allocation, LLMAllocation
+from envs.sim.allocation.allocations import Allocation, LLMAllocation
 
 
 def allocation_context(info: Mapping[str, Any]) -> AllocationContext:

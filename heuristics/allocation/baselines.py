@@ -13,7 +13,7 @@ import numpy as np
 import yaml
 
 from envs.allocation import AllocationContext
-from envs.sim.allocation import Allocation, AllocationError, LLMAllocation
+from envs.sim.allocation.allocations import Allocation, AllocationError, LLMAllocation
 from heuristics.allocation.base import PlanPolicy, _tp1_replicas
 from heuristics.base import register
 

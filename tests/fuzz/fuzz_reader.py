@@ -150,7 +150,7 @@ def run_atheris(seconds: int, timeout: int, artifacts: Path) -> None:
         import traces.io  # noqa: F401
         import traces.schema  # noqa: F401
         import traces.validate  # noqa: F401
-    from envs.sim.catalog import model_names
+    from envs.sim.hardware.catalog import model_names
 
     model_names()  # load the catalog once, outside the timed inputs
 

@@ -80,7 +80,8 @@ PREDICTORS: dict[str, Callable[..., OutputPredictor]] = {
 def _residual(moe: OutputPredictor) -> OutputPredictor:
     """A view of the trained MoE (weights and memo shared) that re-predicts by residual life."""
     view = copy.copy(moe)
-    view.set_reprediction("residual")  # type: ignore[attr-defined]
+    assert isinstance(view, MoEPredictor), f"moe-residual wraps a MoEPredictor, got {moe!r}"
+    view.set_reprediction("residual")
     return view
 
 

@@ -54,7 +54,7 @@ class BasePredictor:
     """Defaults for the protocol: no online state, remaining = max(1, predict − generated).
 
     Instances are callable (``predictor(call) == predictor.predict(call)``), so one can be passed
-    as ``output_predictor`` to :class:`envs.sim.simulation.Simulation`.
+    as ``output_predictor`` to :class:`envs.sim.core.simulation.Simulation`.
     """
 
     name = "base"

@@ -49,7 +49,7 @@ class _Node:
 
 @dataclass
 class Probe:
-    """A request viewed the way predictors see a simulator :class:`~envs.sim.workload.Call`
+    """A request viewed the way predictors see a simulator :class:`~envs.sim.core.workflows.Call`
     (``node.task``, ``node.prompt``, ``input_tokens``, ``output_tokens``, ``generated``, ``uid``),
     for training, reports and tests without running the simulator."""
 

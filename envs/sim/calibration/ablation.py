@@ -1,4 +1,4 @@
-"""The ablation of issue 30's per-op refit (part of :mod:`envs.sim.calibrate`'s
+"""The ablation of issue 30's per-op refit (part of :mod:`envs.sim.calibration.calibrate`'s
 ``--ablation``): the whole-prefill check without the smooth GEMM roofline and/or the
 elementwise kernel floor, and the GEMM tables' error near the ridge point under the hard and the
 smooth roofline.
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from envs.sim.calibration.kernels import (
-    _concat,
+    concat,
     elementwise_tables,
     fit_elementwise,
     fit_gemm,
@@ -27,7 +27,7 @@ from envs.sim.calibration.prefill import (
     summarize_prefill,
     vidur_prefill_points,
 )
-from envs.sim.latency import Calibration
+from envs.sim.latency.model import Calibration
 
 
 def ablation_calibrations(data_dir: Path, cal: Calibration) -> dict[str, Calibration]:
@@ -42,7 +42,7 @@ def ablation_calibrations(data_dir: Path, cal: Calibration) -> dict[str, Calibra
     """
     hard: dict[str, dict[str, float | None]] = {}
     for fam, tables in gemm_tables(data_dir).items():
-        ec, em, t0, _ = fit_gemm(_concat(tables), exponents=(math.inf,))
+        ec, em, t0, _ = fit_gemm(concat(tables), exponents=(math.inf,))
         hard[fam] = {
             "gemm_compute": ec,
             "gemm_memory": em,
@@ -50,7 +50,7 @@ def ablation_calibrations(data_dir: Path, cal: Calibration) -> dict[str, Calibra
             "gemm_roofline_exponent": None,
         }
     for fam, tables in fp8_gemm_tables(data_dir).items():
-        ec, em, _, _ = fit_gemm(_concat(tables), exponents=(math.inf,))
+        ec, em, _, _ = fit_gemm(concat(tables), exponents=(math.inf,))
         hard[fam].update(gemm_compute_fp8=ec, gemm_memory_fp8=em)
     no_floor: dict[str, dict[str, float]] = {}
     for fam, (ideal, measured) in elementwise_tables(data_dir, min_tokens=256).items():

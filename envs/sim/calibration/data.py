@@ -70,15 +70,15 @@ class Point:
         return (self.predicted_s - self.measured_s) / self.measured_s
 
 
-def _read_csv(path: Path) -> list[dict[str, str]]:
+def read_csv(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as fh:
         return list(csv.DictReader(fh))
 
 
-def _thin(rows: Sequence, limit: int = MAX_POINTS_PER_TABLE) -> list:
+def thin(rows: Sequence, limit: int = MAX_POINTS_PER_TABLE) -> list:
     step = max(1, math.ceil(len(rows) / limit))
     return list(rows[::step])
 
 
-def _msle(pred: np.ndarray, meas: np.ndarray, axis: int = -1) -> np.ndarray:
+def msle(pred: np.ndarray, meas: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.mean(np.log(pred / meas) ** 2, axis=axis)

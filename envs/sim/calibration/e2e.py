@@ -1,5 +1,5 @@
-"""End-to-end runs (step 4 of :mod:`envs.sim.calibrate`): the ANL measured runs, the model's
-prediction of each, the framework overhead fitted on them and the held-out check (median
+"""End-to-end runs (step 4 of :mod:`envs.sim.calibration.calibrate`): the ANL measured runs, the
+model's prediction of each, the framework overhead fitted on them and the held-out check (median
 absolute error).
 """
 
@@ -17,11 +17,11 @@ from envs.sim.calibration.data import (
     FIT_E2E_MODELS,
     HELDOUT_E2E_MODELS,
     Point,
-    _msle,
-    _read_csv,
+    msle,
+    read_csv,
 )
-from envs.sim.catalog import get_gpu, get_model
-from envs.sim.latency import (
+from envs.sim.hardware.catalog import get_gpu, get_model
+from envs.sim.latency.model import (
     Calibration,
     InsufficientMemoryError,
     LatencyModel,
@@ -60,7 +60,7 @@ def anl_runs(data_dir: Path) -> list[E2ERun]:
     """
     base = data_dir / "llm_inference_bench_anl"
     runs = []
-    for r in _read_csv(base / "All_results.csv"):
+    for r in read_csv(base / "All_results.csv"):
         if r["Framework"] != "vLLM" or r["Hardware"] not in ANL_GPUS:
             continue
         if r["Model"] not in ANL_MODELS:
@@ -78,7 +78,7 @@ def anl_runs(data_dir: Path) -> list[E2ERun]:
                 float(r["Latency"]),
             )
         )
-    for r in _read_csv(base / "all_results_TTFT.csv"):
+    for r in read_csv(base / "all_results_TTFT.csv"):
         if r["Framework"] != "vLLM" or r["Hardware"] not in ANL_GPUS:
             continue
         if r["Model"] not in ANL_MODELS:
@@ -169,6 +169,6 @@ def fit_overhead(data_dir: Path, base: Calibration) -> tuple[float, float]:
     per_iter = np.arange(0.0, 0.01001, 0.0001)
     per_gpu = np.arange(0.0, 0.005001, 0.0001)
     pred = pred0[None, None, :] + iters * (per_iter[:, None, None] + per_gpu[None, :, None] * extra)
-    loss = _msle(pred, meas[None, None, :])
+    loss = msle(pred, meas[None, None, :])
     i, j = np.unravel_index(np.argmin(loss), loss.shape)
     return float(round(per_iter[i], 6)), float(round(per_gpu[j], 6))

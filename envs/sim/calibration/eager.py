@@ -6,11 +6,11 @@ LLMServingSim times a HuggingFace Llama layer op by op with PyTorch hooks
 square, mean, rsqrt, two multiplies, downcast) and rotary embedding (``rotate_half``'s slices,
 negation and concatenation, four multiplies, two adds) run as several PyTorch kernels each
 where vLLM runs one fused kernel, and the hooks' own time is in the numbers: on the same H100
-and width they take 4.5–8.1x Vidur's fused kernels (``python -m envs.sim.calibrate
+and width they take 4.5–8.1x Vidur's fused kernels (``python -m envs.sim.calibration.calibrate
 --prefill-report``). The latency model prices vLLM's fused layer, so it is compared with these
 layers on the deployment they measured: the elementwise part of an LLMServingSim prefill is
 predicted with an *eager* cost per layer ``n · bytes / (e · bw) + F`` (``bytes`` per token of
-:func:`envs.sim.efficiency.elementwise_bytes_per_token`, ``bw`` the H100's HBM bandwidth),
+:func:`envs.sim.latency.efficiency.elementwise_bytes_per_token`, ``bw`` the H100's HBM bandwidth),
 ``(e, F)`` fitted on the four elementwise ops (``input_layernorm``, ``rope``,
 ``post_layernorm``, ``act_fn``) of the *other* LLMServingSim models at 64 log-spaced token
 counts from 1 to 2,048 (leave one model out: never on the model predicted). The GEMM,
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from envs.sim.calibration.data import _read_csv
+from envs.sim.calibration.data import read_csv
 from envs.sim.calibration.kernels import fit_elementwise
-from envs.sim.catalog import get_gpu, get_model
-from envs.sim.efficiency import elementwise_bytes_per_token
+from envs.sim.hardware.catalog import get_gpu, get_model
+from envs.sim.latency.efficiency import elementwise_bytes_per_token
 
 LLMSERVINGSIM_MODELS = {"Llama-3.1-8B": "llama3.1-8b", "Llama-3.1-70B": "llama3.1-70b"}
 #: LLMServingSim's per-layer elementwise ops: HuggingFace's eager RMSNorm and rotary embedding
@@ -75,7 +75,7 @@ def _elementwise_rows(path: Path, model: str, tp: int) -> tuple[np.ndarray, np.n
     """(bytes / peak bandwidth, measured seconds) of one layer's four elementwise ops at
     :data:`FIT_TOKEN_COUNTS` log-spaced token counts of one profile, sorted by tokens."""
     per_n: dict[int, float] = {}
-    for r in _read_csv(path):
+    for r in read_csv(path):
         if r["layer_name"] in LLMSERVINGSIM_ELEMENTWISE_OPS:
             n = int(r["input"])
             per_n[n] = per_n.get(n, 0.0) + float(r["latency(ns)"]) / 1e9

@@ -1,17 +1,18 @@
 """Provenance headers of the fitted latency-calibration YAMLs, one per per-op calibration variant
-(``envs.sim.efficiency.CALIBRATION_VARIANTS``); written by ``python -m envs.sim.calibrate --fit``.
-The variants differ only in how linear layers and elementwise kernels are fitted
-(:data:`envs.sim.calibration.perop.PER_OP_FITS`), so only those paragraphs differ.
+(``envs.sim.latency.efficiency.CALIBRATION_VARIANTS``); written by ``python -m
+envs.sim.calibration.calibrate --fit``. The variants differ only in how linear layers and
+elementwise kernels are fitted (:data:`envs.sim.calibration.perop.PER_OP_FITS`), so only those
+paragraphs differ.
 """
 
 from __future__ import annotations
 
 _TEMPLATE = """\
-{VARIANT}# Fitted constants of the roofline latency model (envs/sim/latency.py).
-# Written by `python -m envs.sim.calibrate --fit` (deterministic grid searches, loss = mean
-# squared log(predicted / measured)); do not hand-edit, refit instead. Data: the measured-latency
-# folder described in ../shared/latency-data/SOURCES.md (never committed here). Paths below are
-# relative to that folder.
+{VARIANT}# Fitted constants of the roofline latency model (envs/sim/latency/model.py).
+# Written by `python -m envs.sim.calibration.calibrate --fit` (deterministic grid searches, loss =
+# mean squared log(predicted / measured)); do not hand-edit, refit instead. Data: the
+# measured-latency folder described in ../shared/latency-data/SOURCES.md (never committed here).
+# Paths below are relative to that folder.
 #
 {GEMM}
 #   ampere-hbm  aiconfigurator/a100_sxm/gemm_perf.csv (vLLM 0.14, bf16)
@@ -21,8 +22,8 @@ _TEMPLATE = """\
 #               attn_post_proj, mlp_up_proj, mlp_down_proj medians as GEMMs)
 {FP8_AND_DEFAULT}
 #   and memory, n,k >= 256). The fitted floor (DeepGEMM's small-shape minimum) is not kept: fp8
-#   kernels share gemm_floor_seconds (see envs/sim/calibrate.py step 1b). Families without
-#   these keys (no FP8 data) use their bf16 gemm_* constants at the FP8 peak.
+#   kernels share gemm_floor_seconds (see envs/sim/calibration/calibrate.py step 1b). Families
+#   without these keys (no FP8 data) use their bf16 gemm_* constants at the FP8 peak.
 # families.<f>.attention_*: ampere-hbm and hopper from aiconfigurator/<gpu>/
 #   generation_attention_perf.csv (memory efficiency + floor) then context_attention_perf.csv
 #   (isl >= 16; compute efficiency). volta and ampere-gddr have no attention tables: their
@@ -57,7 +58,7 @@ _BLOCKS = {
 #   + floor, on infersim/h800/gemm.csv (DeepGEMM fp8_gemm_nt kernels on H800 = H100-SXM compute""",
         "ELEMENTWISE": """\
 # families.<f>.elementwise_memory: fit of t = bytes/(elementwise_memory*bw) (bytes per token of
-#   the fused add+RMSNorm, rotary and activation kernels, envs/sim/latency.py
+#   the fused add+RMSNorm, rotary and activation kernels, envs/sim/latency/model.py
 #   elementwise_bytes_per_token) on the summed input_layernorm, attn_rope,
 #   post_attention_layernorm, mlp_act and add medians of vidur/compute/<gpu>/*/*/mlp.csv rows
 #   with >= 256 tokens (every model and TP degree): ampere-hbm a100, hopper h100, ampere-gddr
@@ -83,7 +84,7 @@ _BLOCKS = {
         "ELEMENTWISE": """\
 # families.<f>.elementwise_*: fit of t = bytes/(elementwise_memory*bw)
 #   + 5*elementwise_floor_seconds (bytes per token of the fused add+RMSNorm, rotary and
-#   activation kernels, envs/sim/latency.py elementwise_bytes_per_token) on the summed
+#   activation kernels, envs/sim/latency/model.py elementwise_bytes_per_token) on the summed
 #   input_layernorm, attn_rope, post_attention_layernorm, mlp_act and add medians of
 #   vidur/compute/<gpu>/*/*/mlp.csv rows (every model, TP degree and token count): ampere-hbm
 #   a100, hopper h100, ampere-gddr a40; volta its gemm_memory times their geometric-mean ratio
@@ -91,7 +92,7 @@ _BLOCKS = {
 #   elementwise_kernels_per_layer (4: vLLM's fused kernels) times per layer.""",
         "MOE": """\
 # moe_kernels.<f>.<precision>: routed-expert kernel efficiencies and per-layer floor of
-#   envs/sim/moe.py (MoE layers priced from their physics), fitted by
+#   envs/sim/latency/moe.py (MoE layers priced from their physics), fitted by
 #   `python -m envs.sim.calibration.moe_kernels --tables DIR` at the hopper
 #   gemm_roofline_exponent on AIConfigurator's measured vLLM 0.14 fused_moe tables
 #   (ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/systems/data/{h100_sxm,h200_sxm}/
@@ -113,7 +114,7 @@ _BLOCKS = {
 def yaml_header(variant: str) -> str:
     """The comment header of ``variant``'s calibration YAML (its fit and data sources).
 
-    :param variant: one of ``envs.sim.efficiency.CALIBRATION_VARIANTS``.
+    :param variant: one of ``envs.sim.latency.efficiency.CALIBRATION_VARIANTS``.
     """
     if variant not in _BLOCKS:
         raise ValueError(

@@ -1,4 +1,4 @@
-"""Kernel-level fits of the latency model (steps 1–3 of :mod:`envs.sim.calibrate`): GEMM
+"""Kernel-level fits of the latency model (steps 1–3 of :mod:`envs.sim.calibration.calibrate`): GEMM
 efficiencies and floor per GPU family (bf16 and FP8), the elementwise-op constant, attention
 efficiencies, and NVLink / PCIe all-reduce efficiency and latency.
 """
@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -18,12 +19,12 @@ from envs.sim.calibration.data import (
     V100_PCIE_BANDWIDTH,
     V100_PCIE_LINK,
     V100_PCIE_PEAK_FLOPS,
-    _msle,
-    _read_csv,
-    _thin,
+    msle,
+    read_csv,
+    thin,
 )
-from envs.sim.catalog import get_gpu
-from envs.sim.latency import (
+from envs.sim.hardware.catalog import get_gpu
+from envs.sim.latency.model import (
     elementwise_bytes_per_token,
 )
 
@@ -66,10 +67,10 @@ def _gemm_rows_csv(
     given), thinned to :data:`MAX_POINTS_PER_TABLE`."""
     rows = [
         r
-        for r in _read_csv(path)
+        for r in read_csv(path)
         if int(r["n"]) >= 256 and int(r["k"]) >= 256 and (dtype is None or r["dtype"] == dtype)
     ]
-    rows = _thin(rows)
+    rows = thin(rows)
     m, n, k = (np.array([float(r[c]) for r in rows]) for c in ("m", "n", "k"))
     t = np.array([float(r[time_column]) for r in rows]) * seconds_per_unit
     return GemmTable(
@@ -107,7 +108,7 @@ def _gemm_rows_vidur(path: Path, gpu: str) -> GemmTable:
     """Linear-layer ops of Vidur's per-layer profile as GEMMs (shapes from the model columns)."""
     spec = get_gpu(gpu)
     ms, ns, ks, ts = [], [], [], []
-    for r in _read_csv(path):
+    for r in read_csv(path):
         tokens, tp = float(r["num_tokens"]), float(r["num_tensor_parallel_workers"])
         h, ffn = float(r["n_embd"]), float(r["n_expanded_embd"])
         heads, kv = float(r["n_head"]), float(r["n_kv_head"])
@@ -119,10 +120,10 @@ def _gemm_rows_vidur(path: Path, gpu: str) -> GemmTable:
             "mlp_up_proj": (gate * ffn / tp, h),
             "mlp_down_proj": (h, ffn / tp),
         }
-        for op, (n, k) in shapes.items():
+        for op, (n_dim, k_dim) in shapes.items():
             ms.append(tokens)
-            ns.append(n)
-            ks.append(k)
+            ns.append(n_dim)
+            ks.append(k_dim)
             ts.append(float(r[f"time_stats.{op}.median"]) / 1e3)
     m, n, k, t = (np.array(v) for v in (ms, ns, ks, ts))
     idx = np.arange(0, len(t), max(1, math.ceil(len(t) / MAX_POINTS_PER_TABLE)))
@@ -198,23 +199,32 @@ def smooth_max(a: np.ndarray, b: np.ndarray, p: float | None) -> np.ndarray:
     return (a**p + b**p) ** (1.0 / p)
 
 
-def _gemm_predict(
+def gemm_predict(
     t: GemmTable, ec: float, em: float, t0: float, p: float | None = None
 ) -> np.ndarray:
     flops = 2 * t.m * t.n * t.k
     return smooth_max(flops / (ec * t.peak_flops), t.moved_bytes() / (em * t.bandwidth), p) + t0
 
 
-def _concat(tables: Iterable[GemmTable]) -> GemmTable:
+def concat(tables: Iterable[GemmTable]) -> GemmTable:
     tables = list(tables)
     widths = {t.operand_bytes for t in tables}
     if len(widths) != 1:
         raise ValueError(f"cannot pool GEMM tables of different operand widths {sorted(widths)}")
-    cat = [
+    m, n, k, seconds, peak_flops, bandwidth = (
         np.concatenate([getattr(t, f) for t in tables])
         for f in ("m", "n", "k", "seconds", "peak_flops", "bandwidth")
-    ]
-    return GemmTable(*cat, label="+".join(t.label for t in tables), operand_bytes=widths.pop())
+    )
+    return GemmTable(
+        m,
+        n,
+        k,
+        seconds,
+        peak_flops,
+        bandwidth,
+        label="+".join(t.label for t in tables),
+        operand_bytes=widths.pop(),
+    )
 
 
 EFF_GRID = np.round(np.arange(0.30, 1.0001, 0.01), 2)
@@ -239,7 +249,7 @@ def _gemm_grid(
         compute[None, None, :] / ecs[:, None, None], data[None, None, :] / ems[None, :, None], p
     )
     for t0 in floors:
-        loss = _msle(base + t0, seconds[None, None, :])
+        loss = msle(base + t0, seconds[None, None, :])
         i, j = np.unravel_index(np.argmin(loss), loss.shape)
         if loss[i, j] < best[0]:
             best = (float(loss[i, j]), float(ecs[i]), float(ems[j]), float(t0))
@@ -326,7 +336,7 @@ def _elementwise_rows(path: Path, gpu: str) -> tuple[np.ndarray, np.ndarray, np.
     Vidur ``mlp.csv`` (see :func:`elementwise_tables`)."""
     bandwidth = get_gpu(gpu).hbm_bandwidth
     ideal, measured, counts = [], [], []
-    for r in _read_csv(path):
+    for r in read_csv(path):
         tokens, tp = int(r["num_tokens"]), int(r["num_tensor_parallel_workers"])
         counts.append(tokens)
         hidden, heads = float(r["n_embd"]), float(r["n_head"])
@@ -354,7 +364,7 @@ def elementwise_tables(
     per GPU family: every ``vidur/compute/<gpu>/<org>/<model>/mlp.csv`` row (1 to 32,768
     tokens; the few-token rows, where launches rather than bytes set the time, fix the floor),
     the measured time being the sum of the :data:`VIDUR_ELEMENTWISE_OPS` medians and the bytes
-    :func:`envs.sim.latency.elementwise_bytes_per_token` of the row's shape.
+    :func:`envs.sim.latency.model.elementwise_bytes_per_token` of the row's shape.
 
     :param data_dir: the measured-latency folder.
     :param exclude_vidur_models: Vidur models (``"<org>/<model>"``) left out.
@@ -401,7 +411,7 @@ def fit_elementwise(
 
     def grid(effs: np.ndarray, floors: np.ndarray) -> tuple[float, float]:
         pred = ideal_s[None, None, :] / effs[:, None, None] + kernels * floors[None, :, None]
-        loss = _msle(pred, measured_s[None, None, :])
+        loss = msle(pred, measured_s[None, None, :])
         i, j = np.unravel_index(np.argmin(loss), loss.shape)
         return float(effs[i]), float(floors[j])
 
@@ -420,11 +430,11 @@ def fit_elementwise(
 HEAD_DIM = 128  # every aiconfigurator attention row has head_dim 128 (SOURCES.md)
 
 
-def _attention_arrays(path: Path, decode: bool) -> dict[str, np.ndarray]:
-    rows = _read_csv(path)
+def attention_arrays(path: Path, decode: bool) -> dict[str, np.ndarray]:
+    rows = read_csv(path)
     if not decode:
         rows = [r for r in rows if int(r["isl"]) >= 16]
-    rows = _thin(rows)
+    rows = thin(rows)
     b = np.array([float(r["batch_size"]) for r in rows])
     h = np.array([float(r["num_heads"]) for r in rows])
     kv = np.array([float(r["num_key_value_heads"]) for r in rows])
@@ -457,13 +467,13 @@ def fit_attention(
     :param data_dir: the measured-latency folder.
     :param gpus: (aiconfigurator folder, catalog GPU) pairs of the family.
     """
-    dec = {"f": [], "b": [], "t": []}
-    pre = {"f": [], "b": [], "t": []}
+    dec: dict[str, list[Any]] = {"f": [], "b": [], "t": []}
+    pre: dict[str, list[Any]] = {"f": [], "b": [], "t": []}
     for folder, gpu in gpus:
         spec = get_gpu(gpu)
         for decode, acc in ((True, dec), (False, pre)):
             name = "generation" if decode else "context"
-            a = _attention_arrays(
+            a = attention_arrays(
                 data_dir / "aiconfigurator" / folder / f"{name}_attention_perf.csv", decode
             )
             acc["f"].append(a["flops"] / spec.peak_flops)
@@ -481,7 +491,7 @@ def fit_attention(
             )
             + t0
         )
-        loss = _msle(pred, dt[None, None, :])
+        loss = msle(pred, dt[None, None, :])
         i, j = np.unravel_index(np.argmin(loss), loss.shape)
         if loss[i, j] < best[0]:
             best = (float(loss[i, j]), float(EFF_GRID[i]), float(EFF_GRID[j]), float(t0))
@@ -491,10 +501,10 @@ def fit_attention(
     for half in HALF_TOKENS_GRID:
         flops = pf * (1.0 + half / pisl)
         pred = np.maximum(flops[None, :] / EFF_GRID[:, None], pb[None, :] / em) + t0
-        loss = _msle(pred, pt[None, :])
-        i = int(np.argmin(loss))
-        if loss[i] < best_pre[0]:
-            best_pre = (float(loss[i]), float(EFF_GRID[i]), float(half))
+        loss = msle(pred, pt[None, :])
+        ip = int(np.argmin(loss))
+        if loss[ip] < best_pre[0]:
+            best_pre = (float(loss[ip]), float(EFF_GRID[ip]), float(half))
     _, ec, half = best_pre
     return ec, em, t0, half
 
@@ -517,11 +527,11 @@ def nvlink_table(data_dir: Path) -> CommTable:
     best: dict[tuple[str, int, float], float] = {}
     for folder, gpu in (("a100_sxm", "a100-80g"), ("h100_sxm", "h100-sxm"), ("h200_sxm", "h200")):
         base = data_dir / "aiconfigurator" / folder
-        for r in _read_csv(base / "nccl_perf.csv"):
+        for r in read_csv(base / "nccl_perf.csv"):
             if r["op_name"] == "all_reduce" and r["nccl_dtype"] == "half":
                 key = (gpu, int(r["num_gpus"]), float(r["message_size"]) * 2)
                 best[key] = min(best.get(key, math.inf), float(r["latency"]) / 1e3)
-        for r in _read_csv(base / "custom_allreduce_perf.csv"):
+        for r in read_csv(base / "custom_allreduce_perf.csv"):
             if "graph" in r["kernel_source"]:
                 key = (gpu, int(r["num_gpus"]), float(r["message_size"]) * 2)
                 best[key] = min(best.get(key, math.inf), float(r["latency"]) / 1e3)
@@ -539,7 +549,7 @@ def pcie_table(data_dir: Path) -> CommTable:
     """V100-PCIe single-node all-reduce, APEX+ (half precision rows)."""
     rows = [
         r
-        for r in _read_csv(data_dir / "apex_plus/comm/V100-PCIE-16GB/all_reduce.csv")
+        for r in read_csv(data_dir / "apex_plus/comm/V100-PCIE-16GB/all_reduce.csv")
         if r["num_nodes"] == "1" and r["dtype"] == "half" and int(r["num_gpus_per_node"]) > 1
     ]
     n = np.array([float(r["num_gpus_per_node"]) for r in rows])
@@ -554,7 +564,7 @@ def pcie_table(data_dir: Path) -> CommTable:
     )
 
 
-def _ring(c: CommTable, eff: float | np.ndarray, lat: float | np.ndarray) -> np.ndarray:
+def ring_allreduce(c: CommTable, eff: float | np.ndarray, lat: float | np.ndarray) -> np.ndarray:
     return lat + 2 * (c.n - 1) / c.n * c.size / (eff * c.link)
 
 
@@ -569,6 +579,6 @@ def fit_link(c: CommTable) -> tuple[float, float]:
         lats[None, :, None]
         + (2 * (c.n - 1) / c.n * c.size / c.link)[None, None, :] / effs[:, None, None]
     )
-    loss = _msle(pred, c.seconds[None, None, :])
+    loss = msle(pred, c.seconds[None, None, :])
     i, j = np.unravel_index(np.argmin(loss), loss.shape)
     return float(effs[i]), float(lats[j])

@@ -1,5 +1,5 @@
-"""Fit the MoE kernel efficiencies (:class:`envs.sim.moe.MoEKernelEfficiency`) on AIConfigurator's
-measured MoE kernel tables, and check them leave one model shape out.
+"""Fit the MoE kernel efficiencies (:class:`envs.sim.latency.moe.MoEKernelEfficiency`) on
+AIConfigurator's measured MoE kernel tables, and check them leave one model shape out.
 
 Data: ``moe_perf`` tables of ai-dynamo/aiconfigurator (``aic-core/src/aiconfigurator_core/
 systems/data/<gpu>/moe/vllm/0.14.0/moe_perf.parquet``, vLLM 0.14's ``fused_moe`` kernel on
@@ -36,9 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-from envs.sim.catalog import get_gpu
-from envs.sim.efficiency import load_calibration
-from envs.sim.moe import MoEKernelEfficiency, MoELayerCost
+from envs.sim.hardware.catalog import get_gpu
+from envs.sim.latency.efficiency import load_calibration
+from envs.sim.latency.moe import MoEKernelEfficiency, MoELayerCost
 
 TABLE_GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200"}
 #: Engine -> (AIConfigurator table version, kernel sources of its gated MoE layer). SGLang's

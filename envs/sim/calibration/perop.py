@@ -1,6 +1,6 @@
-"""How each per-op calibration variant (``envs.sim.efficiency.CALIBRATION_VARIANTS``) fits its
-linear-layer and elementwise constants (:data:`PER_OP_FITS`); the rest of
-:func:`envs.sim.calibrate.fit` is shared.
+"""How each per-op calibration variant (``envs.sim.latency.efficiency.CALIBRATION_VARIANTS``) fits
+its linear-layer and elementwise constants (:data:`PER_OP_FITS`); the rest of
+:func:`envs.sim.calibration.calibrate.fit` is shared.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from envs.sim.calibration.kernels import (
 
 @dataclass(frozen=True)
 class PerOpFit:
-    """How a per-op calibration variant (``envs.sim.efficiency.CALIBRATION_VARIANTS``) fits the
-    linear-layer and elementwise constants; the rest of the fit is shared.
+    """How a per-op calibration variant (``envs.sim.latency.efficiency.CALIBRATION_VARIANTS``) fits
+    the linear-layer and elementwise constants; the rest of the fit is shared.
 
     :param roofline_exponents: candidate GEMM roofline exponents (``(math.inf,)``: the hard
         ``max``).

@@ -1,6 +1,6 @@
-"""The whole-prefill check (step 5 of :mod:`envs.sim.calibrate`): the latency model's prefill
-time against measured prefills of Vidur, LLMServingSim and the ANL runs, per prefill-token band,
-and the agreement of the two GEMM sources it composes.
+"""The whole-prefill check (step 5 of :mod:`envs.sim.calibration.calibrate`): the latency model's
+prefill time against measured prefills of Vidur, LLMServingSim and the ANL runs, per prefill-token
+band, and the agreement of the two GEMM sources it composes.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from envs.sim.calibration.data import Point, _read_csv
+from envs.sim.calibration.data import Point, read_csv
 from envs.sim.calibration.e2e import anl_runs, predict_run
 from envs.sim.calibration.eager import (
     LLMSERVINGSIM_ELEMENTWISE_OPS,
@@ -28,9 +28,9 @@ from envs.sim.calibration.kernels import (
     nvlink_table,
 )
 from envs.sim.calibration.perop import PER_OP_FITS
-from envs.sim.catalog import get_gpu, get_model
-from envs.sim.efficiency import resolve_calibration_variant
-from envs.sim.latency import (
+from envs.sim.hardware.catalog import get_gpu, get_model
+from envs.sim.latency.efficiency import resolve_calibration_variant
+from envs.sim.latency.model import (
     Calibration,
     InsufficientMemoryError,
     LatencyModel,
@@ -116,7 +116,7 @@ def _context_attention_s(data_dir: Path, folder: str) -> dict[tuple[int, int, in
     (query heads, KV heads, isl) on one GPU (median of repeated rows)."""
     times: dict[tuple[int, int, int], list[float]] = {}
     path = data_dir / "aiconfigurator" / folder / "context_attention_perf.csv"
-    for r in _read_csv(path):
+    for r in read_csv(path):
         if r["batch_size"] == "1":
             key = (int(r["num_heads"]), int(r["num_key_value_heads"]), int(r["isl"]))
             times.setdefault(key, []).append(float(r["latency"]) / 1e3)
@@ -208,7 +208,7 @@ def vidur_prefill_points(
     :param leave_model_out: refit the elementwise constants without the model predicted.
     :param variant: the per-op calibration variant ``cal`` was fitted as (how the elementwise
         constants are refitted); ``None``: the one in force
-        (``envs.sim.efficiency.resolve_calibration_variant``).
+        (``envs.sim.latency.efficiency.resolve_calibration_variant``).
     """
     variant = resolve_calibration_variant(variant)
     comm, comm_gpu = _nvlink_by_gpu(data_dir)
@@ -225,7 +225,7 @@ def vidur_prefill_points(
                 if leave_model_out
                 else cal
             )
-            for r in _read_csv(path):
+            for r in read_csv(path):
                 n, tp = int(r["num_tokens"]), int(r["num_tensor_parallel_workers"])
                 key = (spec.num_heads // tp, max(1, spec.num_kv_heads // tp), n)
                 if key not in attention:
@@ -281,7 +281,7 @@ def llmservingsim_prefill_points(
         eager_fit = fit_eager_elementwise(data_dir, name) if eager else None
         per_layer: dict[int, float] = {}
         ops: dict[tuple[str, int], float] = {}
-        for r in _read_csv(path):
+        for r in read_csv(path):
             n, sec = int(r["input"]), float(r["latency(ns)"]) / 1e9
             ops[(r["layer_name"], n)] = sec
             if r["layer_name"] not in LLMSERVINGSIM_ONCE:
@@ -463,13 +463,13 @@ def norm_rotary_source_agreement(data_dir: Path) -> list[tuple[int, float, float
     """
     ls: dict[int, float] = {}
     path = data_dir / "llmservingsim" / "H100" / "Llama-3.1-8B_tp1_layers.csv"
-    for r in _read_csv(path):
+    for r in read_csv(path):
         if r["layer_name"] in ("input_layernorm", "post_layernorm", "rope"):
             n = int(r["input"])
             ls[n] = ls.get(n, 0.0) + float(r["latency(ns)"]) / 1e9
     vidur: dict[int, float] = {}
     path = data_dir / "vidur" / "compute" / "h100" / "meta-llama" / "Llama-2-7b-hf" / "mlp.csv"
-    for r in _read_csv(path):
+    for r in read_csv(path):
         if r["num_tensor_parallel_workers"] == "1":
             ops = ("input_layernorm", "post_attention_layernorm", "attn_rope")
             vidur[int(r["num_tokens"])] = (
@@ -505,13 +505,13 @@ def gemm_source_agreement(data_dir: Path) -> dict[tuple[str, str], list[float]]:
     for sku, (gpu, folder) in VIDUR_GPUS.items():
         aic = {
             (int(r["m"]), int(r["n"]), int(r["k"])): float(r["latency"])
-            for r in _read_csv(data_dir / "aiconfigurator" / folder / "gemm_perf.csv")
+            for r in read_csv(data_dir / "aiconfigurator" / folder / "gemm_perf.csv")
         }
         for hf_name in VIDUR_MODELS:
             path = data_dir / "vidur" / "compute" / sku / hf_name / "mlp.csv"
             if not path.exists():
                 continue
-            for r in _read_csv(path):
+            for r in read_csv(path):
                 m, tp = int(r["num_tokens"]), int(r["num_tensor_parallel_workers"])
                 h, ffn = int(r["n_embd"]), int(r["n_expanded_embd"])
                 hd = h // int(r["n_head"])

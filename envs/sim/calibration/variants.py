@@ -1,7 +1,8 @@
-"""The per-op calibration variants side by side (``python -m envs.sim.calibrate --variants``):
-every held-out whole-prefill point of :func:`envs.sim.calibration.prefill.prefill_points` under
-each variant's own fitted constants (``envs.sim.efficiency.CALIBRATION_VARIANTS``), with the
-Vidur prefills' elementwise constants refitted without the predicted model the variant's way.
+"""The per-op calibration variants side by side (``python -m envs.sim.calibration.calibrate
+--variants``): every held-out whole-prefill point of
+:func:`envs.sim.calibration.prefill.prefill_points` under each variant's own fitted constants
+(``envs.sim.latency.efficiency.CALIBRATION_VARIANTS``), with the Vidur prefills' elementwise
+constants refitted without the predicted model the variant's way.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from envs.sim.calibration.prefill import (
     prefill_points,
     summarize_prefill,
 )
-from envs.sim.efficiency import CALIBRATION_VARIANTS, load_calibration
+from envs.sim.latency.efficiency import CALIBRATION_VARIANTS, load_calibration
 
 
 @dataclass(frozen=True)
@@ -90,11 +91,12 @@ def print_variant_comparison(by_variant: Mapping[str, Sequence[PrefillPoint]], o
         n = next(sums[v][key].points for v in names if key in sums[v])
         print(f"{key[0]:<9} {key[1]:<36} {n:6d}{cells}", file=out)
     for v in names:
-        s = summarize_per_op(by_variant[v])
+        per_op = summarize_per_op(by_variant[v])
+        met = "met" if per_op.worst_abs <= PER_OP_TARGET else "NOT met"
         print(
-            f"{v}: {s.points} held-out points, median |error| {s.median_abs:.1%}, worst "
-            f"{s.worst_abs:.1%} ({s.worst_label}); {s.within_target}/{s.points} within the "
-            f"{PER_OP_TARGET:.0%} target ({'met' if s.worst_abs <= PER_OP_TARGET else 'NOT met'})",
+            f"{v}: {per_op.points} held-out points, median |error| {per_op.median_abs:.1%}, "
+            f"worst {per_op.worst_abs:.1%} ({per_op.worst_label}); {per_op.within_target}/"
+            f"{per_op.points} within the {PER_OP_TARGET:.0%} target ({met})",
             file=out,
         )
 

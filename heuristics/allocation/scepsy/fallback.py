@@ -9,12 +9,12 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 
-from envs.sim.allocation import (
+from envs.sim.allocation.allocations import (
     Allocation,
     Placement,
 )
-from envs.sim.cluster import Topology
-from envs.sim.placement import PlacementError, place
+from envs.sim.allocation.placement import PlacementError, place
+from envs.sim.hardware.cluster import Topology
 from heuristics.allocation.scepsy.interface import _INF
 from heuristics.allocation.scepsy.tables import _Cfg
 

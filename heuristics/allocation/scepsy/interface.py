@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from envs.sim.allocation import (
+from envs.sim.allocation.allocations import (
     Allocation,
     Placement,
 )

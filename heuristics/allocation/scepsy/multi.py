@@ -11,14 +11,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envs.sim.allocation import (
+from envs.sim.allocation.allocations import (
     Allocation,
     LLMAllocation,
     Placement,
     ReplicaPlacement,
 )
-from envs.sim.cluster import Topology
-from envs.sim.placement import nvlink_domains
+from envs.sim.allocation.placement import nvlink_domains
+from envs.sim.hardware.cluster import Topology
 from heuristics.allocation.scepsy.interface import _INF, PipelineModel, SearchError, SearchResult
 from heuristics.allocation.scepsy.search import search
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from envs.allocation import AllocationContext
-from envs.sim.allocation import Allocation
+from envs.sim.allocation.allocations import Allocation
 from heuristics.allocation.base import PlanPolicy
 from heuristics.base import register
 
@@ -64,14 +64,14 @@ class ScepsyPolicy(PlanPolicy):
         self.last_result: Any = None
 
     def plan(self, ctx: AllocationContext) -> Allocation:
-        from envs.sim.scepsy import pipelines_for
+        from envs.sim.allocation.scepsy import pipelines_for
         from heuristics.allocation.scepsy.multi import search_multi
         from heuristics.allocation.scepsy.search import search
 
         known = ctx.last_rate if self.reactive and ctx.previous is not None else ctx.target_rate
         rate = known
         if self.sticky and ctx.previous is not None:
-            from envs.sim.scepsy import pipeline_for
+            from envs.sim.allocation.scepsy import pipeline_for
 
             apl = pipeline_for(
                 ctx.workload,

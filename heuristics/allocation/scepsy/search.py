@@ -1,8 +1,8 @@
 """Scepsy's GPU scheduler (§5, Fig. 5): the allocation of lowest predicted workflow latency that
 sustains a target workflow rate, over GPU fractions × tensor parallelism × replicas.
 
-Given an Aggregate LLM Pipeline (:class:`~envs.sim.scepsy.apl.AggregatePipeline`, §4) and a
-target rate ``λ_w``, :func:`search` follows the three steps of Fig. 5:
+Given an Aggregate LLM Pipeline (:class:`~envs.sim.allocation.scepsy.apl.AggregatePipeline`, §4) and
+a target rate ``λ_w``, :func:`search` follows the three steps of Fig. 5:
 
 1. **Enumerate GPU fractions.** Every LLM ``m`` gets ``u_m`` units (``units_per_gpu`` units = one
    GPU; the paper uses 10). Prunings, as §5 step 1 lists them:
@@ -17,10 +17,10 @@ target rate ``λ_w``, :func:`search` follows the three steps of Fig. 5:
    (iii) *TP limited to the NVLink domain* (step 3);
 
    plus the per-LLM **lower bound** — "the minimum number of GPU fractions required to load the
-   LLM parameters and initialize the KV cache" (:func:`~envs.sim.allocation.min_share_units`,
-   the least ``tp × min share`` over the TP degrees allowed) — and the **upper bound** — "the
-   scheduler subtracts the sum of the minimum GPU fractions of all lower-latency LLMs" from the
-   budget.
+   LLM parameters and initialize the KV cache"
+   (:func:`~envs.sim.allocation.allocations.min_share_units`, the least ``tp × min share`` over the
+   TP degrees allowed) — and the **upper bound** — "the scheduler subtracts the sum of the minimum
+   GPU fractions of all lower-latency LLMs" from the budget.
 
    **Budget rule: the units sum to the budget exactly** (``fill=True``). §5 counts the mappings
    of 5 LLMs to 16 GPUs × 10 fractions as ``C(16·10 + 5 − 1, 5 − 1) ≈ 29 million`` — the number
@@ -37,15 +37,15 @@ target rate ``λ_w``, :func:`search` follows the three steps of Fig. 5:
    dividing ``u_m`` (equal shares: §5 "the tensor parallelism degree times replica count evenly
    divides the number of GPUs", in units), each share at most one GPU and at least the
    model's minimum at that TP, ``tp`` ≤ the GPUs the LLM spans and ≤ the largest NVLink domain
-   (TP degrees from :data:`~envs.sim.allocation.TP_DEGREES`).
+   (TP degrees from :data:`~envs.sim.allocation.allocations.TP_DEGREES`).
 
 **Objective.** Among candidates that sustain ``λ_w`` *with headroom* — ``headroom × T_w ≥
 λ_w`` (predicted throughput, Eq. 2, of which only a fraction is planned on; default
 :data:`DEFAULT_HEADROOM` = 0.9, the value Scepsy's prototype plans with; the paper's text gives
 none, and ``headroom=1`` plans on the full profiled capacity) and a finite predicted latency —
 the lowest predicted latency (Eq. 1); ties → higher ``T_w``. The chosen allocation must be
-placeable by :func:`envs.sim.placement.place` (§6); otherwise the next-ranked candidate is
-tried, and so on (:attr:`SearchResult.rank` says which one won).
+placeable by :func:`envs.sim.allocation.placement.place` (§6); otherwise the next-ranked candidate
+is tried, and so on (:attr:`SearchResult.rank` says which one won).
 
 **Overload fallback** (the paper is silent; our choice, issue 29). If no candidate sustains
 ``λ_w``, the pool cannot serve the target: the search re-plans for the highest rate the pool
@@ -88,7 +88,7 @@ placement numbers the replicas of a shared model consecutively and
 :attr:`MultiSearchResult.owners` says which workflow each replica serves.
 
 Works with any pipeline object offering ``stats.models``, ``stage(alloc, model, rate, stat)``
-and ``predict(alloc, rate, stat)`` like :class:`~envs.sim.scepsy.apl.AggregatePipeline`
+and ``predict(alloc, rate, stat)`` like :class:`~envs.sim.allocation.scepsy.apl.AggregatePipeline`
 (Eq. 1 must be the sum of the stage latencies and Eq. 2 their min, which the final
 ``predict`` checks).
 
@@ -106,7 +106,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from envs.sim.allocation import (
+from envs.sim.allocation.allocations import (
     DEFAULT_MIN_KV_TOKENS,
     TP_DEGREES,
     Allocation,
@@ -114,8 +114,8 @@ from envs.sim.allocation import (
     Placement,
     min_share_units,
 )
-from envs.sim.cluster import Topology
-from envs.sim.placement import nvlink_domains, try_place
+from envs.sim.allocation.placement import nvlink_domains, try_place
+from envs.sim.hardware.cluster import Topology
 from heuristics.allocation.scepsy.fallback import _close, _fallback, _why
 from heuristics.allocation.scepsy.interface import (
     _INF,
@@ -205,14 +205,14 @@ def search(
     :param stat: latency statistic of the profiles (``mean``, ``p90``, …).
     :param order: LLMs from highest to lowest latency, overriding the profiled ordering.
     :param min_share: ``(model, tp) -> min share units or None``; default
-        :func:`~envs.sim.allocation.min_share_units` on the topology's GPU.
+        :func:`~envs.sim.allocation.allocations.min_share_units` on the topology's GPU.
     :param max_replicas: at most this many replicas per LLM (e.g. an action menu's cap);
         None: no cap beyond equal shares of at least the minimum.
     :param span_rule: limit TP to the GPUs an LLM spans in the contiguous packing (step 2-3,
         the paper); False lifts it (TP still ≤ the NVLink domain).
     :param require_placement: the result must place on ``topology`` (falls back down the
         ranking otherwise); False: skip placement (used by :func:`search_multi`).
-    :param keep: previous placement for :func:`~envs.sim.placement.place`.
+    :param keep: previous placement for :func:`~envs.sim.allocation.placement.place`.
     :param missing_profiles: ``skip`` (default; configurations without a profile are left out
         and listed in :attr:`SearchResult.unprofiled`) or ``raise``.
     :param max_placement_attempts: give up after this many unplaceable candidates.

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envs.sim.allocation import (
+from envs.sim.allocation.allocations import (
     Allocation,
     LLMAllocation,
 )
