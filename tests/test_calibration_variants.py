@@ -12,13 +12,14 @@ import yaml
 from envs.sim.calibration.calibrate import _to_dict
 from envs.sim.core.records import LatencyCache
 from envs.sim.hardware.cluster import InstanceSpec
+from envs.sim.latency import efficiency
 from envs.sim.latency.efficiency import (
     CALIBRATION_VARIANT_ENV,
     CALIBRATION_VARIANTS,
     load_calibration,
     resolve_calibration_variant,
 )
-from envs.sim.latency.model import LatencyModel, efficiency
+from envs.sim.latency.model import LatencyModel
 
 
 def test_the_default_variant_is_the_smooth_roofline_and_roofline_the_hard_one(monkeypatch):
