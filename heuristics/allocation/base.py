@@ -14,16 +14,13 @@ import numpy as np
 
 from envs.allocation import AllocationContext
 from envs.sim.allocation import Allocation, LLMAllocation
+from heuristics.context import context_error
 
 
 def allocation_context(info: Mapping[str, Any]) -> AllocationContext:
-    ctx = info.get("decision_context")
+    ctx = info.get("decision_context") if isinstance(info, Mapping) else None
     if not isinstance(ctx, AllocationContext):
-        raise ValueError(
-            "this policy acts in servegym/Allocation-v0 and needs info['decision_context'] to be "
-            f"an AllocationContext, got {type(ctx).__name__} (gym.make(id) leaves the context "
-            "out: make the env with decision_context=True)"
-        )
+        raise context_error(info, AllocationContext, "allocation")
     return ctx
 
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from envs.pd_cluster import DecisionContext
+from heuristics.context import context_error
 
 
 class OrderingRule(Protocol):
@@ -40,12 +41,7 @@ def decision_context(info: dict[str, Any]) -> DecisionContext:
     ended, or the env is not PDCluster)."""
     ctx = info.get("decision_context") if isinstance(info, dict) else None
     if not isinstance(ctx, DecisionContext):
-        keys = sorted(info) if isinstance(info, dict) else type(info).__name__
-        raise ValueError(
-            "expected info['decision_context'] to be a DecisionContext (servegym/PDCluster-v0, "
-            f"episode not over); info has {keys}. gym.make(id) leaves the context out: make the "
-            "env with decision_context=True"
-        )
+        raise context_error(info, DecisionContext, "pd-cluster")
     return ctx
 
 
