@@ -176,6 +176,7 @@ def baselines_of(cfg: TrainConfig) -> tuple[str, ...]:
     chosen = tuple(b for b in chosen if b != reference)
     if reference != entry.reference and entry.reference not in chosen:
         chosen += (entry.reference,)  # the env's expert stays in the table
-    if cfg.bc_expert not in (None, "none", reference, *chosen):
-        chosen += (cfg.bc_expert,)  # the policy being cloned belongs in the table
+    expert = cfg.bc_expert
+    if expert is not None and expert not in ("none", reference, *chosen):
+        chosen += (expert,)  # the policy being cloned belongs in the table
     return chosen

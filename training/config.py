@@ -359,7 +359,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     evaluated = {"cluster": entry.cluster, "model": entry.model, "workload": entry.workloads[0]}
     training = {} if cfg.family_defaults else entry.train_defaults
     defaults = {**evaluation.env_defaults(cfg.env), **evaluated, **training}
-    filled = {
+    filled: dict[str, Any] = {
         name: defaults.get(name)
         for name in ENV_OPTIONS
         if name in spec.options and getattr(cfg, name) is None

@@ -151,8 +151,8 @@ from envs.allocation.serving import (
     ServingMixin,
 )
 from envs.allocation.workloads import (
-    _spec_for,
-    _structure_stats,
+    spec_for,
+    structure_stats,
 )
 from envs.common.base import ServegymEnv
 from envs.common.options import takes_options
@@ -284,7 +284,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
             ) from exc
         self._alone = {}
         for m in self.models:
-            lat = self._latency_cache.get(_spec_for(m, self.topology.gpu, 1, 1.0), self.engine)
+            lat = self._latency_cache.get(spec_for(m, self.topology.gpu, 1, 1.0), self.engine)
             self._alone[m] = RunAloneLatency(
                 lat, self.engine.scheduling, resolve_token_budget(self.engine, lat.gpu, None)
             )
@@ -328,9 +328,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
 
     def load_seconds(self, model: str, tp: int, fraction: float) -> float:
         """Cold start of one new replica: fixed start-up + its weights over ``tp`` links."""
-        lat = self._latency_cache.get(
-            _spec_for(model, self.topology.gpu, tp, fraction), self.engine
-        )
+        lat = self._latency_cache.get(spec_for(model, self.topology.gpu, tp, fraction), self.engine)
         return self.reconfig_startup_s + lat.weight_bytes / (tp * self.load_bandwidth)
 
     # -- Gymnasium API -----------------------------------------------------------------------
@@ -354,7 +352,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
                 f"{self.period_seconds} s); raise workflow_rate or period_seconds"
             )
         self._slo = np.array([self.slo_scale * self._run_alone(w) for w in self.workflows])
-        self._structure = _structure_stats(self.workflows)
+        self._structure = structure_stats(self.workflows)
         self._measured = np.array([w.arrival >= self.warmup_seconds for w in self.workflows])
         self._reward = make_reward(
             self.reward_name, int(self._measured.sum()) or 1, **self.reward_kwargs

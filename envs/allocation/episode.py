@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 
 from envs.allocation.workloads import (
-    _default_rate,
+    default_rate,
 )
 from traces.schema import ToolNode, Workflow
 
@@ -24,7 +24,7 @@ class EpisodeMixin:
 
         base = self.workflow_rate
         if base is None:
-            base = _default_rate(self.workload, GENERATORS)
+            base = default_rate(self.workload, GENERATORS)
         self.rates_start = 0
         if self.rate_trace is None:
             return [float(base)] * self.periods

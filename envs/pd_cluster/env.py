@@ -103,7 +103,7 @@ from envs.common.options import takes_options
 from envs.common.predictors.feed import PredictorFeed
 from envs.common.rewards import make_reward
 from envs.common.workloads import TraceSource
-from envs.pd_cluster.builder import ContextBuilderMixin, _OpenNodes
+from envs.pd_cluster.builder import ContextBuilderMixin, OpenNodes
 from envs.pd_cluster.context import DecisionContext
 from envs.pd_cluster.observation import (
     INSTANCE_FEATURES,
@@ -253,7 +253,7 @@ class PDClusterEnv(
         self._arrival_times = np.sort([run.arrival for run in self.sim.runs])
         self._cluster_tables()
         self._completed_seen = 0
-        self._remaining_cache: dict[int, _OpenNodes] = {}
+        self._remaining_cache: dict[int, OpenNodes] = {}
         self._planning_wall: list[float] = []  # measured wall seconds per plan ("measured")
         self._step_metrics: tuple[Any, dict[str, float]] | None = None  # see _metrics_so_far
         inv = self._advance()

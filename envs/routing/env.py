@@ -122,8 +122,8 @@ from envs.routing.workloads import (
     DEFAULT_COUNT,
     DEFAULT_LOAD_SCALE,
     PAPER_RATES,
-    _check_requests,
-    _reference_tp,
+    check_requests,
+    reference_tp,
 )
 from envs.sim.cluster import ClusterSpec, InstanceSpec, load_cluster, scaled_cluster
 from envs.sim.engines import get_engine, resolve_token_budget
@@ -202,7 +202,7 @@ class RoutingEnv(
             role="monolithic",
             gpu=slo_reference_gpu,
             model=self.model,
-            tp=_reference_tp(self.cluster, slo_reference_gpu),
+            tp=reference_tp(self.cluster, slo_reference_gpu),
         )
         ref_lat = self._latency_cache.get(ref_spec, self.engine)
         ref_budget = resolve_token_budget(self.engine, ref_lat.gpu, token_budget)
@@ -262,7 +262,7 @@ class RoutingEnv(
 
         records = self._begin_episode(seed, self._source)
         wseed = self._workload_seed
-        _check_requests(records)
+        check_requests(records)
         if self._predictor is None:
             self._predictor = make_predictor(
                 self.output_predictor_name, model=self.model, error=self.predictor_error

@@ -25,12 +25,12 @@ def _phase_work(workload: str, gpu: str, engine: str) -> dict[str, tuple[float, 
     key = (workload, gpu, engine)
     if key in _PHASE_WORK:
         return _PHASE_WORK[key]
-    from envs.allocation.workloads import _spec_for
+    from envs.allocation.workloads import spec_for
     from envs.common.run_alone import RunAloneLatency
     from envs.sim.engines import get_engine, resolve_token_budget
     from envs.sim.simulation import LatencyCache
     from traces.generators import GENERATORS
-    from traces.schema import LLMNode
+    from traces.schema import LLMNode, Workflow
 
     eng = get_engine(engine)
     cache = LatencyCache()
@@ -38,11 +38,12 @@ def _phase_work(workload: str, gpu: str, engine: str) -> dict[str, tuple[float, 
     sample = GENERATORS[workload](seed=0, count=50)
     work: dict[str, list[float]] = {}
     for wf in sample:
+        assert isinstance(wf, Workflow), "Allocation's workloads are workflows"
         for n in wf.nodes:
             if not isinstance(n, LLMNode):
                 continue
             if n.model not in alone:
-                lat = cache.get(_spec_for(n.model, gpu, 1, 1.0), eng)
+                lat = cache.get(spec_for(n.model, gpu, 1, 1.0), eng)
                 alone[n.model] = RunAloneLatency(
                     lat, eng.scheduling, resolve_token_budget(eng, lat.gpu, None)
                 )
@@ -283,7 +284,7 @@ class AegaeonPolicy(PlanPolicy):
                 f"{self.name}: {no_tp1} do not fit on one {topo.gpu} (Aegaeon's instances are "
                 "single GPUs in Scepsy's setup)"
             )
-        mins = {m: int(ctx.min_share[(m, 1)]) for m in ctx.models}
+        mins = {m: int(ctx.min_share[(m, 1)] or 0) for m in ctx.models}
         if sum(mins.values()) > total:
             raise AllocationError(
                 f"{self.name}: the minimum shares {mins} (units of 1/{F} GPU) exceed the "

@@ -34,7 +34,7 @@ def nearest_legal(ctx: AllocationContext, want: LLMAllocation) -> int:
         if ctx.mask[k]:
             return k
     best, best_key = -1, None
-    for k in np.flatnonzero(ctx.mask):
+    for k in map(int, np.flatnonzero(ctx.mask)):
         s, t, d = ctx.options[k]
         key = (abs(s * t * d - want.units), t != want.tp, abs(d - want.replicas), s * t * d)
         if best_key is None or key < best_key:
@@ -72,7 +72,7 @@ class PlanPolicy:
         return k
 
 
-def _tp1_replicas(model: str, units: int, F: int) -> LLMAllocation:
+def tp1_replicas(model: str, units: int, F: int) -> LLMAllocation:
     """``units`` as TP-1 replicas of equal shares of at most one GPU (as many whole-GPU-sized
     shares as possible: ``d = ceil(units / F)``, share = ``units // d``)."""
     d = max(1, math.ceil(units / F))

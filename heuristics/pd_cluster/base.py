@@ -48,7 +48,7 @@ def decision_context(info: dict[str, Any]) -> DecisionContext:
 def open_slots(ctx: DecisionContext) -> np.ndarray:
     """(K,) bool: slots that still have at least one legal action (valid, not yet picked, and
     KV-feasible on some decode instance)."""
-    return ctx.feasible.any(axis=(1, 2))
+    return np.asarray(ctx.feasible.any(axis=(1, 2)))
 
 
 def lexicographic_first(ctx: DecisionContext, keys: Sequence[np.ndarray]) -> int:

@@ -79,7 +79,7 @@ class ScepsyPolicy(PlanPolicy):
         key = (ctx.workload, ctx.topology, ctx.units_per_gpu, round(rate, 6))
         if key not in self._solved:
             pipes = pipelines_for(ctx.workload, ctx.topology.gpu, ctx.units_per_gpu, ctx.engine)
-            kwargs = {
+            kwargs: dict[str, Any] = {
                 "max_replicas": ctx.max_replicas,
                 "fractional": self.fractional,
                 "tensor_parallel": self.tensor_parallel,
