@@ -15,7 +15,7 @@ from envs.sim.allocation import (
 )
 from envs.sim.cluster import Topology
 from envs.sim.placement import PlacementError, place
-from heuristics.allocation.scepsy.interface import INF
+from heuristics.allocation.scepsy.interface import INF, SearchError
 from heuristics.allocation.scepsy.tables import Cfg
 
 
@@ -94,3 +94,46 @@ def why_unplaceable(
     except PlacementError as e:
         return str(e)
     return "(it places now)"
+
+
+def place_in_rank_order(
+    pool_s: list[tuple[tuple[float, float], tuple[int, ...]]] | None,
+    pool_t: list[tuple[tuple[float, float], tuple[int, ...]]],
+    lists: Callable[[Sequence[int], bool], list[list[Cfg]]],
+    build: Callable[[Sequence[int], Sequence[Cfg]], Allocation],
+    try_alloc: Callable[[Allocation], Placement | None],
+    exhausted: Callable[[], bool],
+    failure: Callable[[], SearchError],
+) -> tuple[Placement, Allocation, list[Cfg], int]:
+    """The first candidate that places, in rank order: the sustaining candidates by latency
+    (``pool_s``, None when none sustains), then every candidate by throughput;
+    ``(placement, allocation, per-LLM configurations, rank)``.
+
+    :raises SearchError: ``failure()`` when none places.
+    """
+    phases = [(pool_s, True), (pool_t, False)] if pool_s is not None else [(pool_t, False)]
+    offset = 0
+    for pool, mode in phases:
+        found, pops = ranked_fallback(pool, lists, build, mode, try_alloc, exhausted)
+        if found is not None:
+            placement, alloc, chosen, rank = found
+            return placement, alloc, chosen, offset + rank
+        offset += pops
+    raise failure()
+
+
+def unplaced_error(
+    best: Allocation,
+    attempts: int,
+    max_attempts: int,
+    topology: Topology,
+    keep: Placement | None,
+    allowed: frozenset[tuple[int, int]] | None,
+) -> SearchError:
+    """No candidate of the pruned space places: say how many were tried and why the best
+    fails."""
+    return SearchError(
+        f"no candidate of the pruned space places on the topology after {attempts} "
+        f"placement attempts (max_placement_attempts={max_attempts}); the "
+        f"best, {best.describe()}, fails: {why_unplaceable(best, topology, keep, allowed)}"
+    )
