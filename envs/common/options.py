@@ -213,21 +213,24 @@ def check_str(name: str, value: Any, none: bool = False) -> None:
 
 
 def check_workload(
-    name: str, value: Any, trace: Any, allowed: Iterable[str], env: str, takes_trace: bool = True
+    name: str, value: Any, trace: Any, own: Iterable[str], env: str, takes_trace: bool = True
 ) -> None:
-    """A generator name ``value`` the env serves (any string when a ``trace`` replaces the
-    generator).
+    """A workload generator name (:data:`traces.generators.GENERATORS`; any string when a
+    ``trace`` replaces the generator).
 
-    :raises ValueError: naming the workload, the closest and all the env's workloads.
+    :param own: the generators the env is made for, named first in the error.
+    :raises ValueError: naming the workload, the closest names, the env's and all generators.
     """
     if trace is not None:
         check_str(name, value)
         return
-    allowed = tuple(allowed)
-    if value not in allowed:
+    from traces.generators import GENERATORS
+
+    if value not in GENERATORS:
         raise ValueError(
-            f"unknown {name} {value!r}{did_you_mean(str(value), allowed)}; {env} serves "
-            f"{', '.join(allowed)}{' (or a trace=)' if takes_trace else ''}"
+            f"unknown {name} {value!r}{did_you_mean(str(value), GENERATORS)}; {env} is made for "
+            f"{', '.join(own)}{' (or a trace=)' if takes_trace else ''}; every generator: "
+            f"{', '.join(GENERATORS)}"
         )
 
 

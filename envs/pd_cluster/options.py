@@ -108,7 +108,8 @@ class PDClusterOptions(EnvOptions):
 
     workload: str = "mixed"
     """Generator name (``sharegpt``, ``bfcl``, ``lats``, ``mixed``: HexAgent §7.1;
-    ``agent_chain``: prompt-reusing agent chains with ``prefix_hashes``)."""
+    ``agent_chain``: prompt-reusing agent chains with ``prefix_hashes``); any other
+    ``traces.generators`` name works too."""
 
     trace: str | Sequence[Any] | None = None
     """A servegym JSONL workflow trace, or a list of records, instead of a generator

@@ -42,7 +42,8 @@ class RoutingOptions(EnvOptions):
 
     workload: str = "goodserve"
     """Generator name: ``goodserve`` (GoodServe §5's BIRD / SWE-bench / LiveCodeBench mix at
-    Mooncake timestamps) or ``goodserve-sessions`` (our session mix)."""
+    Mooncake timestamps) or ``goodserve-sessions`` (our session mix); any other
+    ``traces.generators`` name whose records are single requests works too."""
 
     trace: str | Sequence[Any] | None = None
     """A servegym JSONL request trace, or a list of records, instead of a generator
