@@ -15,6 +15,7 @@ Policies are named by strings here (the heuristics are registered in :mod:`heuri
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -295,6 +296,7 @@ def family_name(name: str) -> str:
     raise ValueError(f"unknown env {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
 
 
+@functools.cache
 def family_options(name: str) -> type[EnvOptions]:
     """The options dataclass of env family ``name`` (``envs.common.options``; imports the env
     class)."""

@@ -64,11 +64,21 @@ def _field_docstrings(cls: type) -> dict[str, str]:
     return docs
 
 
+#: option_docs's results by options class (the docstrings are parsed from source once).
+_DOCS: dict[type, dict[str, str]] = {}
+
+
 def option_docs(cls: type[EnvOptions]) -> dict[str, str]:
     """Each field of the options dataclass ``cls`` -> its docstring (inherited fields too).
 
     :raises TypeError: if a field has no docstring (every option must say what it means).
     """
+    if cls not in _DOCS:
+        _DOCS[cls] = _collect_docs(cls)
+    return dict(_DOCS[cls])
+
+
+def _collect_docs(cls: type[EnvOptions]) -> dict[str, str]:
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if dataclasses.is_dataclass(klass):
