@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all lint clean venv
+.PHONY: demo test test-all lint typecheck clean venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,12 +16,18 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) evaluate.py
 
-# The fast tier (<= 5 min on 2 cores): every test but those marked slow.
-test: $(STAMP)
+# The packages the type checker covers (mypy, configured in pyproject.toml's [tool.mypy]).
+TYPECHECK_DIRS := envs heuristics evaluation training agents
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy $(TYPECHECK_DIRS)
+
+# The fast tier (<= 5 min on 2 cores): the type check, then every test but those marked slow.
+test: $(STAMP) typecheck
 	WANDB_MODE=disabled $(PY) -m pytest -q -m "not slow"
 
 # The whole suite, slow tier included: what CI (.ci/run) runs.
-test-all: $(STAMP)
+test-all: $(STAMP) typecheck
 	WANDB_MODE=disabled $(PY) -m pytest -q
 
 lint: $(STAMP)

@@ -45,19 +45,31 @@ def init_ray(address: str | None = "local") -> Any:
     return ray
 
 
+def stack_observations(observations: Sequence[Any], space: gym.Space) -> Any:
+    """One observation per env -> the batch a ``VecEnv`` returns: a dict of stacked arrays for
+    a ``Dict`` space, a tuple of them for a ``Tuple`` space, else one stacked array (as SB3's
+    ``SubprocVecEnv`` stacks them)."""
+    if isinstance(space, gym.spaces.Dict):
+        return {key: np.stack([o[key] for o in observations]) for key in space.spaces}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(np.stack([o[i] for o in observations]) for i in range(len(space.spaces)))
+    return np.stack(observations)
+
+
 class _EnvHost:
     """The body of a Ray actor that owns one env (SB3 ``SubprocVecEnv``'s worker loop as
     methods)."""
 
     def __init__(self, make: Callable[[], gym.Env]):
-        from stable_baselines3.common.vec_env.patch_gym import _patch_env
-
-        self.env = _patch_env(make())
+        env = make()
+        if not isinstance(env, gym.Env):
+            raise TypeError(f"an env constructor must return a gymnasium.Env, got {env!r}")
+        self.env = env
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         return self.env.observation_space, self.env.action_space
 
-    def step(self, action: Any) -> tuple[Any, float, bool, dict[str, Any], dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, Any, bool, dict[str, Any], dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         done = terminated or truncated
         info["TimeLimit.truncated"] = truncated and not terminated
@@ -108,8 +120,6 @@ class RayVecEnv(VecEnv):
     """
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], address: str | None = "local"):
-        from stable_baselines3.common.vec_env.subproc_vec_env import _stack_obs
-
         ray = init_ray(address)
         cpus = ray.cluster_resources().get("CPU", 0)
         if cpus < len(env_fns):
@@ -118,7 +128,7 @@ class RayVecEnv(VecEnv):
                 "for (one CPU per env actor): lower --n-envs or add nodes"
             )
         self._ray = ray
-        self._stack = _stack_obs
+        self._stack = stack_observations
         host = ray.remote(num_cpus=1)(_EnvHost)
         self.actors = [host.remote(fn) for fn in env_fns]
         observation_space, action_space = ray.get(self.actors[0].spaces.remote())
@@ -133,14 +143,16 @@ class RayVecEnv(VecEnv):
         assert self._pending is not None, "step_wait() without step_async()"
         results = self._ray.get(self._pending)
         self._pending = None
-        obs, rews, dones, infos, self.reset_infos = zip(*results, strict=True)
+        obs, rews, dones, infos, reset_infos = zip(*results, strict=True)
+        self.reset_infos = list(reset_infos)
         return self._stack(obs, self.observation_space), np.stack(rews), np.stack(dones), infos
 
     def reset(self) -> Any:
         results = self._ray.get(
             [a.reset.remote(self._seeds[i], self._options[i]) for i, a in enumerate(self.actors)]
         )
-        obs, self.reset_infos = zip(*results, strict=True)
+        obs, reset_infos = zip(*results, strict=True)
+        self.reset_infos = list(reset_infos)
         self._reset_seeds()
         self._reset_options()
         return self._stack(obs, self.observation_space)

@@ -58,7 +58,7 @@ def open_slots(masks: np.ndarray, n_slots: int, n_pairs: int) -> np.ndarray:
     m = np.ascontiguousarray(masks, dtype=bool).reshape(-1, n_slots, n_pairs)
     if n_pairs % 8 == 0:
         m = m.view(np.uint64)
-    return m.any(axis=-1)
+    return np.asarray(m.any(axis=-1))
 
 
 class FactoredRolloutBuffer(MaskableDictRolloutBuffer):
@@ -82,16 +82,17 @@ class FactoredRolloutBuffer(MaskableDictRolloutBuffer):
     ):
         is_dict = isinstance(observation_space, spaces.Dict)
         ratio = observation_space.spaces.get("ratio") if is_dict else None
-        if ratio is None or len(ratio.shape) != 3:
+        shape = None if ratio is None else ratio.shape
+        if shape is None or len(shape) != 3:
             raise ValueError(
                 f"FactoredRolloutBuffer needs a Dict observation with a (K, P, D) 'ratio' entry "
                 f"(servegym/PDCluster-v0), got {observation_space}"
             )
-        k, p, d = ratio.shape
+        k, p, d = shape
         if not isinstance(action_space, spaces.Discrete) or int(action_space.n) != k * p * d:
             raise ValueError(
                 f"FactoredRolloutBuffer needs Discrete({k * p * d}) actions (K·P·D for ratio "
-                f"shape {ratio.shape}), got {action_space}"
+                f"shape {shape}), got {action_space}"
             )
         self.n_slots, self.pair_shape, self.n_pairs = k, (p, d), p * d
         super().__init__(

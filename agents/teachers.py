@@ -64,7 +64,8 @@ class HindsightTriageRouter:
         self.env = env
         self.margin = float(margin)
         self.among_name = among
-        self.among = None if among == "just-enough" else make_policy(among)
+        # a Routing-v0 heuristic: it has choose(ctx) -> an index into ctx's instances
+        self.among: Any = None if among == "just-enough" else make_policy(among)
         self.migrate = bool(migrate)
         self._alone: list[Any] | None = None
 

@@ -50,7 +50,7 @@ def init_run(
         name=name,
         config=dict(config),
         dir=str(out_dir),
-        mode=mode,
+        mode=mode,  # type: ignore[arg-type]  # checked against MODES above
         job_type=job_type,
         settings=settings,
         reinit="finish_previous",
@@ -87,7 +87,7 @@ def log_comparison(
     """
     import wandb
 
-    columns = ["workload", *extra_columns, "policy", "seed", *metrics]
+    columns: list[str | int] = ["workload", *extra_columns, "policy", "seed", *metrics]
     data = [
         [
             r["workload"],

@@ -16,13 +16,17 @@ Policies are named by strings here (the heuristics are registered in :mod:`heuri
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envs import CLI_ENVS
 from envs.common.base import did_you_mean
+
+if TYPE_CHECKING:
+    from envs.common.options import EnvOptions
 
 
 @dataclass(frozen=True)
@@ -313,3 +317,42 @@ def family_name(name: str) -> str:
             return short
     known = [*FAMILIES, *(e.gym_id for e in FAMILIES.values())]
     raise ValueError(f"unknown env {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
+
+
+@functools.cache
+def family_options(name: str) -> type[EnvOptions]:
+    """The options dataclass of env family ``name`` (``envs.common.options``; imports the env
+    class)."""
+    import importlib
+
+    import gymnasium as gym
+
+    module, _, cls = str(gym.spec(family(name).gym_id).entry_point).partition(":")
+    options: type[EnvOptions] = getattr(importlib.import_module(module), cls).OPTIONS
+    return options
+
+
+def _first_sentence(text: str) -> str:
+    flat = " ".join(text.replace("``", "").split())
+    head, sep, _ = flat.partition(". ")
+    return head + "." if sep else flat
+
+
+def option_help(option: str, kwargs: Mapping[str, Mapping[str, str]] | None = None) -> str:
+    """The ``--help`` text of command-line option ``option``: the first sentence of the
+    docstring of the env option it sets, in each env family that takes it (``family: text``
+    where the families' texts differ).
+
+    :param kwargs: per family, command-line option -> env keyword (default: each family's
+        ``options``).
+    """
+    from envs.common.options import option_docs
+
+    texts: dict[str, str] = {}
+    for name, entry in FAMILIES.items():
+        mapping = entry.options if kwargs is None else kwargs.get(name, entry.options)
+        if option in mapping:
+            texts[name] = _first_sentence(option_docs(family_options(name))[mapping[option]])
+    if len(set(texts.values())) == 1:
+        return next(iter(texts.values()))
+    return " | ".join(f"{name}: {text}" for name, text in texts.items())

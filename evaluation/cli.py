@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 
-from envs.registry import FAMILIES
+from envs.registry import FAMILIES, option_help
 from evaluation.config import (
     ENV_FIELD_META,
     ENV_FIELDS,
@@ -34,11 +34,12 @@ def _csv_list(text: str) -> tuple[str, ...]:
 
 def _seed_list(text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(s) for s in _csv_list(text))
+        seeds = tuple(int(s) for s in _csv_list(text))
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"seeds must be integers like 0,1,2, got {text!r}"
-        ) from None
+        seeds = ()
+    if not seeds or min(seeds) < 0:  # Gymnasium's reset takes seeds >= 0
+        raise argparse.ArgumentTypeError(f"seeds must be integers >= 0 like 0,1,2, got {text!r}")
+    return seeds
 
 
 def parse_sweep(text: str) -> Sweep:
@@ -133,7 +134,7 @@ def parse_args(argv: Sequence[str]) -> EvalConfig:
         p.add_argument(
             "--" + name.replace("_", "-"),
             type=meta["type"],
-            help=f"{meta['help']} (default: the env's{where})",
+            help=f"{option_help(name)} (default: the env's{where})",
         )
     p.add_argument(
         "--sweep",

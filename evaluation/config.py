@@ -70,14 +70,15 @@ def parse_ramp(text: str) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def env_option(kind: Any, help: str, abbrev: str) -> Any:
-    """A :class:`EvalConfig` field that configures the env (None: the env family's default).
+def env_option(kind: Any, abbrev: str) -> Any:
+    """A :class:`EvalConfig` field that configures the env (None: the env family's default);
+    its meaning and ``--help`` text are the docstring of the env option it sets
+    (:func:`envs.registry.option_help`).
 
     :param kind: parses the command-line value (and ``--sweep`` values).
-    :param help: ``--help`` text.
     :param abbrev: its tag in the default output directory name when it is not the default.
     """
-    return field(default=None, metadata={"env": True, "type": kind, "help": help, "abbrev": abbrev})
+    return field(default=None, metadata={"env": True, "type": kind, "abbrev": abbrev})
 
 
 @dataclass(frozen=True)
@@ -99,43 +100,13 @@ class EvalConfig:
     rest); ``python evaluate.py --help`` lists them per env.
 
     :param env: env family, a key of :data:`FAMILIES`.
-    :param cluster: cluster preset or YAML path.
-    :param model: model name.
     :param workloads: workload generator names (table columns).
     :param policies: policy specs (see ``evaluation.policies.resolve_policy``; one table row
         each).
     :param seeds: reset seeds; the workload is a deterministic function of the seed.
-    :param count: workflows / requests per workload (None: the paper's count).
-    :param load_scale: multiplies the arrival rate (1.0 = the paper's).
-    :param estimate_error: PDCluster: multiplicative error on scheduler-visible estimates
-        (HexAgent §7.6).
-    :param slots: PDCluster: K, waiting calls re-planned per scheduler invocation.
-    :param tool_estimate: PDCluster: what H_w(t) charges a revealed tool before it returns.
-    :param planning_delay: PDCluster: simulated seconds a plan takes to land, or ``measured``
-        (HexAgent §4.3 asynchronous planning).
-    :param prefix_cache: PDCluster: LRU prefix cache on prefill instances.
-    :param prefix_cache_visible: PDCluster: schedulers see the cache's hits.
-    :param slo_scale: Routing: SLO = scale × run-alone latency on the reference GPU.
-    :param slo_basis: Routing: ``request`` (each request's run-alone latency; the deadline then
-        encodes its true length) or ``task`` (the task's median run-alone latency).
-    :param instances: Routing: grow the cluster to this many instances (GoodServe §4.3 scale).
-    :param output_predictor: output-length predictor name (``envs.common.predictors``).
-    :param predictor_error: Routing: e of the ``oracle-error`` predictor.
-    :param engine: Routing: serving-engine preset (``vllm``, ``sglang``, ``trtllm``).
-    :param prefill_mode: Routing: override the engine's scheduling (``chunked``,
-        ``prefill-first``, ``chunked-prefill-first``, ``mixed-whole``).
-    :param token_budget: Routing: override the engine's tokens per iteration.
-    :param check_interval: Routing: τ, decode iterations between migration checks (0: none).
-    :param migration: Routing: ``token`` or ``kv``.
-    :param gpus: Allocation: GPUs of the pool (4, 8, 16 on ``scepsy-16``).
-    :param workflow_rate: Allocation: workflows/s (constant, or a rate trace's base rate).
-    :param rate_trace: Allocation: a ``traces.rates`` shape for the autoscaling variant.
-    :param rate_window: Allocation: ``train``, ``heldout`` or a start bin of the rate trace.
-    :param periods: Allocation: allocation periods per episode.
-    :param period_seconds: Allocation: simulated seconds per period.
-    :param warmup_seconds: Allocation: arrivals before this are left out of the metrics.
-    :param units_per_gpu: Allocation: F, GPU-fraction units per GPU.
-    :param apl_info: Allocation: add the APL's predictions to the metrics (profiles on first use).
+    :param cluster, model, count, ...: the env options (fields made by :func:`env_option`): each
+        sets the env keyword ``envs.CLI_ENVS`` maps it to, documented in the env's options
+        dataclass (``envs.<family>.options``), which ``--help`` quotes.
     :param sweep: one env option swept over values (columns = workload × value).
     :param reference: the policy whose reduction (gain) vs the best baseline is reported.
     :param out: output directory (None: ``results/<name derived from these options>``).
@@ -151,69 +122,39 @@ class EvalConfig:
     """
 
     env: str = "pd-cluster"
-    cluster: str | None = env_option(str, "cluster preset or YAML path", "c")
-    model: str | None = env_option(str, "model name", "m")
+    cluster: str | None = env_option(str, "c")
+    model: str | None = env_option(str, "m")
     workloads: tuple[str, ...] | None = None
     policies: tuple[str, ...] | None = None
     seeds: tuple[int, ...] = (0, 1, 2)
-    count: int | None = env_option(int, "workflows/requests per workload (None: paper's)", "n")
-    load_scale: float | None = env_option(float, "arrival-rate multiplier", "load")
-    estimate_error: float | None = env_option(
-        float, "multiplicative error on scheduler-visible estimates", "err"
-    )
-    slots: int | None = env_option(int, "calls re-planned per invocation", "k")
-    tool_estimate: str | None = env_option(
-        str, "what H_w(t) charges a running tool: history or oracle", "tool"
-    )
-    planning_delay: float | str | None = env_option(
-        parse_delay, "seconds a plan takes to land (asynchronous planning), or measured", "delay"
-    )
-    prefix_cache: bool | int | str | None = env_option(
-        parse_cache, "LRU prefix cache on prefill instances: true, false, kv or blocks", "pcache"
-    )
-    prefix_cache_visible: bool | None = env_option(
-        parse_bool, "schedulers see the prefix cache's hits (true/false)", "pvis"
-    )
-    slo_scale: float | None = env_option(float, "SLO = scale × run-alone latency", "slo")
-    slo_basis: str | None = env_option(
-        str, "request (own run-alone latency) or task (task median)", "basis"
-    )
-    instances: int | None = env_option(int, "grow the cluster to this many instances", "inst")
-    output_predictor: str | None = env_option(str, "output-length predictor", "pred")
-    predictor_error: float | None = env_option(float, "error e of oracle-error", "perr")
-    engine: str | None = env_option(str, "serving-engine preset: vllm, sglang or trtllm", "eng")
-    prefill_mode: str | None = env_option(
-        str, "override the engine's scheduling: chunked, prefill-first, ...", "prefill"
-    )
-    token_budget: int | None = env_option(
-        int, "override the engine's tokens per iteration", "budget"
-    )
-    check_interval: int | None = env_option(
-        int, "decode iterations between migration checks (0: none)", "tau"
-    )
-    migration: str | None = env_option(str, "token (re-prefill) or kv (transfer)", "mig")
-    gpus: int | None = env_option(int, "GPUs of the pool to allocate (whole nodes)", "gpus")
-    workflow_rate: float | None = env_option(
-        float, "workflows/s (base rate of a rate trace)", "rate"
-    )
-    rate_trace: str | None = env_option(
-        str, "varying rate: ragpulse_hourly or azure_code_minutely", "trace"
-    )
-    rate_window: str | None = env_option(
-        str, "rate-trace window: train, heldout or a start bin", "win"
-    )
-    rate_ramp: tuple[float, float] | None = env_option(
-        parse_ramp, "rate steps linearly from LO to HI x the workflow rate (LO:HI)", "ramp"
-    )
-    periods: int | None = env_option(int, "allocation periods per episode", "per")
-    period_seconds: float | None = env_option(float, "simulated seconds per period", "ps")
-    warmup_seconds: float | None = env_option(
-        float, "leave arrivals before this out of the metrics", "warm"
-    )
-    units_per_gpu: int | None = env_option(int, "GPU-fraction units per GPU", "F")
-    apl_info: bool | None = env_option(
-        parse_bool, "report the APL's predicted latency/throughput (true/false)", "apl"
-    )
+    count: int | None = env_option(int, "n")
+    load_scale: float | None = env_option(float, "load")
+    estimate_error: float | None = env_option(float, "err")
+    slots: int | None = env_option(int, "k")
+    tool_estimate: str | None = env_option(str, "tool")
+    planning_delay: float | str | None = env_option(parse_delay, "delay")
+    prefix_cache: bool | int | str | None = env_option(parse_cache, "pcache")
+    prefix_cache_visible: bool | None = env_option(parse_bool, "pvis")
+    slo_scale: float | None = env_option(float, "slo")
+    slo_basis: str | None = env_option(str, "basis")
+    instances: int | None = env_option(int, "inst")
+    output_predictor: str | None = env_option(str, "pred")
+    predictor_error: float | None = env_option(float, "perr")
+    engine: str | None = env_option(str, "eng")
+    prefill_mode: str | None = env_option(str, "prefill")
+    token_budget: int | None = env_option(int, "budget")
+    check_interval: int | None = env_option(int, "tau")
+    migration: str | None = env_option(str, "mig")
+    gpus: int | None = env_option(int, "gpus")
+    workflow_rate: float | None = env_option(float, "rate")
+    rate_trace: str | None = env_option(str, "trace")
+    rate_window: str | None = env_option(str, "win")
+    rate_ramp: tuple[float, float] | None = env_option(parse_ramp, "ramp")
+    periods: int | None = env_option(int, "per")
+    period_seconds: float | None = env_option(float, "ps")
+    warmup_seconds: float | None = env_option(float, "warm")
+    units_per_gpu: int | None = env_option(int, "F")
+    apl_info: bool | None = env_option(parse_bool, "apl")
     sweep: Sweep | None = None
     reference: str | None = None
     out: str | None = None

@@ -178,9 +178,7 @@ def format_leaderboard(paths: Sequence[Path], out: Path) -> str:
         "`--out` folder, by default `results/<name from its options>/`):",
         "",
         "```bash",
-        *unique(
-            str(sidecars[i]["command"]) for i in used if sidecars[i] and "command" in sidecars[i]
-        ),
+        *unique(str(sc["command"]) for i in used if (sc := sidecars[i]) and "command" in sc),
         regenerate,
         "```",
     ]

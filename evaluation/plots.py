@@ -29,7 +29,8 @@ def _distinct_colours(ax: Any, n: int) -> None:
     """One colour per line: matplotlib's default cycle repeats after 10."""
     import matplotlib.pyplot as plt
 
-    ax.set_prop_cycle(color=plt.get_cmap("tab10" if n <= 10 else "tab20").colors)
+    cmap: Any = plt.get_cmap("tab10" if n <= 10 else "tab20")  # a ListedColormap
+    ax.set_prop_cycle(color=cmap.colors)
 
 
 def plot_attainment(

@@ -111,6 +111,15 @@ def resolve_policy(spec: str, env: Any, env_name: str | None = None) -> Policy:
     env_name = env_name or env_name_of(env)
     known = heuristic_names(spec, env_name)
     if spec not in known:
+        from heuristics import POLICY_ENVS
+
+        owner = POLICY_ENVS.get(spec)
+        if env_name and owner is not None and owner != env_name:
+            raise EvaluationError(
+                f"policy {spec!r} is not for env {env_name!r}: it acts in {owner!r} "
+                f"({FAMILIES[owner].gym_id}); the policies for env {env_name!r}: "
+                f"{', '.join(known)}"
+            )
         where = f" for env {env_name!r}" if env_name else ""
         raise EvaluationError(
             f"unknown policy {spec!r}{where}{did_you_mean(spec, known)}; known: {', '.join(known)}"

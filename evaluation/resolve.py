@@ -60,7 +60,7 @@ def resolve_config(config: EvalConfig) -> EvalConfig:
     if adopted:
         config = dataclasses.replace(config, **adopted)
     defaults = env_defaults(config.env)
-    filled = {
+    filled: dict[str, Any] = {
         name: defaults.get(name)
         for name in ENV_FIELDS
         if name in entry.options and getattr(config, name) is None and name != "count"

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.registry import Metric
+from envs.registry import EnvFamily, Metric
 from evaluation.config import EvaluationError, unique
 from evaluation.diagnosis import diagnose
 from evaluation.policies import comparison_sets, heuristic_names
@@ -149,6 +149,23 @@ def format_table(
     rule = "-" * max(len(fmt(line)) for line in table)
     lines = [title, rule, fmt(header), rule, *(fmt(b) for b in body), rule]
     lines += [*(fmt(c) for c in compared), fmt(util_row), rule]
+    lines += _footnotes(rows, entry, reference, policies, ran, verb, command)
+    return "\n".join(lines)
+
+
+def _footnotes(
+    rows: Sequence[dict[str, Any]],
+    entry: EnvFamily,
+    reference: str,
+    policies: Sequence[str],
+    ran: bool,
+    verb: str,
+    command: str | None,
+) -> list[str]:
+    """The lines below :func:`format_table`'s table: the metrics, what the improvement lines
+    mean, which policies each comparison covers, the diagnosis notes and the command."""
+    headline = entry.headline
+    lines: list[str] = []
     direction = ", in the metric's own direction" if len({m.better for m in headline}) > 1 else ""
     if entry.metrics_note:
         lines.append(entry.metrics_note)
@@ -175,4 +192,4 @@ def format_table(
     lines += [f"note: {n}" for n in diagnose(rows)]
     if command:
         lines.append(f"regenerate: {command}")
-    return "\n".join(lines)
+    return lines

@@ -274,10 +274,10 @@ def _check_workflow(where: _Where, wf: Workflow) -> None:
                 field="parents",
                 value=node_parents,
             )
-        parents[node_id] = node_parents
-    for node_id, node_parents in parents.items():
+        parents[str(node_id)] = node_parents
+    for node_id, parent_ids in parents.items():
         seen: set[str] = set()
-        for parent in node_parents:
+        for parent in parent_ids:
             if parent == node_id:
                 raise where.error(
                     "node lists itself as a parent (expected the ids of other nodes)",

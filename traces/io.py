@@ -179,7 +179,7 @@ def _node_from_dict(d: Any, err: Any, position: int) -> Node:
     if kind == "llm":
         _check_keys(d, _LLM_KEYS, _LLM_REQUIRED, err, node_id)
         return LLMNode(
-            id=node_id,
+            id=d["id"],
             model=d["model"],
             input_tokens=d["input_tokens"],
             output_tokens=d["output_tokens"],
@@ -191,7 +191,7 @@ def _node_from_dict(d: Any, err: Any, position: int) -> Node:
     if kind == "tool":
         _check_keys(d, _TOOL_KEYS, _TOOL_REQUIRED, err, node_id)
         return ToolNode(
-            id=node_id,
+            id=d["id"],
             latency=_float_if_int(d["latency"]),
             parents=_tuple_if_list(d.get("parents", [])),
             name=d.get("name"),

@@ -17,8 +17,7 @@ def check_config(cfg: TrainConfig) -> None:
 
     :raises TrainError: naming the option and the expected values.
     """
-    from agents import ALGOS, TRAIN_ENVS
-    from agents.wandb_utils import MODES
+    from agents import TRAIN_ENVS
 
     if cfg.env not in TRAIN_ENVS:
         from envs.common.base import did_you_mean
@@ -35,6 +34,29 @@ def check_config(cfg: TrainConfig) -> None:
                 f"{getattr(cfg, name)!r}); its options: "
                 f"{', '.join('--' + o.replace('_', '-') for o in ENV_OPTIONS if o in spec.options)}"
             )
+    _check_values(cfg)
+    if cfg.randomize:
+        from agents import train_env_spec
+        from agents.randomize import check_randomization
+
+        try:
+            check_randomization(cfg.randomize, train_env_spec(cfg.env).options)
+        except ValueError as exc:
+            raise TrainError(f"--{exc}") from exc
+    if not isinstance(cfg.hyperparams, dict):
+        raise TrainError(
+            f"--hyperparams must be a JSON object of algorithm keyword -> value, got "
+            f"{short_repr(cfg.hyperparams)}"
+        )
+    _check_policies(cfg)
+
+
+def _check_values(cfg: TrainConfig) -> None:
+    """:raises TrainError: for an unknown algorithm, vec or W&B mode, or a number out of its
+    range (:func:`_check_numbers`)."""
+    from agents import ALGOS
+    from agents.wandb_utils import MODES
+
     if cfg.algo not in ALGOS:
         raise TrainError(f"--algo {cfg.algo!r} unknown; known: {sorted(ALGOS)}")
     if cfg.vec not in VECS:
@@ -43,6 +65,11 @@ def check_config(cfg: TrainConfig) -> None:
         raise TrainError(f"--ray and --vec {cfg.vec} both say where the envs run; give one")
     if cfg.wandb not in MODES:
         raise TrainError(f"--wandb must be one of {MODES}, got {cfg.wandb!r}")
+    _check_numbers(cfg)
+
+
+def _check_numbers(cfg: TrainConfig) -> None:
+    """:raises TrainError: for a count, rate, probability or seed out of its range."""
     for name in (
         "n_envs", "eval_episodes", "eval_every", "ckpt_every", "bc_batch_size", "torch_threads",
     ):  # fmt: skip
@@ -58,23 +85,17 @@ def check_config(cfg: TrainConfig) -> None:
     for name in ("timesteps", "bc_episodes", "bc_epochs", "dagger_rounds"):
         if getattr(cfg, name) < 0:
             raise TrainError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(cfg, name)}")
+    if cfg.seed < 0:  # Gymnasium's reset takes seeds >= 0
+        raise TrainError(f"--seed must be an integer >= 0, got {cfg.seed}")
     if cfg.val_episodes is not None and cfg.val_episodes < 1:
         raise TrainError(f"--val-episodes must be >= 1, got {cfg.val_episodes}")
     if cfg.count is not None and cfg.count < 1:
         raise TrainError(f"--count must be >= 1, got {cfg.count}")
-    if cfg.randomize:
-        from agents import train_env_spec
-        from agents.randomize import check_randomization
 
-        try:
-            check_randomization(cfg.randomize, train_env_spec(cfg.env).options)
-        except ValueError as exc:
-            raise TrainError(f"--{exc}") from exc
-    if not isinstance(cfg.hyperparams, dict):
-        raise TrainError(
-            f"--hyperparams must be a JSON object of algorithm keyword -> value, got "
-            f"{short_repr(cfg.hyperparams)}"
-        )
+
+def _check_policies(cfg: TrainConfig) -> None:
+    """:raises TrainError: for a repeated baseline, an unknown policy prefix, or a policy that
+    is not one of the env's."""
     import evaluation
 
     known = evaluation.heuristic_names("", cfg.env)
@@ -89,8 +110,12 @@ def check_config(cfg: TrainConfig) -> None:
                 f"{', '.join(p + ':' for p in sorted(evaluation.POLICY_LOADERS))}"
             )
         if not sep and spec not in known:
+            from heuristics import POLICY_ENVS
+
+            owner = POLICY_ENVS.get(spec)
+            which = "unknown policy" if owner is None else f"a policy of env {owner!r}, not one"
             raise TrainError(
-                f"{option} {spec!r}: unknown policy for env {cfg.env!r}; known: "
+                f"{option} {spec!r}: {which} for env {cfg.env!r}; known: "
                 f"{', '.join(known)}, or py:MODULE:FACTORY / py:FILE.py:FACTORY for your own"
             )
 
@@ -151,6 +176,7 @@ def baselines_of(cfg: TrainConfig) -> tuple[str, ...]:
     chosen = tuple(b for b in chosen if b != reference)
     if reference != entry.reference and entry.reference not in chosen:
         chosen += (entry.reference,)  # the env's expert stays in the table
-    if cfg.bc_expert not in (None, "none", reference, *chosen):
-        chosen += (cfg.bc_expert,)  # the policy being cloned belongs in the table
+    expert = cfg.bc_expert
+    if expert is not None and expert not in ("none", reference, *chosen):
+        chosen += (expert,)  # the policy being cloned belongs in the table
     return chosen

@@ -31,7 +31,7 @@ def eval_config(
     reference = cfg.reference if cfg.reference in policies else None
     return evaluation.EvalConfig(
         env=cfg.env,
-        workloads=(cfg.workload,),
+        workloads=None if cfg.workload is None else (cfg.workload,),
         policies=policies,
         reference=reference,
         seeds=eval_seeds(cfg.eval_episodes) if seeds is None else seeds,

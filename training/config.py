@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from envs.registry import family
+from envs.registry import family, option_help
 
 
 @dataclass
@@ -26,35 +26,10 @@ class TrainConfig:
     ``config.json`` records every value.
 
     :param env: env family, a key of ``agents.TRAIN_ENVS``.
-    :param cluster: cluster preset or YAML path.
-    :param model: LLM name.
-    :param workload: workload generator.
-    :param count: workflows / requests per episode (training and evaluation).
-    :param load_scale: arrival-rate multiplier.
-    :param estimate_error: PDCluster: error on scheduler-visible estimates.
-    :param slots: PDCluster: K, calls re-planned per invocation.
-    :param slo_scale: Routing: SLO = scale × run-alone latency.
-    :param slo_basis: Routing: ``request`` or ``task`` (see ``envs.routing``).
-    :param observation: Routing: ``default`` or ``extended`` (opt-in features,
-        ``envs.routing.observation``; ours).
-    :param instances: Routing: grow the cluster to this many instances.
-    :param output_predictor: output-length predictor (``envs.common.predictors``).
-    :param predictor_error: Routing: error e of ``oracle-error``.
-    :param engine: Routing: serving-engine preset (``vllm``, ``sglang``, ``trtllm``).
-    :param prefill_mode: Routing: override the engine's scheduling.
-    :param token_budget: Routing: override the engine's tokens per iteration.
-    :param check_interval: Routing: decode iterations between migration checks.
-    :param migration: Routing: ``token`` or ``kv``.
-    :param gpus: Allocation: GPUs of the pool.
-    :param workflow_rate: Allocation: workflows/s (a rate trace's base rate).
-    :param rate_trace: Allocation: rate shape of the autoscaling variant (``traces.rates``).
-    :param rate_window: Allocation: ``train``/``heldout`` window of the rate trace.
-    :param periods: Allocation: periods per episode.
-    :param period_seconds: Allocation: seconds per period.
-    :param warmup_seconds: Allocation: arrivals before this are left out of the metrics.
-    :param units_per_gpu: Allocation: GPU-fraction units per GPU.
-    :param apl_info: Allocation: add the APL's predictions to the metrics.
-    :param reward: env reward name (``envs.common.rewards``).
+    :param cluster, model, workload, count, ...: the env options (:data:`ENV_OPTIONS`): each
+        sets the env keyword the env family's options map it to (``agents.TRAIN_ENVS``),
+        documented in the env's options dataclass (``envs.<family>.options``), which
+        ``--help`` quotes.
     :param algo: RL algorithm (``agents.ALGOS``); ``maskable-ppo`` samples only legal actions,
         ``ppo`` learns them (illegal ones are penalised).
     :param bc_expert: policy to behaviour-clone before RL (unset: the env family's expert;
@@ -240,31 +215,24 @@ def _config_value(path: str, name: str, value: Any) -> Any:
 
     :raises TrainError: naming the file and option, with the value and the expected type.
     """
-    import evaluation
-
     where = f"--config {path!r}: option {name!r}"
     default = getattr(TrainConfig(), name)
     parse = option_type(name)
     if value is None and default is None:
         return None
-    if name == "baselines":
-        if isinstance(value, str):
-            return parse(value)
-        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-            return tuple(value)
-        raise TrainError(f"{where}: expected a list of policy names, got {short_repr(value)}")
-    if name == "randomize":
-        if isinstance(value, str):
-            value = json.loads(value)
-        if isinstance(value, dict):
-            return value
-        raise TrainError(f"{where}: expected a mapping of option -> draw, got {short_repr(value)}")
-    if name == "hyperparams":
-        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-            return value
-        raise TrainError(
-            f"{where}: expected a mapping of algorithm keyword -> value, got {short_repr(value)}"
-        )
+    if name in ("baselines", "randomize", "hyperparams"):
+        return _structured_value(where, name, value, parse)
+    return _scalar_value(where, value, default, parse)
+
+
+def _scalar_value(where: str, value: Any, default: Any, parse: Callable[[str], Any]) -> Any:
+    """A bool, integer, number or string ``value`` of a ``--config`` option whose default is
+    ``default`` and whose flag parses with ``parse``.
+
+    :raises TrainError: naming ``where``, with the value and the expected type.
+    """
+    import evaluation
+
     if isinstance(default, bool) or parse is evaluation.parse_bool:
         if isinstance(value, bool):
             return value
@@ -292,12 +260,41 @@ def _config_value(path: str, name: str, value: Any) -> Any:
     raise TrainError(f"{where}: expected {expected}, got {short_repr(value)}")
 
 
+def _structured_value(where: str, name: str, value: Any, parse: Callable[[str], Any]) -> Any:
+    """A ``--config`` value of ``baselines`` (a list), ``randomize`` or ``hyperparams`` (a
+    mapping).
+
+    :raises TrainError: naming ``where``, with the value and the expected shape.
+    """
+    if name == "baselines":
+        if isinstance(value, str):
+            return parse(value)
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        raise TrainError(f"{where}: expected a list of policy names, got {short_repr(value)}")
+    if name == "randomize":
+        if isinstance(value, str):
+            value = json.loads(value)
+        if isinstance(value, dict):
+            return value
+        raise TrainError(f"{where}: expected a mapping of option -> draw, got {short_repr(value)}")
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return value  # hyperparams
+    raise TrainError(
+        f"{where}: expected a mapping of algorithm keyword -> value, got {short_repr(value)}"
+    )
+
+
 def option_docs() -> dict[str, str]:
-    """Each :class:`TrainConfig` field's ``:param:`` text from its docstring: the one place the
-    options are documented, shown by ``--help``."""
+    """Each :class:`TrainConfig` field's ``--help`` text: its ``:param:`` line, or for an env
+    option the docstring of the env keyword it sets (:func:`envs.registry.option_help`)."""
+    from agents import TRAIN_ENVS
+
     doc = inspect.getdoc(TrainConfig) or ""
     entries = re.findall(r"^:param (\w+): (.*?)(?=^:param |\Z)", doc, re.S | re.M)
     docs = {name: " ".join(text.replace("``", "").split()) for name, text in entries}
+    takes = {name: spec.options for name, spec in TRAIN_ENVS.items()}
+    docs.update({name: option_help(name, takes) for name in ENV_OPTIONS})
     missing = [f.name for f in fields(TrainConfig) if f.name not in docs]
     if missing:  # a new field without a :param: line is a bug in this file
         raise AssertionError(f"TrainConfig fields without a :param: line: {missing}")
@@ -362,7 +359,7 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     evaluated = {"cluster": entry.cluster, "model": entry.model, "workload": entry.workloads[0]}
     training = {} if cfg.family_defaults else entry.train_defaults
     defaults = {**evaluation.env_defaults(cfg.env), **evaluated, **training}
-    filled = {
+    filled: dict[str, Any] = {
         name: defaults.get(name)
         for name in ENV_OPTIONS
         if name in spec.options and getattr(cfg, name) is None

@@ -11,13 +11,13 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from envs.registry import family
+from envs.registry import EnvFamily, Metric, family
 from evaluation.config import unique
 from training.checks import baselines_of
 from training.compare import (
@@ -42,53 +42,51 @@ def abandon(out: Path, created: bool) -> None:
         print(f"train.py: removed the unfinished run directory {out}", file=sys.stderr)
 
 
-def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads top to bottom)
-    """The run itself, on a checked and resolved ``cfg`` (see ``train.main``)."""
+@dataclass
+class _Run:
+    """What every stage of a run reads: the options, where it writes, the env it trains on,
+    the W&B run and the report being filled (``eval.json``)."""
+
+    cfg: TrainConfig
+    out: Path
+    spec: Any  # agents.TrainEnvSpec
+    entry: EnvFamily
+    kwargs: dict[str, Any]
+    run: Any  # the W&B run (agents.wandb_utils.init_run)
+    report: dict[str, Any]
+    reference: str
+    val_seeds: tuple[int, ...] = ()
+    ref_lines: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def metrics(self) -> tuple[Metric, ...]:
+        return self.entry.headline
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(m.key for m in self.entry.headline)
+
+
+def train(cfg: TrainConfig, argv: Sequence[str]) -> int:
+    """The run itself, on a checked and resolved ``cfg`` (see ``train.main``): 1. the env,
+    2. reference numbers, 3. behaviour cloning (+ DAgger), 4. RL, 5. the final comparison."""
     import torch
-    from stable_baselines3.common.callbacks import CheckpointCallback
     from stable_baselines3.common.utils import set_random_seed
 
-    import evaluation
-    from agents import (
-        algo_spec,
-        bc_train,
-        build_model,
-        collect,
-        env_kwargs,
-        eval_seeds,
-        load_model,
-        make_env,
-        make_vec_env,
-        train_env_spec,
-        validation_seeds,
-    )
-    from agents.callbacks import (
-        EpisodeMetricsCallback,
-        PeriodicEvalCallback,
-        TimedVecEnv,
-        TimingCallback,
-        TqdmCallback,
-        WandbWriter,
-    )
-    from agents.envs import EVAL_SEED_BASE
-    from agents.wandb_utils import init_run, log_comparison, log_model_artifact
+    from agents import algo_spec, env_kwargs, eval_seeds, make_env, train_env_spec
+    from agents.wandb_utils import init_run
 
     start = time.perf_counter()
     torch.set_num_threads(cfg.torch_threads)
     set_random_seed(cfg.seed)
     spec = train_env_spec(cfg.env)
-    algo = algo_spec(cfg.algo)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "python train.py " + " ".join(argv)
     (out / "config.json").write_text(json.dumps({**asdict(cfg), "command": command}, indent=1))
     entry = family(cfg.env)
-    reference = cfg.reference or entry.reference
-    baselines = baselines_of(cfg)
-    metrics = entry.headline
-    keys = tuple(m.key for m in metrics)
     kwargs = env_kwargs(spec, asdict(cfg))
-    if not algo.masked:
+    if not algo_spec(cfg.algo).masked:
         kwargs["invalid_action"] = "penalize"
     seeds = eval_seeds(cfg.eval_episodes)
     run = init_run(
@@ -102,35 +100,66 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
     # the MDP trained and evaluated, by its name and keyword arguments: gym.make(id, **kwargs)
     report["env"] = {"id": spec.gym_id, "kwargs": dict(kwargs)}
     print(f"      env: gym.make({spec.gym_id!r}, **{kwargs!r})")
+    r = _Run(cfg, out, spec, entry, kwargs, run, report, cfg.reference or entry.reference)
 
-    # 2. Reference numbers: expert and baselines on the held-out seeds.
+    baselines = baselines_of(cfg)
+    ref_rows = _reference_numbers(r, baselines, seeds)
+    eval_env = make_env(spec, kwargs)
+    model, vec_env, ckpt = _build_model(r)
+    if cfg.bc_expert != "none" and ckpt is None and cfg.bc_episodes > 0:
+        _behaviour_cloning(r, model, eval_env)
+    evaluator, remaining = _reinforce(r, model, vec_env, eval_env, ckpt)
+    model.save(out / "model.zip")
+    vec_env.close()
+    eval_env.close()
+    learned = _final_comparison(r, ref_rows, baselines, seeds, evaluator, remaining, start)
+    _print_summary(r, learned)
+    return 0
+
+
+def _reference_numbers(r: _Run, baselines: tuple[str, ...], seeds: Sequence[int]) -> list[dict]:
+    """2. The expert and the baselines on the held-out seeds (their rows), and the learning
+    curves' reference lines on the validation seeds (``r.ref_lines``)."""
+    import evaluation
+    from agents import validation_seeds
+
+    cfg, metrics, reference = r.cfg, r.metrics, r.reference
     print(f"[1/4] reference: {reference} and {', '.join(baselines)} on seeds {list(seeds)}")
     ref_rows = evaluation.evaluate(eval_config(cfg, (*baselines, reference)))
     references = {p: mean_metrics(ref_rows, p, metrics) for p in (*baselines, reference)}
+    assert cfg.workload is not None, "train() takes a resolved config (training.resolve)"
     best = evaluation.best_baseline(ref_rows, cfg.workload, reference)
-    report["references"] = references
-    report["best_baseline"] = best
+    r.report["references"] = references
+    r.report["best_baseline"] = best
     for name, vals in references.items():
         print(f"      {name:>16}: " + "  ".join(f"{k} {v:.3f}" for k, v in vals.items()))
         for k, v in vals.items():
-            run.summary[f"reference/{name}/{k}"] = v
+            r.run.summary[f"reference/{name}/{k}"] = v
     # Reference lines for the learning curves: the expert and the best baseline on the
     # validation seeds, the same seeds the model is evaluated on during training.
-    val_seeds = validation_seeds(cfg.val_episodes or cfg.eval_episodes)
-    report["validation_seeds"] = list(val_seeds)
+    r.val_seeds = validation_seeds(cfg.val_episodes or cfg.eval_episodes)
+    r.report["validation_seeds"] = list(r.val_seeds)
     val_policies = (reference,) if best is None else (reference, best)
-    val_rows = evaluation.evaluate(eval_config(cfg, val_policies, val_seeds))
-    ref_lines = {reference: mean_metrics(val_rows, reference, metrics)}
+    val_rows = evaluation.evaluate(eval_config(cfg, val_policies, r.val_seeds))
+    r.ref_lines = {reference: mean_metrics(val_rows, reference, metrics)}
     if best is not None:
-        ref_lines["best_baseline"] = mean_metrics(val_rows, best, metrics)
-    report["validation_references"] = ref_lines
+        r.ref_lines["best_baseline"] = mean_metrics(val_rows, best, metrics)
+    r.report["validation_references"] = r.ref_lines
+    return ref_rows
 
-    eval_env = make_env(spec, kwargs)
+
+def _build_model(r: _Run) -> tuple[Any, Any, Path | None]:
+    """The training envs and the model: resumed from the latest checkpoint (or the BC model)
+    with ``--resume``, else new; ``(model, vec_env, checkpoint or None)``."""
+    from agents import build_model, load_model, make_vec_env
+    from agents.callbacks import TimedVecEnv
+
+    cfg, out = r.cfg, r.out
     vec = "ray" if cfg.ray is not None else cfg.vec
     vec_env = TimedVecEnv(
         make_vec_env(
             cfg.env,
-            kwargs,
+            r.kwargs,
             cfg.n_envs,
             cfg.seed,
             vec,
@@ -150,131 +179,155 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
         model = build_model(
             cfg.algo,
             vec_env,
-            spec,
+            r.spec,
             seed=cfg.seed,
             hyperparams=hp,
             extractor_kwargs={"hidden": cfg.hidden},
         )
+    return model, vec_env, ckpt
 
-    # 3. Behaviour cloning (+ DAgger) from the expert.
-    if cfg.bc_expert != "none" and ckpt is None and cfg.bc_episodes > 0:
-        from envs.sim.core.progress import progress
 
-        print(f"[2/4] behaviour cloning from {cfg.bc_expert}: {cfg.bc_episodes} episodes")
+def _behaviour_cloning(r: _Run, model: Any, eval_env: Any) -> None:
+    """3. Behaviour cloning (+ DAgger rounds) of ``model``'s policy from ``--bc-expert``; saves
+    ``bc_model.zip`` and reports the clone against its teacher on the validation seeds."""
+    from envs.sim.core.progress import progress
+
+    import evaluation
+    from agents import bc_train, collect, make_env
+    from agents.envs import EVAL_SEED_BASE
+
+    cfg, run, metrics = r.cfg, r.run, r.metrics
+    teacher_name = cfg.bc_expert
+    assert teacher_name is not None, "train() takes a resolved config (training.resolve)"
+    print(f"[2/4] behaviour cloning from {cfg.bc_expert}: {cfg.bc_episodes} episodes")
+    if not cfg.quiet:
+        print(
+            "      (CE: cross-entropy of the expert's actions under the clone; value MSE: "
+            "squared error of the critic, fitted alongside to the expert's discounted "
+            "returns so that RL starts with a trained critic; acc: share of the expert's "
+            "actions the clone ranks first)"
+        )
+    bc_env = make_env(r.spec, r.kwargs, randomize=cfg.randomize or None, randomize_seed=cfg.seed)
+    seed_rng = np.random.default_rng(cfg.seed + 12345)
+    train_seeds = [int(s) for s in seed_rng.integers(0, EVAL_SEED_BASE, cfg.bc_episodes)]
+    expert = functools.partial(evaluation.resolve_policy, teacher_name, bc_env, cfg.env)
+    gamma = float(getattr(model, "gamma", 0.99))
+    t0 = time.perf_counter()
+    with progress(desc="collect", unit="step", disable=cfg.quiet, file=sys.stderr) as bar:
+        demos = collect(bc_env, expert, train_seeds, gamma, progress=bar.update)
+    collect_s = time.perf_counter() - t0
+    epoch_offset = 0
+
+    def log_epoch(rec: Any) -> None:
+        run.log(
+            {
+                "bc/epoch": epoch_offset + rec.epoch,
+                "bc/loss": rec.loss,
+                "bc/policy_loss": rec.policy_loss,
+                "bc/value_loss": rec.value_loss,
+                "bc/accuracy": rec.accuracy,
+                "bc/samples": len(demos),
+            }
+        )
         if not cfg.quiet:
             print(
-                "      (CE: cross-entropy of the expert's actions under the clone; value MSE: "
-                "squared error of the critic, fitted alongside to the expert's discounted "
-                "returns so that RL starts with a trained critic; acc: share of the expert's "
-                "actions the clone ranks first)"
+                f"      epoch {epoch_offset + rec.epoch:3d}  loss {rec.loss:.4f}  "
+                f"CE {rec.policy_loss:.4f}  value MSE {rec.value_loss:.4f}  "
+                f"acc {rec.accuracy:.3f}"
             )
-        bc_env = make_env(spec, kwargs, randomize=cfg.randomize or None, randomize_seed=cfg.seed)
-        seed_rng = np.random.default_rng(cfg.seed + 12345)
-        train_seeds = [int(s) for s in seed_rng.integers(0, EVAL_SEED_BASE, cfg.bc_episodes)]
-        expert = functools.partial(evaluation.resolve_policy, cfg.bc_expert, bc_env, cfg.env)
-        gamma = float(getattr(model, "gamma", 0.99))
-        t0 = time.perf_counter()
-        with progress(desc="collect", unit="step", disable=cfg.quiet, file=sys.stderr) as bar:
-            demos = collect(bc_env, expert, train_seeds, gamma, progress=bar.update)
-        collect_s = time.perf_counter() - t0
-        epoch_offset = 0
 
-        def log_epoch(rec: Any) -> None:
-            run.log(
-                {
-                    "bc/epoch": epoch_offset + rec.epoch,
-                    "bc/loss": rec.loss,
-                    "bc/policy_loss": rec.policy_loss,
-                    "bc/value_loss": rec.value_loss,
-                    "bc/accuracy": rec.accuracy,
-                    "bc/samples": len(demos),
-                }
+    def clone(demos: Any, seed: int) -> list[dict[str, Any]]:
+        """One behaviour-cloning pass of ``cfg``'s epochs over ``demos``; its epoch records."""
+        return [
+            asdict(rec)
+            for rec in bc_train(
+                model.policy,
+                demos,
+                cfg.bc_epochs,
+                cfg.bc_batch_size,
+                cfg.bc_lr,
+                seed=seed,
+                vf_coef=cfg.bc_vf_coef,
+                on_epoch=log_epoch,
             )
-            if not cfg.quiet:
-                print(
-                    f"      epoch {epoch_offset + rec.epoch:3d}  loss {rec.loss:.4f}  "
-                    f"CE {rec.policy_loss:.4f}  value MSE {rec.value_loss:.4f}  "
-                    f"acc {rec.accuracy:.3f}"
-                )
+        ]
 
-        def clone(demos: Any, seed: int) -> list[dict[str, Any]]:
-            """One behaviour-cloning pass of ``cfg``'s epochs over ``demos``; its epoch records."""
-            return [
-                asdict(r)
-                for r in bc_train(
-                    model.policy,
-                    demos,
-                    cfg.bc_epochs,
-                    cfg.bc_batch_size,
-                    cfg.bc_lr,
-                    seed=seed,
-                    vf_coef=cfg.bc_vf_coef,
-                    on_epoch=log_epoch,
-                )
-            ]
+    t0 = time.perf_counter()
+    history = clone(demos, cfg.seed)
+    dagger_rng = np.random.default_rng(cfg.seed + 777)
+    for rnd in range(cfg.dagger_rounds):
+        epoch_offset += cfg.bc_epochs
+        rseeds = [int(s) for s in seed_rng.integers(0, EVAL_SEED_BASE, cfg.dagger_episodes)]
+        print(
+            f"      DAgger round {rnd + 1}: {cfg.dagger_episodes} episodes, beta {cfg.dagger_beta}"
+        )
+        demos = demos + collect(
+            bc_env,
+            expert,
+            rseeds,
+            gamma,
+            learner=model.policy,
+            beta=cfg.dagger_beta,
+            rng=dagger_rng,
+        )
+        history += clone(demos, cfg.seed + rnd + 1)
+    bc_s = time.perf_counter() - t0
+    model.save(r.out / "bc_model.zip")
+    bc_metrics = evaluate_model(model, eval_env, r.val_seeds, metrics)
+    if cfg.bc_expert in r.ref_lines:
+        teacher = r.ref_lines[cfg.bc_expert]
+    else:
+        teacher_rows = evaluation.evaluate(eval_config(cfg, (teacher_name,), r.val_seeds))
+        teacher = mean_metrics(teacher_rows, teacher_name, metrics)
+    for label, vals in (("BC clone", bc_metrics), (f"teacher {cfg.bc_expert}", teacher)):
+        print(
+            f"      {label + ' (validation seeds)':>36}: "
+            + "  ".join(f"{k} {v:.3f}" for k, v in vals.items())
+        )
+    r.report["bc"] = {
+        "samples": len(demos),
+        "train_seeds": train_seeds,
+        "collect_seconds": collect_s,
+        "train_seconds": bc_s,
+        "history": history,
+        "eval": bc_metrics,
+        "teacher_eval": teacher,
+        "expert_episodes": demos.episodes[: cfg.bc_episodes],
+    }
+    for k, v in bc_metrics.items():
+        run.summary[f"bc/eval_{k}"] = v
+    bc_env.close()
 
-        t0 = time.perf_counter()
-        history = clone(demos, cfg.seed)
-        dagger_rng = np.random.default_rng(cfg.seed + 777)
-        for rnd in range(cfg.dagger_rounds):
-            epoch_offset += cfg.bc_epochs
-            rseeds = [int(s) for s in seed_rng.integers(0, EVAL_SEED_BASE, cfg.dagger_episodes)]
-            print(
-                f"      DAgger round {rnd + 1}: {cfg.dagger_episodes} episodes, "
-                f"beta {cfg.dagger_beta}"
-            )
-            demos = demos + collect(
-                bc_env,
-                expert,
-                rseeds,
-                gamma,
-                learner=model.policy,
-                beta=cfg.dagger_beta,
-                rng=dagger_rng,
-            )
-            history += clone(demos, cfg.seed + rnd + 1)
-        bc_s = time.perf_counter() - t0
-        model.save(out / "bc_model.zip")
-        bc_metrics = evaluate_model(model, eval_env, val_seeds, metrics)
-        if cfg.bc_expert in ref_lines:
-            teacher = ref_lines[cfg.bc_expert]
-        else:
-            teacher_rows = evaluation.evaluate(eval_config(cfg, (cfg.bc_expert,), val_seeds))
-            teacher = mean_metrics(teacher_rows, cfg.bc_expert, metrics)
-        for label, vals in (("BC clone", bc_metrics), (f"teacher {cfg.bc_expert}", teacher)):
-            print(
-                f"      {label + ' (validation seeds)':>36}: "
-                + "  ".join(f"{k} {v:.3f}" for k, v in vals.items())
-            )
-        report["bc"] = {
-            "samples": len(demos),
-            "train_seeds": train_seeds,
-            "collect_seconds": collect_s,
-            "train_seconds": bc_s,
-            "history": history,
-            "eval": bc_metrics,
-            "teacher_eval": teacher,
-            "expert_episodes": demos.episodes[: cfg.bc_episodes],
-        }
-        for k, v in bc_metrics.items():
-            run.summary[f"bc/eval_{k}"] = v
-        bc_env.close()
 
-    # 4. RL fine-tuning.
+def _reinforce(
+    r: _Run, model: Any, vec_env: Any, eval_env: Any, ckpt: Path | None
+) -> tuple[Any, int]:
+    """4. RL fine-tuning with periodic validation and checkpoints; ``(the evaluation
+    callback, the env steps run)``."""
+    from stable_baselines3.common.callbacks import CheckpointCallback
     from stable_baselines3.common.logger import HumanOutputFormat, Logger
 
-    writers: list[Any] = [WandbWriter(run)]
+    from agents.callbacks import (
+        EpisodeMetricsCallback,
+        PeriodicEvalCallback,
+        TimingCallback,
+        TqdmCallback,
+        WandbWriter,
+    )
+
+    cfg, out, metrics, entry = r.cfg, r.out, r.metrics, r.entry
+    writers: list[Any] = [WandbWriter(r.run)]
     if not cfg.quiet:
         writers.append(HumanOutputFormat(str(out / "progress.txt")))
     model.set_logger(Logger(folder=str(out), output_formats=writers))
     remaining = max(0, cfg.timesteps - (model.num_timesteps if ckpt is not None else 0))
     timing = TimingCallback(vec_env)
     evaluator = PeriodicEvalCallback(
-        lambda m: evaluate_model(m, eval_env, val_seeds, metrics),
+        lambda m: evaluate_model(m, eval_env, r.val_seeds, metrics),
         every=cfg.eval_every,
         select=entry.select,
         better=entry.select_metric.better,
-        references=ref_lines,
+        references=r.ref_lines,
         best_path=out / "best_model.zip",
         history_path=out / "eval_history.json",
     )
@@ -283,7 +336,7 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
         print(f"[3/4] {cfg.algo}: {remaining} env steps on {cfg.n_envs} {where} envs")
         callbacks = [
             TqdmCallback(remaining, disable=cfg.quiet),
-            EpisodeMetricsCallback(keys),
+            EpisodeMetricsCallback(r.keys),
             timing,
             evaluator,
             CheckpointCallback(max(1, cfg.ckpt_every // cfg.n_envs), str(out / "checkpoints")),
@@ -301,13 +354,27 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
         t["env_share"] = t["env_s"] / t["train_wall_s"]
         t["learner_share"] = (t["inference_s"] + t["update_s"]) / t["train_wall_s"]
         t["env_steps_per_s"] = t["env_steps"] / t["train_wall_s"]
-        report["timing"] = t
-        report["history"] = evaluator.history
-    model.save(out / "model.zip")
-    vec_env.close()
-    eval_env.close()
+        r.report["timing"] = t
+        r.report["history"] = evaluator.history
+    return evaluator, remaining
 
-    # 5. Final comparison, through evaluate.py (identical numbers to `evaluate.py --policies`).
+
+def _final_comparison(
+    r: _Run,
+    ref_rows: list[dict],
+    baselines: tuple[str, ...],
+    seeds: Sequence[int],
+    evaluator: Any,
+    remaining: int,
+    start: float,
+) -> tuple[str, ...]:
+    """5. The learned policies against the references on the held-out seeds, through
+    ``evaluate.py`` (identical numbers to ``evaluate.py --policies``): ``table.txt``,
+    ``eval.json``, W&B; the learned policies' specs."""
+    import evaluation
+    from agents.wandb_utils import log_comparison, log_model_artifact
+
+    cfg, out, metrics, reference, report = r.cfg, r.out, r.metrics, r.reference, r.report
     print(f"[4/4] final comparison on held-out seeds {list(seeds)}")
     learned = learned_rows(out, evaluator.history, with_bc=remaining > 0)
     policies = (*learned,)
@@ -317,16 +384,23 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
     table = evaluation.format_table(rows, reference=reference, command=regen)
     pngs = evaluation.plot_attainment(rows, out, reference)
     (out / "table.txt").write_text(table + "\n")
-    report["final"] = {p: mean_metrics(rows, p, metrics) for p in unique(r["policy"] for r in rows)}
+    ran = unique(row["policy"] for row in rows)
+    report["final"] = {p: mean_metrics(rows, p, metrics) for p in ran}
     report["table"] = table
-    report["rows"] = [{k: v for k, v in r.items() if not isinstance(v, list)} for r in rows]
+    report["rows"] = [{k: v for k, v in row.items() if not isinstance(v, list)} for row in rows]
     report["wall_seconds"] = time.perf_counter() - start
     (out / "eval.json").write_text(json.dumps(evaluation.json_safe(report), indent=1))
-    log_comparison(run, rows, table, pngs, metrics=keys)
+    log_comparison(r.run, rows, table, pngs, metrics=r.keys)
     final = report["final"][learned[-1]]
-    log_model_artifact(run, out / "model.zip", f"{out.name}-model", final)
-    run.finish()
+    log_model_artifact(r.run, out / "model.zip", f"{out.name}-model", final)
+    r.run.finish()
     print(table)
+    return tuple(learned)
+
+
+def _print_summary(r: _Run, learned: Sequence[str]) -> None:
+    """The clone against its teacher, the RL timing and what was written."""
+    cfg, out, keys, report = r.cfg, r.out, r.keys, r.report
     if "bc" in report:
         clone = report["final"].get(f"ckpt:{out / 'bc_model.zip'}", report["final"][learned[0]])
         teacher = report["final"].get(cfg.bc_expert)
@@ -347,4 +421,3 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
         f"wrote {out}/{{model.zip, config.json, eval.json, table.txt}} in "
         f"{report['wall_seconds']:.0f} s"
     )
-    return 0

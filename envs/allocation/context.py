@@ -105,7 +105,3 @@ class AllocationContext(DecisionContextBase):
     def model(self) -> str:
         """The LLM decided now."""
         return self.models[self.current]
-
-    def action_of(self, share_units: int, tp: int, replicas: int) -> int:
-        """The action index of an option (raises ValueError if it is not on the menu)."""
-        return self.options.index((share_units, tp, replicas))

@@ -126,39 +126,42 @@ them too. Every period's end ``info`` has ``period_metrics`` and, with
 ``apl_info=True``, ``apl``: the Aggregate LLM Pipeline's predicted latency and throughput of the
 period's allocation at its rate (:mod:`envs.sim.allocation.scepsy`; the first use traces and
 profiles the workload's LLMs by replay, minutes, then cached on disk).
+
+## Arguments
+
+The **Arguments** table of :class:`AllocationEnv`'s docstring, generated from
+:class:`envs.allocation.options.AllocationOptions` (each field is a keyword of the constructor).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
 from envs.allocation.context import AllocationContext, LLMPeriodMetrics
-from envs.allocation.episode import EpisodeMixin, check_ramp
+from envs.allocation.episode import EpisodeMixin
 from envs.allocation.masking import MaskingMixin
 from envs.allocation.observation import (
     GLOBAL_FEATURES,
     LLM_FEATURES,
     ObservationMixin,
 )
+from envs.allocation.options import AllocationOptions
 from envs.allocation.serving import (
     ServingMixin,
 )
 from envs.allocation.workloads import (
-    RATE_WINDOWS,
-    WORKLOADS,
-    _spec_for,
-    _structure_stats,
+    spec_for,
+    structure_stats,
 )
 from envs.common.base import ServegymEnv
+from envs.common.options import takes_options
 from envs.common.rewards import make_reward
 from envs.common.run_alone import RunAloneLatency
 from envs.sim.allocation.allocations import (
-    DEFAULT_MIN_KV_TOKENS,
     TP_DEGREES,
     Allocation,
     AllocationError,
@@ -172,7 +175,6 @@ from envs.sim.core.simulation import LatencyCache, Simulation
 from envs.sim.engines.presets import get_engine, resolve_token_budget
 from envs.sim.hardware.catalog import get_model
 from envs.sim.hardware.cluster import ClusterSpec, Topology, load_cluster
-from envs.sim.latency.efficiency import ROOFLINE_CALIBRATION_VARIANT
 from traces.schema import LLMNode
 
 
@@ -191,50 +193,12 @@ def _sub_topology(topo: Topology, gpus: int | None) -> Topology:
     return dataclasses.replace(topo, num_nodes=gpus // topo.gpus_per_node)
 
 
+@takes_options(AllocationOptions)
 class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, ServegymEnv):
     """Scepsy's GPU-allocation problem (see the module docstring for the full tables).
 
-    :param cluster: a ``pool`` preset name or YAML path (``scepsy-16``) or a
-        :class:`ClusterSpec` with a topology.
-    :param gpus: use this many GPUs of the pool (whole nodes; None: all). Scepsy §7.2 uses 4, 8
-        and 16.
-    :param workload: ``rag_reranker`` (default), ``beam_search`` or ``rag_beam_combined``.
-    :param workflow_rate: workflows/s (the base rate of a ``rate_trace``); None:
-        :data:`DEFAULT_WORKFLOW_RATE` of the workload (RAG 1/s, beam 0.1/s, combined 0.2/s).
-    :param rate_trace: None (constant rate) or a :mod:`traces.rates` shape name.
-    :param rate_ramp: None, or ``(lo, hi)``: the period rates step linearly from ``lo`` ×
-        ``workflow_rate`` in the first period to ``hi`` × ``workflow_rate`` in the last (needs
-        ``periods`` >= 2; excludes ``rate_trace``).
-    :param rate_window: ``train`` (a random window of the shape's training bins, drawn from the
-        reset seed), ``heldout`` (the same from its held-out bins) or an int start bin.
-    :param periods: allocation periods per episode.
-    :param period_seconds: simulated seconds per period.
-    :param warmup_seconds: leave workflows arriving before this out of the episode metrics.
-    :param drain_seconds: after the last period, serve the backlog for at most this long.
-    :param units_per_gpu: F, GPU-fraction units per GPU; default 4 (keeps profiling cheap);
-        Scepsy §5 uses 10, which works end to end.
-    :param max_replicas: R, the largest replica count on the menu.
-    :param engine: serving-engine preset (``vllm``: Scepsy §7.1 runs vLLM).
-    :param min_kv_tokens: KV tokens every decoder share must hold beyond its weights.
-    :param slo_scale: SLO = scale × run-alone latency.
-    :param reconfig_startup_s: fixed cold start of a new replica (engine start, CUDA graphs).
-    :param load_bandwidth: bytes/s per GPU at which a new replica loads its weights.
-    :param apl_info: add the APL's predicted latency/throughput of each period's allocation to
-        ``info["apl"]`` (profiles the workload's LLMs on first use; cached on disk).
-    :param reward: ``goodput`` (default), ``slowdown``, ``lateness``, ``req99``;
-        ``reward_kwargs`` its options.
-    :param invalid_action: ``penalize`` (default: −``invalid_penalty`` and
-        :meth:`fallback_action` instead, ``info["invalid_action"]`` True) or ``raise``.
-    :param max_steps: truncate after this many steps.
-    :param workload_seed: fix the workload for every reset (None: from the reset seed).
-    :param render_mode: ``ansi`` or ``rgb_array``.
-    :param decision_context: put the :class:`AllocationContext` in every step's ``info`` (True
-        here; the registered id passes False, see :mod:`envs.common.base`).
-    :param latency_calibration: per-op calibration variant of the simulated instances, of the
-        Scepsy pipeline the env reports (``apl_info``) and of the context's
-        ``latency_calibration`` (one of :data:`envs.sim.latency.efficiency.CALIBRATION_VARIANTS`):
-        ``"roofline"`` (default, which this id's pinned results use); ``None``: the variant in
-        force (``$SERVEGYM_LATENCY_CALIBRATION``, else the simulator's default).
+    Built from an :class:`~envs.allocation.options.AllocationOptions` (``options=``) and/or its
+    fields as keywords; the **Arguments** table below is generated from it.
 
     ## Why v1's default episode ramps the rate
 
@@ -260,41 +224,11 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
-    def __init__(
-        self,
-        cluster: str | ClusterSpec = "scepsy-16",
-        gpus: int | None = 4,
-        workload: str = "rag_reranker",
-        workflow_rate: float | None = None,
-        rate_trace: str | None = None,
-        rate_window: str | int = "train",
-        rate_ramp: tuple[float, float] | None = None,
-        periods: int = 1,
-        period_seconds: float = 120.0,
-        warmup_seconds: float = 0.0,
-        drain_seconds: float = 120.0,
-        units_per_gpu: int = 4,
-        max_replicas: int = 16,
-        engine: str = "vllm",
-        min_kv_tokens: int = DEFAULT_MIN_KV_TOKENS,
-        slo_scale: float = 5.0,
-        reconfig_startup_s: float = 20.0,
-        load_bandwidth: float = 2e9,
-        apl_info: bool = False,
-        max_llms: int = 6,
-        reward: str = "goodput",
-        reward_kwargs: dict[str, Any] | None = None,
-        invalid_action: str = "penalize",
-        invalid_penalty: float = 1.0,
-        max_steps: int | None = None,
-        workload_seed: int | None = None,
-        render_mode: str | None = None,
-        decision_context: bool = True,
-        latency_calibration: str | None = ROOFLINE_CALIBRATION_VARIANT,
-    ):
+    def __init__(self, options: AllocationOptions | None = None, **kwargs: Any) -> None:
+        o = self.env_options = AllocationOptions.build(options, kwargs)
+        cluster, workload, max_llms = o.cluster, o.workload, o.max_llms
         super().__init__()
         from traces.generators import GENERATORS
-        from traces.rates import rate_shape
 
         spec = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster)
         if spec.topology is None:
@@ -302,72 +236,30 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
                 f"Allocation needs a GPU pool (architecture 'pool' with a topology); cluster "
                 f"{spec.name!r} is {spec.architecture!r}"
             )
-        self.topology = _sub_topology(spec.topology, gpus)
+        self.topology = _sub_topology(spec.topology, o.gpus)
         self.cluster_name = spec.name
-        if workload not in GENERATORS:
-            raise ValueError(f"unknown workload {workload!r}; Allocation serves {WORKLOADS}")
-        for name, value in (
-            ("periods", periods),
-            ("units_per_gpu", units_per_gpu),
-            ("max_replicas", max_replicas),
-            ("max_llms", max_llms),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        for name, value in (
-            ("period_seconds", period_seconds),
-            ("slo_scale", slo_scale),
-            ("load_bandwidth", load_bandwidth),
-        ):
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        for name, value in (
-            ("warmup_seconds", warmup_seconds),
-            ("drain_seconds", drain_seconds),
-            ("reconfig_startup_s", reconfig_startup_s),
-        ):
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        if workflow_rate is not None and not (
-            isinstance(workflow_rate, (int, float)) and math.isfinite(workflow_rate)
-        ):
-            raise ValueError(f"workflow_rate must be a finite number, got {workflow_rate!r}")
-        if workflow_rate is not None and workflow_rate <= 0:
-            raise ValueError(f"workflow_rate must be > 0 workflows/s, got {workflow_rate}")
+        rate_window = o.rate_window
         if isinstance(rate_window, str) and rate_window.isdigit():
             rate_window = int(rate_window)
-        if rate_trace is not None:
-            rate_shape(rate_trace)  # names the known shapes when unknown
-            if not (isinstance(rate_window, int) or rate_window in RATE_WINDOWS):
-                raise ValueError(
-                    f"rate_window must be one of {RATE_WINDOWS} or a start bin, got {rate_window!r}"
-                )
-        if rate_ramp is not None:
-            rate_ramp = check_ramp(rate_ramp, rate_trace, periods)
-        if warmup_seconds >= periods * period_seconds:
-            raise ValueError(
-                f"warmup_seconds={warmup_seconds} leaves nothing of the {periods} x "
-                f"{period_seconds} s episode to measure"
-            )
         self.workload = workload
-        self.workflow_rate = workflow_rate
-        self.rate_trace = rate_trace
+        self.workflow_rate = o.workflow_rate
+        self.rate_trace = o.rate_trace
         self.rate_window = rate_window
-        self.rate_ramp = rate_ramp
-        self.periods = periods
-        self.period_seconds = float(period_seconds)
-        self.warmup_seconds = float(warmup_seconds)
-        self.drain_seconds = float(drain_seconds)
-        self.F = units_per_gpu
-        self.R = max_replicas
-        self.engine = get_engine(engine)
-        self.min_kv_tokens = int(min_kv_tokens)
-        self.slo_scale = float(slo_scale)
-        self.reconfig_startup_s = float(reconfig_startup_s)
-        self.load_bandwidth = float(load_bandwidth)
-        self.apl_info = apl_info
+        self.rate_ramp = o.rate_ramp
+        self.periods = o.periods
+        self.period_seconds = float(o.period_seconds)
+        self.warmup_seconds = float(o.warmup_seconds)
+        self.drain_seconds = float(o.drain_seconds)
+        self.F = o.units_per_gpu
+        self.R = o.max_replicas
+        self.engine = get_engine(o.engine)
+        self.min_kv_tokens = int(o.min_kv_tokens)
+        self.slo_scale = float(o.slo_scale)
+        self.reconfig_startup_s = float(o.reconfig_startup_s)
+        self.load_bandwidth = float(o.load_bandwidth)
+        self.apl_info = o.apl_info
         self.max_llms = max_llms
-        self._latency_cache = LatencyCache(calibration_variant=latency_calibration)
+        self._latency_cache = LatencyCache(calibration_variant=o.latency_calibration)
         self.latency_calibration = self._latency_cache.calibration_variant
         self._apl: Any = None
 
@@ -418,7 +310,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
             ) from exc
         self._alone = {}
         for m in self.models:
-            lat = self._latency_cache.get(_spec_for(m, self.topology.gpu, 1, 1.0), self.engine)
+            lat = self._latency_cache.get(spec_for(m, self.topology.gpu, 1, 1.0), self.engine)
             self._alone[m] = RunAloneLatency(
                 lat, self.engine.scheduling, resolve_token_budget(self.engine, lat.gpu, None)
             )
@@ -436,14 +328,14 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
             }
         )
         self._init_common(
-            reward,
-            reward_kwargs,
-            invalid_action,
-            invalid_penalty,
-            max_steps,
-            workload_seed,
-            render_mode,
-            decision_context,
+            o.reward,
+            o.reward_kwargs,
+            o.invalid_action,
+            o.invalid_penalty,
+            o.max_steps,
+            o.workload_seed,
+            o.render_mode,
+            o.decision_context,
         )
         self.sim: Simulation | None = None
         self._ctx: AllocationContext | None = None
@@ -462,9 +354,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
 
     def load_seconds(self, model: str, tp: int, fraction: float) -> float:
         """Cold start of one new replica: fixed start-up + its weights over ``tp`` links."""
-        lat = self._latency_cache.get(
-            _spec_for(model, self.topology.gpu, tp, fraction), self.engine
-        )
+        lat = self._latency_cache.get(spec_for(model, self.topology.gpu, tp, fraction), self.engine)
         return self.reconfig_startup_s + lat.weight_bytes / (tp * self.load_bandwidth)
 
     # -- Gymnasium API -----------------------------------------------------------------------
@@ -488,7 +378,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
                 f"{self.period_seconds} s); raise workflow_rate or period_seconds"
             )
         self._slo = np.array([self.slo_scale * self._run_alone(w) for w in self.workflows])
-        self._structure = _structure_stats(self.workflows)
+        self._structure = structure_stats(self.workflows)
         self._measured = np.array([w.arrival >= self.warmup_seconds for w in self.workflows])
         self._reward = make_reward(
             self.reward_name, int(self._measured.sum()) or 1, **self.reward_kwargs

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from envs.allocation.workloads import (
-    _default_rate,
+    default_rate,
 )
 from traces.schema import ToolNode, Workflow
 
@@ -51,7 +51,7 @@ class EpisodeMixin:
 
         base = self.workflow_rate
         if base is None:
-            base = _default_rate(self.workload, GENERATORS)
+            base = default_rate(self.workload, GENERATORS)
         self.rates_start = 0
         if self.rate_ramp is not None:
             lo, hi = self.rate_ramp

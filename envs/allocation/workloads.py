@@ -39,7 +39,7 @@ def _levels(wf: Workflow) -> dict[str, int]:
     return depth
 
 
-def _structure_stats(workflows: Sequence[Workflow]) -> dict[str, tuple[float, float]]:
+def structure_stats(workflows: Sequence[Workflow]) -> dict[str, tuple[float, float]]:
     """Per model: (calls per workflow, mean widest level of its calls) from DAG structure only."""
     calls: dict[str, float] = {}
     width: dict[str, list[int]] = {}
@@ -60,7 +60,7 @@ def _structure_stats(workflows: Sequence[Workflow]) -> dict[str, tuple[float, fl
     return {m: (c / n, float(np.mean(width[m]))) for m, c in calls.items()}
 
 
-def _spec_for(model: str, gpu: str, tp: int, fraction: float) -> Any:
+def spec_for(model: str, gpu: str, tp: int, fraction: float) -> Any:
     from envs.sim.hardware.cluster import InstanceSpec
 
     return InstanceSpec(0, f"{model}-ref", "monolithic", gpu, model, tp, fraction)
@@ -82,7 +82,7 @@ DEFAULT_WORKFLOW_RATE: dict[str, float] = {
 }
 
 
-def _default_rate(workload: str, generators: Any) -> float:
+def default_rate(workload: str, generators: Any) -> float:
     if workload in DEFAULT_WORKFLOW_RATE:
         return DEFAULT_WORKFLOW_RATE[workload]
     from traces.generators._common import load_stats

@@ -295,7 +295,7 @@ class ServegymEnv(gym.Env):
         """All-zero observation returned with the terminal step."""
         space = self.observation_space
         assert isinstance(space, gym.spaces.Dict)
-        return {k: np.zeros(s.shape, dtype=np.float32) for k, s in space.items()}
+        return {k: np.zeros(s.shape or (), dtype=np.float32) for k, s in space.items()}
 
 
 def did_you_mean(name: str, known: Any) -> str:

@@ -25,7 +25,8 @@ def figure_to_rgb(fig: Figure) -> np.ndarray:
     import matplotlib.pyplot as plt
 
     fig.canvas.draw()
-    img = np.asarray(fig.canvas.buffer_rgba())[:, :, :3].copy()
+    canvas: Any = fig.canvas  # an Agg canvas (the servegym figures are drawn off-screen)
+    img = np.asarray(canvas.buffer_rgba())[:, :, :3].copy()
     plt.close(fig)
     return img
 

@@ -19,7 +19,7 @@ from traces.schema import ToolNode
 
 
 @dataclass
-class _OpenNodes:
+class OpenNodes:
     """A workflow's revealed, unfinished nodes and their run-alone costs (seconds), as of the
     first ``revealed`` reveals and ``finished`` finishes; ``critical`` is the largest cost."""
 
@@ -75,6 +75,13 @@ class ContextBuilderMixin:
         return out
 
     def _build_context(self, inv: Invocation) -> None:
+        """Build the :class:`DecisionContext` of invocation ``inv`` over its slotted calls
+        (``self._ctx``) and the planning state its picks then update: the per-slot fields, the
+        per-call service estimates (prefill, KV transfer, decode, from scheduler-visible
+        estimates only), the simulated state Ŝ of HexAgent Algorithm 1 line 10 (prefill
+        readiness; decode KV use, batch and context tokens of the work in service and on its
+        way), the legal actions (decode KV feasibility, HexAgent §5.4 Eq. 3–4) and the
+        projection's working arrays of Δ and R(c, p, d) (§5.1 Eq. 2)."""
         sim = self.sim
         assert sim is not None
         K, P, D = self.K, self.P, self.D
@@ -300,7 +307,7 @@ class ContextBuilderMixin:
         assert sim is not None
         state = self._remaining_cache.get(run.index)
         if state is None:
-            state = self._remaining_cache[run.index] = _OpenNodes()
+            state = self._remaining_cache[run.index] = OpenNodes()
         if state.revealed == len(run.revealed) and state.finished == len(run.finished):
             return state.critical
         for node_id in run.revealed[state.revealed :]:

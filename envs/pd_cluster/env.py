@@ -86,23 +86,24 @@ structured scheduler-visible state (:class:`DecisionContext`) that experts act o
 
 ## Arguments
 
-See the options table under "PDCluster-v0" in README.md; each is a keyword of :class:`PDClusterEnv`.
+The **Arguments** table of :class:`PDClusterEnv`'s docstring, generated from
+:class:`envs.pd_cluster.options.PDClusterOptions` (each field is a keyword of the constructor).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
 from envs.common.base import ServegymEnv
+from envs.common.options import takes_options
 from envs.common.predictors.feed import PredictorFeed
 from envs.common.rewards import make_reward
 from envs.common.workloads import TraceSource
-from envs.pd_cluster.builder import ContextBuilderMixin, _OpenNodes
+from envs.pd_cluster.builder import ContextBuilderMixin, OpenNodes
 from envs.pd_cluster.context import DecisionContext
 from envs.pd_cluster.observation import (
     INSTANCE_FEATURES,
@@ -111,9 +112,10 @@ from envs.pd_cluster.observation import (
     ObservationMixin,
 )
 from envs.pd_cluster.options import (
-    _check_planning_delay,
-    _prefix_cache_blocks,
+    PDClusterOptions,
+    check_planning_delay,
     episode_observations,
+    prefix_cache_blocks,
 )
 from envs.pd_cluster.projection import (
     DecodeProjectionMixin,
@@ -122,7 +124,6 @@ from envs.pd_cluster.results import ResultsMixin
 from envs.pd_cluster.workloads import DEFAULT_MODEL, PAPER_WORKLOADS
 from envs.sim.core.scheduler import DefaultScheduler
 from envs.sim.core.simulation import (
-    TOOL_ESTIMATES,
     Assignment,
     Invocation,
     LatencyCache,
@@ -130,113 +131,26 @@ from envs.sim.core.simulation import (
 )
 from envs.sim.core.workflows import Call
 from envs.sim.hardware.cluster import ClusterSpec, load_cluster
-from envs.sim.latency.efficiency import ROOFLINE_CALIBRATION_VARIANT
 
 
+@takes_options(PDClusterOptions)
 class PDClusterEnv(
     ContextBuilderMixin, DecodeProjectionMixin, ObservationMixin, ResultsMixin, ServegymEnv
 ):
     """HexAgent's P-D cluster scheduling problem (see the module docstring for the full table).
 
-    :param cluster: preset name or YAML path (``hetero-1``, ``hetero-2``, ``homo-h200-4p4d``,
-        ``homo-a100-4p4d``) or a :class:`ClusterSpec`.
-    :param model: ``llama3.1-70b`` or ``qwen3-235b-a22b`` (HexAgent §7.1); None:
-        ``llama3.1-70b``. With a ``trace``, a model given here (not None) also serves every
-        call of the trace.
-    :param workload: generator name (``sharegpt``, ``bfcl``, ``lats``, ``mixed``; ``agent_chain``
-        for prompt-reusing agent chains with ``prefix_hashes``).
-    :param trace: a servegym JSONL workflow trace, or a list of records, instead of a generator
-        (``workload_count`` keeps its first records, ``load_scale`` divides its arrival times).
-    :param workload_count: number of workflows (None: the paper's, HexAgent §7.1).
-    :param workload_rate: arrival rate in workflows/s (None: the paper's).
-    :param load_scale: multiplies the arrival rate (1.0 = the paper's).
-    :param slots: K, waiting calls re-planned per invocation. The default, 256, covers the
-        queues of the paper presets, so an invocation re-plans every waiting call as HexAgent's
-        does (§5.2); with a small K the calls beyond it keep stale plans and every policy
-        degrades toward FCFS (measured: at K=16 HexAgent no longer beats ATLAS on bfcl).
-    :param reward: ``slowdown``, ``lateness`` or ``req99``; ``reward_kwargs`` for its options.
-    :param estimate_error: multiplicative error e on scheduler-visible estimates (HexAgent §7.6).
-    :param output_predictor: ``oracle`` (truth × ``estimate_error``, the default) or any name in
-        :data:`envs.common.predictors.PREDICTORS` (``task-mean``, ``history``, ``mlp``, ``moe``,
-        ``oracle-error``). The learned ones are trained on the GoodServe request mix's synthetic
-        prompts; HexAgent's workloads carry no prompt text, so they predict from length and task.
-    :param tool_estimate: what H_w(t) charges a revealed tool that has not returned yet:
-        ``history`` (default: the mean measured latency of earlier finished tools of its name,
-        see :class:`envs.sim.Simulation`) or ``oracle`` (its true latency, unknowable before it
-        returns).
-    :param invalid_action: ``penalize`` (default: −``invalid_penalty`` and
-        :meth:`fallback_action` instead, ``info["invalid_action"]`` True) or ``raise``.
-    :param max_steps: truncate after this many steps (None: run to completion).
-    :param workload_seed: fix the workload for every reset (None: derived from the reset seed).
-    :param render_mode: ``ansi`` or ``rgb_array``.
-    :param decision_context: put the :class:`DecisionContext` in every step's ``info`` (True
-        here; the registered id passes False, see :mod:`envs.common.base`).
-    :param prefix_cache: an LRU prefix cache on every prefill instance (SGLang's RadixAttention
-        at block granularity; :class:`envs.sim.engines.instances.PrefillInstance`): ``False``
-        (default: none, every prompt is computed in full), ``True`` or ``"kv"`` (as many 512-token
-        blocks as the instance's KV capacity holds) or a number of blocks. A hit computes only the
-        uncached tokens. Needs a workload with ``prefix_hashes`` (e.g. ``agent_chain``).
-        Standalone horizons H_w are simulated without it, so ratios with and without the cache
-        share their denominators.
-    :param prefix_cache_visible: with a ``prefix_cache``, schedulers see it (default):
-        ``prefix_hit_tokens`` and ``prefill_time``, hence R and Δ, price each prefill on p's
-        uncached tokens. False: the cache still works, but the context prices every prompt in
-        full (a cache-blind scheduler, for ablations).
-    :param planning_delay: how long a plan takes to land (HexAgent §4.3 "Asynchronous planning
-        avoids blocking", §5.2, Algorithm 1 lines 5–7 and 23; see
-        :meth:`envs.sim.Simulation.apply`). None or 0 (default): planning is instantaneous, the
-        simulator waits for every plan. A number: seconds of simulated time per plan; meanwhile
-        serving goes on, new calls follow the fallback plan (least-loaded placement, behind the
-        planned calls), at most one plan per stage is in flight, and a plan lands only on calls
-        still waiting. ``"measured"``: each plan takes the wall time its invocation took, from
-        the env raising it to its last pick (the policy's thinking plus the env's projection
-        work, i.e. HexAgent's planner work), times ``planning_delay_scale``. ``"measured"``
-        makes runs non-deterministic (it depends on the machine and its load): use it to report
-        a policy's cost, not for training or pinned comparisons. The end-of-episode ``info``
-        carries ``planning`` statistics either way.
-    :param planning_delay_scale: multiplies the measured wall time (``"measured"`` only), > 0.
-    :param observations: build the observation (default). False: every step (and ``reset``)
-        returns a read-only all-zero observation and the env skips the work only the
-        observation needs (the log ratios, slot and instance features) — for policies that act
-        on ``info["decision_context"]`` alone, like the experts and baselines of
-        :mod:`heuristics.pd_cluster`, whose actions, the decision contexts, masks, rewards and
-        metrics are then exactly those with observations. Never for a learned policy.
-    :param latency_calibration: per-op calibration variant of the simulated instances (one of
-        :data:`envs.sim.latency.efficiency.CALIBRATION_VARIANTS`): ``"roofline"`` (default: HexAgent
-        §4.2's roofline, which this id's pinned results use); ``None``: the variant in force
-        (``$SERVEGYM_LATENCY_CALIBRATION``, else the simulator's default).
+    Built from a :class:`~envs.pd_cluster.options.PDClusterOptions` (``options=``) and/or its
+    fields as keywords; the **Arguments** table below is generated from it.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
-    def __init__(
-        self,
-        cluster: str | ClusterSpec = "hetero-1",
-        model: str | None = None,
-        workload: str = "mixed",
-        trace: str | Sequence[Any] | None = None,
-        workload_count: int | None = None,
-        workload_rate: float | None = None,
-        load_scale: float = 1.0,
-        slots: int = 256,
-        reward: str = "slowdown",
-        reward_kwargs: dict[str, Any] | None = None,
-        estimate_error: float = 0.0,
-        output_predictor: str = "oracle",
-        tool_estimate: str = "history",
-        invalid_action: str = "penalize",
-        invalid_penalty: float = 1.0,
-        max_steps: int | None = None,
-        workload_seed: int | None = None,
-        render_mode: str | None = None,
-        decision_context: bool = True,
-        prefix_cache: bool | int | str = False,
-        prefix_cache_visible: bool = True,
-        planning_delay: float | str | None = None,
-        planning_delay_scale: float = 1.0,
-        observations: bool = True,
-        latency_calibration: str | None = ROOFLINE_CALIBRATION_VARIANT,
-    ):
+    def __init__(self, options: PDClusterOptions | None = None, **kwargs: Any) -> None:
+        o = self.env_options = PDClusterOptions.build(options, kwargs)
+        cluster, model, workload, trace = o.cluster, o.model, o.workload, o.trace
+        workload_count, workload_rate, load_scale = o.workload_count, o.workload_rate, o.load_scale
+        output_predictor, tool_estimate, slots = o.output_predictor, o.tool_estimate, o.slots
+        prefix_cache, observations = o.prefix_cache, o.observations
         super().__init__()
         self.cluster = (
             cluster
@@ -248,16 +162,9 @@ class PDClusterEnv(
                 f"PDCluster needs a prefill-decode ('pd') cluster; {self.cluster.name!r} is "
                 f"{self.cluster.architecture!r}"
             )
-        self._check_predictor(output_predictor)
-        if tool_estimate not in TOOL_ESTIMATES:
-            raise ValueError(
-                f"tool_estimate must be one of {TOOL_ESTIMATES}, got {tool_estimate!r}"
-            )
         self.tool_estimate = tool_estimate
-        if slots < 1:
-            raise ValueError(f"slots must be >= 1, got {slots}")
-        self.planning_delay, self.planning_delay_scale = _check_planning_delay(
-            planning_delay, planning_delay_scale
+        self.planning_delay, self.planning_delay_scale = check_planning_delay(
+            o.planning_delay, o.planning_delay_scale
         )
         self.model = self.cluster.models[0]
         self.workload = workload
@@ -276,19 +183,17 @@ class PDClusterEnv(
             model_override=model if trace is not None else None,
         )
         self.K = slots
-        self.estimate_error = estimate_error
+        self.estimate_error = o.estimate_error
         self.output_predictor_name = output_predictor
-        self._prefix_cache_blocks = _prefix_cache_blocks(prefix_cache)
+        self._prefix_cache_blocks = prefix_cache_blocks(prefix_cache)
         self.prefix_cache = prefix_cache
-        self.prefix_cache_visible = bool(prefix_cache_visible)
+        self.prefix_cache_visible = bool(o.prefix_cache_visible)
         # schedulers price prefills with the cache's hits
         self._prefix_visible = bool(self._prefix_cache_blocks) and self.prefix_cache_visible
 
         self.P = len(self.cluster.by_role("prefill"))
         self.D = len(self.cluster.by_role("decode"))
         self.action_space = spaces.Discrete(self.K * self.P * self.D)
-        if not isinstance(observations, (bool, np.bool_)):
-            raise ValueError(f"observations must be True or False, got {observations!r}")
         self._observe_default = self._observe = bool(observations)
         self._cross: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # see _cross_rows
         self.observation_space = spaces.Dict(
@@ -301,19 +206,19 @@ class PDClusterEnv(
                 "stage": spaces.Box(0.0, 1.0, (3,), np.float32),
             }
         )
-        self._latency_cache = LatencyCache(calibration_variant=latency_calibration)
+        self._latency_cache = LatencyCache(calibration_variant=o.latency_calibration)
         self._horizon_cache: dict[Any, float] = {}
         self.sim: Simulation | None = None
         self._ctx: DecisionContext | None = None
         self._init_common(
-            reward,
-            reward_kwargs,
-            invalid_action,
-            invalid_penalty,
-            max_steps,
-            workload_seed,
-            render_mode,
-            decision_context,
+            o.reward,
+            o.reward_kwargs,
+            o.invalid_action,
+            o.invalid_penalty,
+            o.max_steps,
+            o.workload_seed,
+            o.render_mode,
+            o.decision_context,
         )
 
     # -- gymnasium API -----------------------------------------------------------------------
@@ -348,7 +253,7 @@ class PDClusterEnv(
         self._arrival_times = np.sort([run.arrival for run in self.sim.runs])
         self._cluster_tables()
         self._completed_seen = 0
-        self._remaining_cache: dict[int, _OpenNodes] = {}
+        self._remaining_cache: dict[int, OpenNodes] = {}
         self._planning_wall: list[float] = []  # measured wall seconds per plan ("measured")
         self._step_metrics: tuple[Any, dict[str, float]] | None = None  # see _metrics_so_far
         inv = self._advance()

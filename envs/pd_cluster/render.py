@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from envs.common.render import LEGEND_ABOVE, figure_to_rgb
+from envs.common.render import LEGEND_ABOVE
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -133,8 +133,3 @@ def render_figure(env: Any) -> Figure:
         ax_t.set_ylabel("instance")
     fig.tight_layout()
     return fig
-
-
-def render_rgb(env: Any) -> np.ndarray:
-    """:func:`render_figure` as an RGB array (uint8, H×W×3)."""
-    return figure_to_rgb(render_figure(env))

@@ -92,7 +92,8 @@ violations), so a ``TimeLimit`` cut reports them too.
 
 ## Arguments
 
-See the README table "Routing-v0 options"; each is a keyword of :class:`RoutingEnv`.
+The **Arguments** table of :class:`RoutingEnv`'s docstring, generated from
+:class:`envs.routing.options.RoutingOptions` (each field is a keyword of the constructor).
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.common.base import ServegymEnv
+from envs.common.options import takes_options
 from envs.common.predictors.feed import PredictorFeed
 from envs.common.rewards import make_reward
 from envs.common.run_alone import RunAloneLatency
@@ -113,16 +115,15 @@ from envs.routing.context import InstanceMonitor, RoutingContext
 from envs.routing.decisions import ContextMixin, RiskCheckRows
 from envs.routing.diagnosis import RoutingDiagnosis
 from envs.routing.observation import ExtendedObservationMixin, ObservationMixin, observation_space
+from envs.routing.options import RoutingOptions
 from envs.routing.render import RenderMixin
 from envs.routing.results import ResultsMixin
 from envs.routing.workloads import (
     DEFAULT_COUNT,
     DEFAULT_LOAD_SCALE,
     PAPER_RATES,
-    SLO_BASES,
-    SLO_REFERENCE_GPU,
-    _check_requests,
-    _reference_tp,
+    check_requests,
+    reference_tp,
 )
 from envs.sim.core.simulation import (
     Assignment,
@@ -133,102 +134,27 @@ from envs.sim.core.simulation import (
 from envs.sim.core.workflows import WAIT_PREFILL, Call
 from envs.sim.engines.presets import get_engine, resolve_token_budget
 from envs.sim.hardware.cluster import ClusterSpec, InstanceSpec, load_cluster, scaled_cluster
-from envs.sim.latency.efficiency import ROOFLINE_CALIBRATION_VARIANT
 
 
+@takes_options(RoutingOptions)
 class RoutingEnv(
     ContextMixin, ObservationMixin, ExtendedObservationMixin, ResultsMixin, RenderMixin, ServegymEnv
 ):
     """GoodServe's request routing problem (see the module docstring for the full table).
 
-    :param cluster: preset name or YAML path (``goodserve-4``) or a :class:`ClusterSpec`.
-    :param model: ``llama3.1-8b`` or ``qwen2.5-14b`` (GoodServe §4); None: the cluster's default
-        (``goodserve-4``: ``llama3.1-8b``). With a ``trace``, a model given here also serves
-        every call of the trace, whatever model it names.
-    :param instances: grow the cluster to this many instances, cycling its GPU types (None: as
-        is). For the scale experiments (8 to 512).
-    :param workload: generator name (``goodserve``: GoodServe §5's BIRD / SWE-bench /
-        LiveCodeBench mix at Mooncake timestamps; ``goodserve-sessions``: our session mix).
-    :param trace: a servegym JSONL request trace, or a list of records, instead of a generator
-        (``workload_count`` keeps its first records, ``load_scale`` divides its arrival times).
-    :param workload_count: requests per episode (None: 500).
-    :param workload_rate: arrival rate, requests/s (None: :data:`PAPER_RATES`, the Mooncake
-        trace's 3.401).
-    :param load_scale: multiplies the arrival rate. None: 0.35 for a generator (1.19 req/s on
-        ``goodserve``, about 0.7 of the ~1.7 req/s up to which the ``goodserve-4`` preset keeps
-        least-request's median latency flat; README "Capacity"); 1.0 (as recorded) for a trace.
-    :param slo_scale: SLO = scale × run-alone latency on ``slo_reference_gpu`` (GoodServe §4).
-    :param slo_reference_gpu: the mid-tier GPU of the SLO (A800).
-    :param slo_basis: ``request`` (each request's run-alone latency; leaks its length through the
-        deadline) or ``task`` (the task's median run-alone latency; no leak).
-    :param output_predictor: a name from :data:`envs.common.predictors.PREDICTORS` (``moe`` default;
-        ``oracle``, ``oracle-error``, ``mlp``, ``history``, ``task-mean``).
-    :param predictor_error: e for ``oracle-error`` (truth × U[1 − e, 1 + e]).
-    :param engine: serving-engine preset of the instances (``vllm``, default: GoodServe §4 runs
-        vLLM; ``sglang``, ``trtllm``; None: the engine-neutral defaults), see
-        :mod:`envs.sim.engines.presets`: scheduling, token budget by GPU, batch cap, paged KV with
-        preemption, fitted overheads.
-    :param prefill_mode: override the engine's scheduling (``chunked``, ``prefill-first``, ...).
-    :param token_budget: override the engine's tokens per iteration.
-    :param check_interval: τ, decode iterations between migration checks (GoodServe §3.4: 50);
-        None or 0 disables checks (no migrate decisions).
-    :param check_queued: risk checks also cover the checked instance's queued requests
-        (GoodServe §3.4 "each ongoing request"; default True). False: running requests only.
-    :param migration: ``token`` (re-prefill token IDs, §3.4) or ``kv`` (transfer the KV, §4.3).
-    :param prefix_cache: LRU prefix cache on every instance (512-token blocks, as many as the KV
-        capacity holds).
-    :param ema_alpha: weight of a new sample in the black-box EMAs (GoodServe §3.3).
-    :param reward: ``goodput`` (default), ``slowdown``, ``lateness`` or ``req99``;
-        ``reward_kwargs`` for its options.
-    :param invalid_action: ``penalize`` (default: −``invalid_penalty`` and
-        :meth:`fallback_action` instead, ``info["invalid_action"]`` True) or ``raise``.
-    :param max_steps: truncate after this many steps.
-    :param workload_seed: fix the workload for every reset (None: the reset seed picks it).
-    :param render_mode: ``ansi`` or ``rgb_array``.
-    :param decision_context: put the :class:`RoutingContext` in every step's ``info`` (True
-        here; the registered id passes False, see :mod:`envs.common.base`).
-    :param latency_calibration: per-op calibration variant of the instances and of the SLO
-        reference (one of :data:`envs.sim.latency.efficiency.CALIBRATION_VARIANTS`): ``"roofline"``
-        (default, which this id's pinned results use); ``None``: the variant in force
-        (``$SERVEGYM_LATENCY_CALIBRATION``, else the simulator's default).
+    Built from a :class:`~envs.routing.options.RoutingOptions` (``options=``) and/or its fields
+    as keywords; the **Arguments** table below is generated from it.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
-    def __init__(
-        self,
-        cluster: str | ClusterSpec = "goodserve-4",
-        model: str | None = None,
-        instances: int | None = None,
-        workload: str = "goodserve",
-        trace: str | Sequence[Any] | None = None,
-        workload_count: int | None = None,
-        workload_rate: float | None = None,
-        load_scale: float | None = None,
-        slo_scale: float = 2.0,
-        slo_reference_gpu: str = SLO_REFERENCE_GPU,
-        slo_basis: str = "request",
-        output_predictor: str = "moe",
-        predictor_error: float = 0.0,
-        engine: str | None = "vllm",
-        prefill_mode: str | None = None,
-        token_budget: int | None = None,
-        check_interval: int | None = 50,
-        check_queued: bool = True,
-        migration: str = "token",
-        prefix_cache: bool = True,
-        ema_alpha: float = 0.2,
-        reward: str = "goodput",
-        reward_kwargs: dict[str, Any] | None = None,
-        invalid_action: str = "penalize",
-        invalid_penalty: float = 1.0,
-        max_steps: int | None = None,
-        workload_seed: int | None = None,
-        render_mode: str | None = None,
-        decision_context: bool = True,
-        observation: str = "default",
-        latency_calibration: str | None = ROOFLINE_CALIBRATION_VARIANT,
-    ):
+    def __init__(self, options: RoutingOptions | None = None, **kwargs: Any) -> None:
+        o = self.env_options = RoutingOptions.build(options, kwargs)
+        cluster, model, instances = o.cluster, o.model, o.instances
+        workload, trace, workload_count = o.workload, o.trace, o.workload_count
+        slo_scale, slo_basis, slo_reference_gpu = o.slo_scale, o.slo_basis, o.slo_reference_gpu
+        output_predictor, engine, prefill_mode = o.output_predictor, o.engine, o.prefill_mode
+        token_budget, observation = o.token_budget, o.observation
         super().__init__()
         base = cluster if isinstance(cluster, ClusterSpec) else load_cluster(cluster, model=model)
         if base.architecture != "monolithic":
@@ -237,34 +163,29 @@ class RoutingEnv(
                 f"{base.architecture!r}"
             )
         self.cluster = scaled_cluster(base, instances) if instances else base
-        if not slo_scale > 0:
-            raise ValueError(f"slo_scale must be > 0, got {slo_scale}")
-        if slo_basis not in SLO_BASES:
-            raise ValueError(f"slo_basis must be one of {SLO_BASES}, got {slo_basis!r}")
-        self._check_predictor(output_predictor)
         self.model = self.cluster.models[0]
         self.slo_scale = float(slo_scale)
         self.slo_basis = slo_basis
         self.output_predictor_name = output_predictor
-        self.predictor_error = predictor_error
+        self.predictor_error = o.predictor_error
         self.engine = None if engine is None else get_engine(engine)
         if prefill_mode is None:
             prefill_mode = "chunked" if self.engine is None else self.engine.scheduling
         self.prefill_mode = prefill_mode
         self.token_budget = token_budget
-        self.check_interval = check_interval or None
-        self.check_queued = bool(check_queued)
-        self.migration = migration
-        self.prefix_cache = prefix_cache
-        self.ema_alpha = ema_alpha
+        self.check_interval = o.check_interval or None
+        self.check_queued = bool(o.check_queued)
+        self.migration = o.migration
+        self.prefix_cache = o.prefix_cache
+        self.ema_alpha = o.ema_alpha
         self._source = TraceSource(
             workload,
             trace,
             count=DEFAULT_COUNT if workload_count is None and trace is None else workload_count,
-            rate=workload_rate,
+            rate=o.workload_rate,
             load_scale=(DEFAULT_LOAD_SCALE if trace is None else 1.0)
-            if load_scale is None
-            else load_scale,
+            if o.load_scale is None
+            else o.load_scale,
             model=self.model,
             paper_rates=PAPER_RATES,
             model_override=model if trace is not None else None,
@@ -273,7 +194,7 @@ class RoutingEnv(
         self.M = len(self.cluster.instances)
         self.action_space = spaces.Discrete(self.M)
         self.observation_space = observation_space(self.M, observation)
-        self._latency_cache = LatencyCache(calibration_variant=latency_calibration)
+        self._latency_cache = LatencyCache(calibration_variant=o.latency_calibration)
         lat = [self._latency_cache.get(s, self.engine) for s in self.cluster.instances]
         ref_spec = InstanceSpec(
             index=-1,
@@ -281,7 +202,7 @@ class RoutingEnv(
             role="monolithic",
             gpu=slo_reference_gpu,
             model=self.model,
-            tp=_reference_tp(self.cluster, slo_reference_gpu),
+            tp=reference_tp(self.cluster, slo_reference_gpu),
         )
         ref_lat = self._latency_cache.get(ref_spec, self.engine)
         ref_budget = resolve_token_budget(self.engine, ref_lat.gpu, token_budget)
@@ -318,14 +239,14 @@ class RoutingEnv(
         self._inv_bw = inv[gi][:, gi]
         self._link_latency = kv.latency_s
         self._init_common(
-            reward,
-            reward_kwargs,
-            invalid_action,
-            invalid_penalty,
-            max_steps,
-            workload_seed,
-            render_mode,
-            decision_context,
+            o.reward,
+            o.reward_kwargs,
+            o.invalid_action,
+            o.invalid_penalty,
+            o.max_steps,
+            o.workload_seed,
+            o.render_mode,
+            o.decision_context,
         )
         self.sim: Simulation | None = None
         self._live_base: tuple[tuple[float, int], dict[str, float]] | None = None
@@ -341,7 +262,7 @@ class RoutingEnv(
 
         records = self._begin_episode(seed, self._source)
         wseed = self._workload_seed
-        _check_requests(records)
+        check_requests(records)
         if self._predictor is None:
             self._predictor = make_predictor(
                 self.output_predictor_name, model=self.model, error=self.predictor_error

@@ -25,7 +25,7 @@ DEFAULT_LOAD_SCALE = 0.35
 PAPER_RATES = {"goodserve": paper_rate(), "goodserve-sessions": sessions_rate()}
 
 
-def _check_requests(records: Sequence[Any]) -> None:
+def check_requests(records: Sequence[Any]) -> None:
     """Routing serves requests: a workflow record must be a single LLM call.
 
     :raises ValueError: naming the first record that is a multi-node workflow or a tool.
@@ -40,7 +40,7 @@ def _check_requests(records: Sequence[Any]) -> None:
             )
 
 
-def _reference_tp(cluster: ClusterSpec, gpu: str) -> int:
+def reference_tp(cluster: ClusterSpec, gpu: str) -> int:
     """TP of ``gpu`` instances in the cluster, else 1."""
     for s in cluster.instances:
         if s.gpu == gpu:

@@ -28,12 +28,12 @@ def _phase_work(
     key = (workload, gpu, engine, calibration_variant)
     if key in _PHASE_WORK:
         return _PHASE_WORK[key]
-    from envs.allocation.workloads import _spec_for
+    from envs.allocation.workloads import spec_for
     from envs.common.run_alone import RunAloneLatency
     from envs.sim.core.simulation import LatencyCache
     from envs.sim.engines.presets import get_engine, resolve_token_budget
     from traces.generators import GENERATORS
-    from traces.schema import LLMNode
+    from traces.schema import LLMNode, Workflow
 
     eng = get_engine(engine)
     cache = LatencyCache(calibration_variant=calibration_variant)
@@ -41,11 +41,12 @@ def _phase_work(
     sample = GENERATORS[workload](seed=0, count=50)
     work: dict[str, list[float]] = {}
     for wf in sample:
+        assert isinstance(wf, Workflow), "Allocation's workloads are workflows"
         for n in wf.nodes:
             if not isinstance(n, LLMNode):
                 continue
             if n.model not in alone:
-                lat = cache.get(_spec_for(n.model, gpu, 1, 1.0), eng)
+                lat = cache.get(spec_for(n.model, gpu, 1, 1.0), eng)
                 alone[n.model] = RunAloneLatency(
                     lat, eng.scheduling, resolve_token_budget(eng, lat.gpu, None)
                 )
@@ -287,7 +288,7 @@ class AegaeonPolicy(PlanPolicy):
                 f"{self.name}: {no_tp1} do not fit on one {topo.gpu} (Aegaeon's instances are "
                 "single GPUs in Scepsy's setup)"
             )
-        mins = {m: int(ctx.min_share[(m, 1)]) for m in ctx.models}
+        mins = {m: int(ctx.min_share[(m, 1)] or 0) for m in ctx.models}
         if sum(mins.values()) > total:
             raise AllocationError(
                 f"{self.name}: the minimum shares {mins} (units of 1/{F} GPU) exceed the "

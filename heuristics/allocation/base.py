@@ -14,16 +14,13 @@ import numpy as np
 
 from envs.allocation import AllocationContext
 from envs.sim.allocation.allocations import Allocation, LLMAllocation
+from heuristics.context import context_error
 
 
 def allocation_context(info: Mapping[str, Any]) -> AllocationContext:
-    ctx = info.get("decision_context")
+    ctx = info.get("decision_context") if isinstance(info, Mapping) else None
     if not isinstance(ctx, AllocationContext):
-        raise ValueError(
-            "this policy acts in servegym/Allocation-v0 and needs info['decision_context'] to be "
-            f"an AllocationContext, got {type(ctx).__name__} (gym.make(id) leaves the context "
-            "out: make the env with decision_context=True)"
-        )
+        raise context_error(info, AllocationContext, "allocation")
     return ctx
 
 
@@ -37,7 +34,7 @@ def nearest_legal(ctx: AllocationContext, want: LLMAllocation) -> int:
         if ctx.mask[k]:
             return k
     best, best_key = -1, None
-    for k in np.flatnonzero(ctx.mask):
+    for k in map(int, np.flatnonzero(ctx.mask)):
         s, t, d = ctx.options[k]
         key = (abs(s * t * d - want.units), t != want.tp, abs(d - want.replicas), s * t * d)
         if best_key is None or key < best_key:
@@ -75,7 +72,7 @@ class PlanPolicy:
         return k
 
 
-def _tp1_replicas(model: str, units: int, F: int) -> LLMAllocation:
+def tp1_replicas(model: str, units: int, F: int) -> LLMAllocation:
     """``units`` as TP-1 replicas of equal shares of at most one GPU (as many whole-GPU-sized
     shares as possible: ``d = ceil(units / F)``, share = ``units // d``)."""
     d = max(1, math.ceil(units / F))

@@ -14,7 +14,7 @@ import yaml
 
 from envs.allocation import AllocationContext
 from envs.sim.allocation.allocations import Allocation, AllocationError, LLMAllocation
-from heuristics.allocation.base import PlanPolicy, _tp1_replicas
+from heuristics.allocation.base import PlanPolicy, tp1_replicas
 from heuristics.base import register
 
 
@@ -57,7 +57,7 @@ class DemandProportional(PlanPolicy):
             j = int(np.argmax(np.where(units > mins, units, -1)))
             units[j] -= 1
         return Allocation(
-            tuple(_tp1_replicas(m, int(u), F) for m, u in zip(ctx.models, units, strict=True)),
+            tuple(tp1_replicas(m, int(u), F) for m, u in zip(ctx.models, units, strict=True)),
             units_per_gpu=F,
         )
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from envs.pd_cluster import DecisionContext
+from heuristics.context import context_error
 
 
 class OrderingRule(Protocol):
@@ -40,19 +41,14 @@ def decision_context(info: dict[str, Any]) -> DecisionContext:
     ended, or the env is not PDCluster)."""
     ctx = info.get("decision_context") if isinstance(info, dict) else None
     if not isinstance(ctx, DecisionContext):
-        keys = sorted(info) if isinstance(info, dict) else type(info).__name__
-        raise ValueError(
-            "expected info['decision_context'] to be a DecisionContext (servegym/PDCluster-v0, "
-            f"episode not over); info has {keys}. gym.make(id) leaves the context out: make the "
-            "env with decision_context=True"
-        )
+        raise context_error(info, DecisionContext, "pd-cluster")
     return ctx
 
 
 def open_slots(ctx: DecisionContext) -> np.ndarray:
     """(K,) bool: slots that still have at least one legal action (valid, not yet picked, and
     KV-feasible on some decode instance)."""
-    return ctx.feasible.any(axis=(1, 2))
+    return np.asarray(ctx.feasible.any(axis=(1, 2)))
 
 
 def lexicographic_first(ctx: DecisionContext, keys: Sequence[np.ndarray]) -> int:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from envs.routing.context import RoutingContext
+from heuristics.context import context_error
 
 #: Decision kinds of ``RoutingContext.kind``.
 KINDS = ("route", "migrate")
@@ -36,13 +37,7 @@ def routing_context(info: dict[str, Any]) -> RoutingContext:
     ended, or the env is not Routing)."""
     ctx = info.get("decision_context") if isinstance(info, dict) else None
     if not isinstance(ctx, RoutingContext):
-        keys = sorted(info) if isinstance(info, dict) else type(info).__name__
-        got = type(ctx).__name__
-        raise ValueError(
-            "expected info['decision_context'] to be a RoutingContext (servegym/Routing-v0, "
-            f"episode not over); got {got}, info has {keys}. gym.make(id) leaves the context "
-            "out: make the env with decision_context=True"
-        )
+        raise context_error(info, RoutingContext, "routing")
     return ctx
 
 

@@ -26,7 +26,7 @@ name                   workload                                              pap
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from traces.generators.agent_chain import generate_agent_chain
@@ -41,7 +41,7 @@ from traces.generators.scepsy_mixed import generate_rag_beam_combined
 from traces.generators.sharegpt import generate_sharegpt
 from traces.schema import Record
 
-GENERATORS: dict[str, Callable[..., list[Record]]] = {
+GENERATORS: dict[str, Callable[..., Sequence[Record]]] = {
     "sharegpt": generate_sharegpt,
     "bfcl": generate_bfcl,
     "lats": generate_lats,
@@ -64,7 +64,7 @@ def generate(name: str, **kw: Any) -> list[Record]:
     """
     if name not in GENERATORS:
         raise KeyError(f"unknown generator {name!r}; known: {', '.join(sorted(GENERATORS))}")
-    return GENERATORS[name](**kw)
+    return list(GENERATORS[name](**kw))
 
 
 __all__ = ["GENERATORS", "generate"]

@@ -163,6 +163,18 @@ def generate_family(
     ]
 
 
+def _checked_salt(salt: Any, block_tokens: Any) -> int:
+    """``salt`` as an int, after checking it and ``block_tokens`` (:func:`chain_prefix_hashes`).
+
+    :raises ValueError: for a ``block_tokens`` that is not an integer >= 1 or a non-integer salt.
+    """
+    if isinstance(block_tokens, bool) or not isinstance(block_tokens, int) or block_tokens < 1:
+        raise ValueError(f"block_tokens must be an integer >= 1, got {block_tokens!r}")
+    if isinstance(salt, bool) or not isinstance(salt, (int, np.integer)):
+        raise ValueError(f"salt must be an integer, got {salt!r}")
+    return int(salt)
+
+
 def chain_prefix_hashes(nodes: Sequence[Any], salt: int, block_tokens: int) -> tuple[Any, ...]:
     """``nodes`` (one workflow's) with every LLM call's ``prefix_hashes`` derived from its
     ancestry, the prompt reuse of agent chains: a call whose prompt resends its parent's prompt
@@ -184,11 +196,7 @@ def chain_prefix_hashes(nodes: Sequence[Any], salt: int, block_tokens: int) -> t
     :return: the nodes in the given order, LLM calls with ``prefix_hashes`` set.
     :raises ValueError: on a bad ``block_tokens``/``salt``, an unknown parent or a cycle.
     """
-    if isinstance(block_tokens, bool) or not isinstance(block_tokens, int) or block_tokens < 1:
-        raise ValueError(f"block_tokens must be an integer >= 1, got {block_tokens!r}")
-    if isinstance(salt, bool) or not isinstance(salt, (int, np.integer)):
-        raise ValueError(f"salt must be an integer, got {salt!r}")
-    salt = int(salt)
+    salt = _checked_salt(salt, block_tokens)
     by_id = {n.id: n for n in nodes}
     position = {n.id: i for i, n in enumerate(nodes)}
     llm_parents: dict[str, frozenset[str]] = {}  # nearest LLM ancestors of each node

@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 
 from traces.generators._common import check_count, data_dir, load_stats
-from traces.generators.goodserve_sessions import BLOCK_TOKENS, MODEL_CONTEXT, MODELS, _prompt
+from traces.generators.goodserve_sessions import BLOCK_TOKENS, MODEL_CONTEXT, MODELS, prompt_text
 from traces.schema import Request
 
 TASKS = ("sql", "code", "swe")
@@ -216,7 +216,7 @@ def generate_goodserve(
             inp = int(_lognormal(rng, spec["input_tokens"], 1)[0])
         inp = max(1, min(inp, context - out_tok - 1))
         hashes = hashes[: inp // BLOCK_TOKENS]
-        prompt = _prompt(rng, task, _quartile(out_tok, spec["output_tokens"]))
+        prompt = prompt_text(rng, task, _quartile(out_tok, spec["output_tokens"]))
         out.append(
             Request(
                 f"gs-{i}",

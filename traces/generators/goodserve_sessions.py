@@ -117,7 +117,7 @@ _TEMPLATES = {
 }
 
 
-def _prompt(rng: np.random.Generator, task: str, level: int, step: int | None = None) -> str:
+def prompt_text(rng: np.random.Generator, task: str, level: int, step: int | None = None) -> str:
     """Prompt text whose wording and clause count rise with ``level`` (0-3)."""
     if rng.random() < LEVEL_NOISE:
         level = int(np.clip(level + rng.choice([-1, 1]), 0, 3))
@@ -218,7 +218,7 @@ def generate_goodserve_sessions(
             inp = int(sample_tokens(rng, t["input_tokens"]["quantiles"], 1)[0])
             out_tok = int(sample_tokens(rng, o_table, 1)[0])
             inp = max(1, min(inp, context - out_tok - 1))
-            prompt = _prompt(rng, task, _level(out_tok, o_table))
+            prompt = prompt_text(rng, task, _level(out_tok, o_table))
             out.append(
                 Request(
                     f"gs-{u}", float(starts[u]), model, inp, out_tok, task, prompt, meta={"unit": u}
@@ -232,7 +232,7 @@ def generate_goodserve_sessions(
         gaps = sample_quantiles(rng, t["step_gap_ms"]["quantiles"], steps) / 1000.0
         arrival = float(starts[u])
         for k in range(steps):
-            prompt = _prompt(rng, task, _level(int(outs[k]), o_table), step=k)
+            prompt = prompt_text(rng, task, _level(int(outs[k]), o_table), step=k)
             step_in = max(1, min(inp, SWE_INPUT_CAP, context - int(outs[k]) - 1))
             out.append(
                 Request(

@@ -34,6 +34,7 @@ component ids are kept in ``meta["hash_ids"]`` for passage-level (non-prefix) re
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from traces.loaders._common import check_limit, iter_jsonl, require_int, source_file
 from traces.schema import LLMNode, Node, ToolNode, Workflow
@@ -63,6 +64,31 @@ def _chunk_lengths(data_dir: Path | str | None) -> dict[str, dict[int, int]]:
             table[cid] = require_int(obj.get("token_length"), field="token_length", where=where)
         tables[comp] = table
     return tables
+
+
+def _component_tokens(
+    hash_ids: Any, lengths: dict[str, dict[int, int]], where: str
+) -> dict[str, list[int]]:
+    """Per prompt component, the token lengths of the chunks ``hash_ids`` names.
+
+    :raises ValueError: naming ``where`` for a malformed ``hash_ids`` or an unknown chunk id.
+    """
+    if not isinstance(hash_ids, dict) or set(hash_ids) != set(_COMPONENT_FILES):
+        raise ValueError(
+            f"{where}: hash_ids must be an object with keys {sorted(_COMPONENT_FILES)}, "
+            f"got {hash_ids!r}"
+        )
+    tokens: dict[str, list[int]] = {}
+    for comp, ids in hash_ids.items():
+        if not isinstance(ids, list):
+            raise ValueError(f"{where}: hash_ids.{comp} must be a list, got {ids!r}")
+        try:
+            tokens[comp] = [lengths[comp][i] for i in ids]
+        except (KeyError, TypeError) as exc:
+            raise ValueError(
+                f"{where}: hash_ids.{comp} id {exc.args[0]!r} is not in {_COMPONENT_FILES[comp][0]}"
+            ) from exc
+    return tokens
 
 
 def load_ragpulse(
@@ -115,22 +141,7 @@ def load_ragpulse(
         n_in = require_int(obj.get("input_length"), field="input_length", where=where, minimum=1)
         n_out = require_int(obj.get("output_length"), field="output_length", where=where, minimum=1)
         hash_ids = obj.get("hash_ids")
-        if not isinstance(hash_ids, dict) or set(hash_ids) != set(_COMPONENT_FILES):
-            raise ValueError(
-                f"{where}: hash_ids must be an object with keys {sorted(_COMPONENT_FILES)}, "
-                f"got {hash_ids!r}"
-            )
-        tokens: dict[str, list[int]] = {}
-        for comp, ids in hash_ids.items():
-            if not isinstance(ids, list):
-                raise ValueError(f"{where}: hash_ids.{comp} must be a list, got {ids!r}")
-            try:
-                tokens[comp] = [lengths[comp][i] for i in ids]
-            except (KeyError, TypeError) as exc:
-                raise ValueError(
-                    f"{where}: hash_ids.{comp} id {exc.args[0]!r} is not in "
-                    f"{_COMPONENT_FILES[comp][0]}"
-                ) from exc
+        tokens = _component_tokens(hash_ids, lengths, where)
         nodes: list[Node] = []
         gen_parents: list[str] = []
         query_tokens = sum(tokens["user_input"])

@@ -97,7 +97,7 @@ def _save(path: Path, state: dict[str, np.ndarray]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp.npz")
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, **state)
+            np.savez(f, **state)  # type: ignore[arg-type]  # numpy's stub: savez(file, *args, allow_pickle, **kwds)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

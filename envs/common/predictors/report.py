@@ -37,7 +37,7 @@ def measure(
     for name in PREDICTORS:
         kw: dict[str, Any] = {"train_count": train_count} if name in LEARNED else {}
         t0 = time.perf_counter()
-        pred = (
+        pred: Any = (  # an OutputPredictor; every one here also has predict_many
             make_predictor(name, model=model, seed=seed, error=error, use_cache=False, **kw)
             if name in LEARNED
             else make_predictor(name, model=model, seed=seed, error=error)

@@ -15,24 +15,24 @@ from envs.sim.allocation.allocations import (
 )
 from envs.sim.allocation.placement import PlacementError, place
 from envs.sim.hardware.cluster import Topology
-from heuristics.allocation.scepsy.interface import _INF
-from heuristics.allocation.scepsy.tables import _Cfg
+from heuristics.allocation.scepsy.interface import INF, SearchError
+from heuristics.allocation.scepsy.tables import Cfg
 
 
-def _close(a: float, b: float) -> bool:
+def close_enough(a: float, b: float) -> bool:
     if math.isinf(a) or math.isinf(b):
         return a == b
     return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
 
 
-def _fallback(
+def ranked_fallback(
     pool: list[tuple[tuple[float, float], tuple[int, ...]]],
-    lists: Callable[[Sequence[int], bool], list[list[_Cfg]]],
-    build: Callable[[Sequence[int], Sequence[_Cfg]], Allocation],
+    lists: Callable[[Sequence[int], bool], list[list[Cfg]]],
+    build: Callable[[Sequence[int], Sequence[Cfg]], Allocation],
     sustaining: bool,
     try_alloc: Callable[[Allocation], Placement | None],
     exhausted: Callable[[], bool],
-) -> tuple[tuple[Placement, Allocation, list[_Cfg], int] | None, int]:
+) -> tuple[tuple[Placement, Allocation, list[Cfg], int] | None, int]:
     """Candidates in rank order (lazily; k-best over a heap of vectors) until one places:
     ((placement, allocation, its configurations, rank) or None, candidates popped).
 
@@ -45,9 +45,9 @@ def _fallback(
     memoises placement attempts; ``exhausted`` says when the attempt budget is spent.
     """
 
-    def key(ls: list[list[_Cfg]], idx: Sequence[int]) -> tuple[float, float]:
+    def key(ls: list[list[Cfg]], idx: Sequence[int]) -> tuple[float, float]:
         lat = 0.0
-        tw = _INF
+        tw = INF
         for i, j in enumerate(idx):
             c = ls[i][j]
             lat += c.latency
@@ -59,7 +59,7 @@ def _fallback(
         (kv, vid, (), 0) for vid, (kv, _) in enumerate(pool)
     ]
     heapq.heapify(heap)
-    built: dict[int, list[list[_Cfg]]] = {}
+    built: dict[int, list[list[Cfg]]] = {}
     rank = 0
     while heap and not exhausted():
         _, vid, idx, last = heapq.heappop(heap)
@@ -82,7 +82,7 @@ def _fallback(
     return None, rank
 
 
-def _why(
+def why_unplaceable(
     alloc: Allocation,
     topology: Topology,
     keep: Placement | None,
@@ -94,3 +94,46 @@ def _why(
     except PlacementError as e:
         return str(e)
     return "(it places now)"
+
+
+def place_in_rank_order(
+    pool_s: list[tuple[tuple[float, float], tuple[int, ...]]] | None,
+    pool_t: list[tuple[tuple[float, float], tuple[int, ...]]],
+    lists: Callable[[Sequence[int], bool], list[list[Cfg]]],
+    build: Callable[[Sequence[int], Sequence[Cfg]], Allocation],
+    try_alloc: Callable[[Allocation], Placement | None],
+    exhausted: Callable[[], bool],
+    failure: Callable[[], SearchError],
+) -> tuple[Placement, Allocation, list[Cfg], int]:
+    """The first candidate that places, in rank order: the sustaining candidates by latency
+    (``pool_s``, None when none sustains), then every candidate by throughput;
+    ``(placement, allocation, per-LLM configurations, rank)``.
+
+    :raises SearchError: ``failure()`` when none places.
+    """
+    phases = [(pool_s, True), (pool_t, False)] if pool_s is not None else [(pool_t, False)]
+    offset = 0
+    for pool, mode in phases:
+        found, pops = ranked_fallback(pool, lists, build, mode, try_alloc, exhausted)
+        if found is not None:
+            placement, alloc, chosen, rank = found
+            return placement, alloc, chosen, offset + rank
+        offset += pops
+    raise failure()
+
+
+def unplaced_error(
+    best: Allocation,
+    attempts: int,
+    max_attempts: int,
+    topology: Topology,
+    keep: Placement | None,
+    allowed: frozenset[tuple[int, int]] | None,
+) -> SearchError:
+    """No candidate of the pruned space places: say how many were tried and why the best
+    fails."""
+    return SearchError(
+        f"no candidate of the pruned space places on the topology after {attempts} "
+        f"placement attempts (max_placement_attempts={max_attempts}); the "
+        f"best, {best.describe()}, fails: {why_unplaceable(best, topology, keep, allowed)}"
+    )

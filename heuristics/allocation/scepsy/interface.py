@@ -25,8 +25,8 @@ ABLATIONS: dict[str, tuple[bool, bool]] = {
 #: Share of the APL's predicted throughput the search plans on (Scepsy's prototype: 0.9).
 DEFAULT_HEADROOM = 0.9
 
-_INF = math.inf
-_NO_SPAN_LIMIT = 1 << 30
+INF = math.inf
+NO_SPAN_LIMIT = 1 << 30
 
 
 class SearchError(ValueError):
@@ -34,13 +34,19 @@ class SearchError(ValueError):
 
 
 class _StagePrediction(Protocol):
-    latency: float
-    throughput: float
+    @property
+    def latency(self) -> float: ...
+
+    @property
+    def throughput(self) -> float: ...
 
 
 class _Prediction(Protocol):
-    latency: float
-    throughput: float
+    @property
+    def latency(self) -> float: ...
+
+    @property
+    def throughput(self) -> float: ...
 
 
 class PipelineModel(Protocol):

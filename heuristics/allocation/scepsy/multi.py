@@ -19,7 +19,12 @@ from envs.sim.allocation.allocations import (
 )
 from envs.sim.allocation.placement import nvlink_domains
 from envs.sim.hardware.cluster import Topology
-from heuristics.allocation.scepsy.interface import _INF, PipelineModel, SearchError, SearchResult
+from heuristics.allocation.scepsy.interface import (
+    INF,
+    PipelineModel,
+    SearchError,
+    SearchResult,
+)
 from heuristics.allocation.scepsy.search import search
 
 # --------------------------------------------------------------------------------------------
@@ -83,7 +88,7 @@ def utility(res: SearchResult) -> float:
     ``T_w / λ_w − 1`` (negative: any sustaining workflow has a higher utility)."""
     if res.sustains:
         lref = sum(res.reference_latency.values())
-        return lref / res.latency if res.latency > 0 else _INF
+        return lref / res.latency if res.latency > 0 else INF
     return res.throughput / res.rate - 1.0 if res.rate > 0 else 0.0
 
 

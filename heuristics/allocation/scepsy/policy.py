@@ -91,7 +91,7 @@ class ScepsyPolicy(PlanPolicy):
                 ctx.engine,
                 calibration_variant=ctx.latency_calibration,
             )
-            kwargs = {
+            kwargs: dict[str, Any] = {
                 "max_replicas": ctx.max_replicas,
                 "fractional": self.fractional,
                 "tensor_parallel": self.tensor_parallel,

@@ -101,9 +101,8 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from envs.sim.allocation.allocations import (
@@ -114,18 +113,32 @@ from envs.sim.allocation.allocations import (
     Placement,
     min_share_units,
 )
-from envs.sim.allocation.placement import nvlink_domains, try_place
+from envs.sim.allocation.placement import try_place
 from envs.sim.hardware.cluster import Topology
-from heuristics.allocation.scepsy.fallback import _close, _fallback, _why
+from heuristics.allocation.scepsy.fallback import (
+    close_enough,
+    place_in_rank_order,
+    unplaced_error,
+)
 from heuristics.allocation.scepsy.interface import (
-    _INF,
     ABLATIONS,
     DEFAULT_HEADROOM,
+    INF,
     PipelineModel,
     SearchError,
     SearchResult,
 )
-from heuristics.allocation.scepsy.tables import _Cfg, _LLMTable, _vectors
+from heuristics.allocation.scepsy.pruning import (
+    check_arguments,
+    gpu_budget,
+    latency_order,
+    lower_bounds,
+    min_units,
+    scan_vectors,
+    spans,
+    usable_tps,
+)
+from heuristics.allocation.scepsy.tables import Cfg, LLMTable
 
 __all__ = [
     "ABLATIONS",
@@ -137,31 +150,6 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------------------------
-
-
-def _reference_latency(
-    apl: PipelineModel,
-    model: str,
-    F: int,
-    tps: Sequence[int],
-    min_share: Mapping[int, int],
-    stat: str,
-) -> float:
-    """Low-load latency contribution of ``model`` on whole GPUs at its smallest feasible TP."""
-    for tp in tps:
-        ms = min_share.get(tp)
-        if ms is None or ms > F:
-            continue
-        alloc = Allocation((LLMAllocation(model, tp * F, tp, 1),), F)
-        try:
-            return float(apl.stage(alloc, model, 0.0, stat).latency)
-        except KeyError as e:
-            raise SearchError(
-                f"latency ordering (pruning (i)) needs the low-load latency of {model!r} at "
-                f"TP{tp} on whole GPUs, but it has no such profile ({e}); profile it or pass "
-                f"order="
-            ) from None
-    raise SearchError(f"{model!r} fits no whole-GPU share at any TP in {tuple(tps)}")
 
 
 def search(
@@ -226,102 +214,27 @@ def search(
     """
     t0 = time.perf_counter()
     F = units_per_gpu
-    if isinstance(F, bool) or not isinstance(F, int) or F < 1:
-        raise SearchError(f"units_per_gpu must be an integer >= 1, got {F!r}")
-    if max_replicas is not None and (
-        isinstance(max_replicas, bool) or not isinstance(max_replicas, int) or max_replicas < 1
-    ):
-        raise SearchError(f"max_replicas must be an integer >= 1 or None, got {max_replicas!r}")
-    if not rate >= 0:
-        raise SearchError(f"target rate must be >= 0, got {rate!r}")
-    if missing_profiles not in ("skip", "raise"):
-        raise SearchError(f"missing_profiles must be 'skip' or 'raise', got {missing_profiles!r}")
-    if not 0.0 < headroom <= 1.0:
-        raise SearchError(f"headroom must be in (0, 1], got {headroom!r}")
-    domains = nvlink_domains(topology)
-    allowed: frozenset[tuple[int, int]] | None = None
-    if gpus is None:
-        n_gpus = topology.num_gpus
-        max_domain = max(len(d) for d in domains)
-    elif isinstance(gpus, int):
-        n_gpus = gpus
-        max_domain = max(len(d) for d in domains)
-    else:
-        allowed = frozenset((int(n), int(g)) for n, g in gpus)
-        n_gpus = len(allowed)
-        # pruning (iii) over the GPUs we have: the largest NVLink domain among them
-        max_domain = max(
-            (sum((n, g) in allowed for g in d) for n in range(topology.num_nodes) for d in domains),
-            default=0,
-        )
-    if not 1 <= n_gpus <= topology.num_gpus:
-        raise SearchError(f"gpus={gpus!r}; the topology has {topology.num_gpus} GPUs")
+    check_arguments(F, max_replicas, rate, missing_profiles, headroom)
+    n_gpus, max_domain, allowed = gpu_budget(topology, gpus)
     budget = n_gpus * F
     models = tuple(apl.stats.models)
     if not models:
         raise SearchError("the pipeline has no LLMs")
-    for t in tp_degrees:
-        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
-            raise SearchError(f"tp_degrees must be integers >= 1, got {list(tp_degrees)}")
-    # pruning (iii): TP never beyond the largest NVLink domain
-    tps = tuple(sorted({t for t in tp_degrees if t == 1 or (tensor_parallel and t <= max_domain)}))
-    if not tps:
-        raise SearchError(
-            f"no TP degree of {list(tp_degrees)} is usable (tensor_parallel={tensor_parallel}, "
-            f"largest NVLink domain {max_domain} GPUs)"
-        )
+    tps = usable_tps(tp_degrees, tensor_parallel, max_domain)
 
     def _min(m: str, tp: int) -> int | None:
         if min_share is not None:
             return min_share(m, tp)
         return min_share_units(m, topology.gpu, tp, F, memory_utilization, min_kv_tokens)
 
-    mins: dict[str, dict[int, int]] = {}
-    for m in models:
-        d: dict[int, int] = {}
-        for tp in tps:
-            ms = _min(m, tp)
-            if ms is None or ms > F:
-                continue
-            d[tp] = F if not fractional else ms
-        if not d:
-            raise SearchError(
-                f"{m!r} fits no {'whole-GPU' if not fractional else 'GPU'} share of "
-                f"{topology.gpu} at TP {tps} (weights + {min_kv_tokens} KV tokens)"
-            )
-        mins[m] = d
-
-    # pruning (i): latency-ratio order
-    if order is None:
-        ref = {m: _reference_latency(apl, m, F, tps, mins[m], stat) for m in models}
-        ordered = tuple(sorted(models, key=lambda m: -ref[m]))  # stable: ties keep model order
-    else:
-        ordered = tuple(order)
-        if sorted(ordered) != sorted(models):
-            raise SearchError(f"order {list(ordered)} must list exactly the LLMs {list(models)}")
-        ref = {}
-        for m in models:  # only reported (and used by search_multi's utility)
-            try:
-                ref[m] = _reference_latency(apl, m, F, tps, mins[m], stat)
-            except SearchError:
-                ref[m] = math.nan
-
+    mins = min_units(models, tps, F, fractional, _min, topology.gpu, min_kv_tokens)
+    ordered, ref = latency_order(apl, models, order, F, tps, mins, stat)
     step = F if not fractional else 1
-    own_lo = [min(tp * ms for tp, ms in mins[m].items()) for m in ordered]
-    own_lo = [-(-u // step) * step for u in own_lo]
-    lo = list(own_lo)
-    for i in range(len(lo) - 2, -1, -1):  # a higher-latency LLM gets ≥ every later one
-        lo[i] = max(lo[i], lo[i + 1])
-    if sum(lo) > budget:
-        need = ", ".join(f"{m} >= {u}" for m, u in zip(ordered, lo, strict=True))
-        raise SearchError(
-            f"budget of {budget} units ({n_gpus} GPUs x {F}) is below the minimum units of "
-            f"the LLMs in latency order ({need}; sum {sum(lo)})"
-        )
+    lo = lower_bounds(ordered, mins, step, budget, n_gpus, F)
 
     counters: dict[str, Any] = {"stage_evaluations": 0, "unprofiled": set()}
     tables = [
-        _LLMTable(
+        LLMTable(
             m,
             apl,
             rate,
@@ -338,57 +251,12 @@ def search(
         )
         for m in ordered
     ]
-    k = len(ordered)
-
-    # ---- one pass over all fraction vectors: best sustaining + best throughput -------------
-    n_vec = n_feasible = n_cand = 0
-    best_s: tuple[float, float] | None = None
-    best_s_vec: tuple[int, ...] | None = None
-    best_t: tuple[float, float] | None = None
-    best_t_vec: tuple[int, ...] | None = None
-    rows = [t.row for t in tables]
-    row_cache: list[dict[int, tuple[Any, Any]]] = [t.rows for t in tables]
-    # every feasible vector with the rank key of its best parallelism, for the fallback
-    pool_s: list[tuple[tuple[float, float], tuple[int, ...]]] = []
-    pool_t: list[tuple[tuple[float, float], tuple[int, ...]]] = []
-    for vec in _vectors(lo, budget, step, fill):
-        n_vec += 1
-        off = 0
-        lat = 0.0
-        tw = _INF
-        tmax = _INF
-        lat_t = 0.0
-        n_s = 1
-        n_c = 1
-        for i in range(k):
-            u = vec[i]
-            r = row_cache[i].get(u) or rows[i](u)
-            o = off % F
-            e = r[1] if o + u > -(-u // F) * F else r[0]
-            off += u
-            n_c *= e[5]
-            if not n_c:
-                break
-            n_s *= e[2]
-            lat += e[0]
-            if e[1] < tw:
-                tw = e[1]
-            if e[3] < tmax:
-                tmax = e[3]
-            lat_t += e[4]
-        if not n_c:
-            continue
-        n_feasible += 1
-        n_cand += n_c
-        if n_s:
-            key = (lat, -tw)
-            pool_s.append((key, vec))
-            if best_s is None or key < best_s:
-                best_s, best_s_vec = key, vec
-        key_t = (-tmax, lat_t)
-        pool_t.append((key_t, vec))
-        if best_t is None or key_t < best_t:
-            best_t, best_t_vec = key_t, vec
+    scan = scan_vectors(
+        [t.row for t in tables], [t.rows for t in tables], lo, budget, step, fill, F
+    )
+    n_vec, n_feasible, n_cand = scan.vectors, scan.feasible, scan.candidates
+    best_s_vec, best_t, best_t_vec = scan.best_s_vec, scan.best_t, scan.best_t_vec
+    pool_s, pool_t = scan.pool_s, scan.pool_t
 
     if best_t_vec is None:
         raise SearchError(
@@ -439,24 +307,17 @@ def search(
             stage_evaluations=counters["stage_evaluations"] + res.stage_evaluations,
         )
 
-    def spans(vec: Sequence[int]) -> list[int]:
-        out, off = [], 0
-        for u in vec:
-            out.append((off % F + u + F - 1) // F)
-            off += u
-        return out
-
-    def build(vec: Sequence[int], cfgs: Sequence[_Cfg]) -> Allocation:
+    def build(vec: Sequence[int], cfgs: Sequence[Cfg]) -> Allocation:
         by_model = {
             m: LLMAllocation(m, u, c.tp, c.replicas)
             for m, u, c in zip(ordered, vec, cfgs, strict=True)
         }
         return Allocation(tuple(by_model[m] for m in models), F)
 
-    def lists(vec: Sequence[int], sust: bool) -> list[list[_Cfg]]:
+    def lists(vec: Sequence[int], sust: bool) -> list[list[Cfg]]:
         return [
             (tables[i].entry(u, s).sust if sust else tables[i].entry(u, s).by_t)
-            for i, (u, s) in enumerate(zip(vec, spans(vec), strict=True))
+            for i, (u, s) in enumerate(zip(vec, spans(vec, F), strict=True))
         ]
 
     best_vec = best_s_vec if sustaining else best_t_vec
@@ -478,31 +339,26 @@ def search(
     if require_placement:
         placement = try_alloc(alloc)
         if placement is None:
-            # rank order: sustaining candidates by latency, then (none of them placing) every
-            # candidate by throughput
-            phases = [(pool_s, True), (pool_t, False)] if sustaining else [(pool_t, False)]
-            offset = 0
-            found = None
-            for pool, mode in phases:
-                found, pops = _fallback(
-                    pool, lists, build, mode, try_alloc, lambda: len(memo) >= max_placement_attempts
-                )
-                if found is not None:
-                    placement, alloc, chosen, r = found
-                    rank = offset + r
-                    break
-                offset += pops
-            if found is None:
-                best = build(best_vec, [lst[0] for lst in lists(best_vec, sustaining)])
-                raise SearchError(
-                    f"no candidate of the pruned space places on the topology after {len(memo)} "
-                    f"placement attempts (max_placement_attempts={max_placement_attempts}); the "
-                    f"best, {best.describe()}, fails: {_why(best, topology, keep, allowed)}"
-                )
+            placement, alloc, chosen, rank = place_in_rank_order(
+                pool_s if sustaining else None,
+                pool_t,
+                lists,
+                build,
+                try_alloc,
+                lambda: len(memo) >= max_placement_attempts,
+                lambda: unplaced_error(
+                    build(best_vec, [lst[0] for lst in lists(best_vec, sustaining)]),
+                    len(memo),
+                    max_placement_attempts,
+                    topology,
+                    keep,
+                    allowed,
+                ),
+            )
 
     pred = apl.predict(alloc, rate, stat)
     lat_sum = sum(c.latency for c in chosen)
-    if not _close(lat_sum, float(pred.latency)):
+    if not close_enough(lat_sum, float(pred.latency)):
         raise SearchError(
             f"the pipeline's predict() latency {pred.latency} differs from the sum of its stage "
             f"latencies {lat_sum} for {alloc.describe()}; the search needs Eq. 1 to be that sum"
@@ -510,7 +366,7 @@ def search(
     return SearchResult(
         allocation=alloc,
         prediction=pred,
-        sustains=bool(headroom * pred.throughput >= rate and pred.latency < _INF),
+        sustains=bool(headroom * pred.throughput >= rate and pred.latency < INF),
         placement=placement,
         rate=float(rate),
         order=ordered,

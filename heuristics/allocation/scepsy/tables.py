@@ -13,14 +13,14 @@ from envs.sim.allocation.allocations import (
     Allocation,
     LLMAllocation,
 )
-from heuristics.allocation.scepsy.interface import _INF, _NO_SPAN_LIMIT, PipelineModel
+from heuristics.allocation.scepsy.interface import INF, NO_SPAN_LIMIT, PipelineModel
 
 # --------------------------------------------------------------------------------------------
 # per-LLM tables
 
 
 @dataclass
-class _Cfg:
+class Cfg:
     tp: int
     replicas: int
     latency: float
@@ -31,12 +31,12 @@ class _Cfg:
 class _Entry:
     """Valid parallelisms of one LLM at some units and span, best first."""
 
-    configs: list[_Cfg]  # all valid
-    sust: list[_Cfg]  # sustaining, by (latency, -throughput)
-    by_t: list[_Cfg]  # all, by (-throughput, latency)
+    configs: list[Cfg]  # all valid
+    sust: list[Cfg]  # sustaining, by (latency, -throughput)
+    by_t: list[Cfg]  # all, by (-throughput, latency)
 
 
-class _LLMTable:
+class LLMTable:
     """Parallelism choices of one LLM per (units, GPUs spanned)."""
 
     def __init__(
@@ -64,14 +64,14 @@ class _LLMTable:
         self.missing = missing
         self.counters = counters
         self.span_rule = span_rule
-        self.max_replicas = _NO_SPAN_LIMIT if max_replicas is None else max_replicas
-        self._stage: dict[tuple[int, int, int], _Cfg | None] = {}
+        self.max_replicas = NO_SPAN_LIMIT if max_replicas is None else max_replicas
+        self._stage: dict[tuple[int, int, int], Cfg | None] = {}
         self._entries: dict[tuple[int, int], _Entry] = {}
-        self._configs: dict[int, list[_Cfg]] = {}
+        self._configs: dict[int, list[Cfg]] = {}
         # fast rows for the enumeration: units -> (entry at span s0, entry at s0 + 1)
         self.rows: dict[int, tuple[_Entry, _Entry]] = {}
 
-    def stage(self, tp: int, share: int, replicas: int) -> _Cfg | None:
+    def stage(self, tp: int, share: int, replicas: int) -> Cfg | None:
         key = (tp, share, replicas)
         if key in self._stage:
             return self._stage[key]
@@ -86,11 +86,11 @@ class _LLMTable:
             cfg = None
         else:
             self.counters["stage_evaluations"] += 1
-            cfg = _Cfg(tp, replicas, float(s.latency), float(s.throughput))
+            cfg = Cfg(tp, replicas, float(s.latency), float(s.throughput))
         self._stage[key] = cfg
         return cfg
 
-    def configs(self, units: int) -> list[_Cfg]:
+    def configs(self, units: int) -> list[Cfg]:
         """Every valid (tp, replicas) at ``units`` (any span)."""
         out = []
         F = self.F
@@ -111,20 +111,20 @@ class _LLMTable:
 
     def entry(self, units: int, span: int) -> _Entry:
         if not self.span_rule:
-            span = _NO_SPAN_LIMIT
+            span = NO_SPAN_LIMIT
         key = (units, span)
         e = self._entries.get(key)
         if e is None:
             cfgs = [c for c in self.configs_cached(units) if c.tp <= span]
             sust = sorted(
-                (c for c in cfgs if self.headroom * c.throughput >= self.rate and c.latency < _INF),
+                (c for c in cfgs if self.headroom * c.throughput >= self.rate and c.latency < INF),
                 key=lambda c: (c.latency, -c.throughput, c.tp, c.replicas),
             )
             by_t = sorted(cfgs, key=lambda c: (-c.throughput, c.latency, c.tp, c.replicas))
             e = self._entries[key] = _Entry(cfgs, sust, by_t)
         return e
 
-    def configs_cached(self, units: int) -> list[_Cfg]:
+    def configs_cached(self, units: int) -> list[Cfg]:
         cfgs = self._configs.get(units)
         if cfgs is None:
             cfgs = self._configs[units] = self.configs(units)
@@ -143,11 +143,11 @@ class _LLMTable:
                 t = e.by_t[0] if e.by_t else None
                 out.append(
                     (
-                        b.latency if b else _INF,
-                        b.throughput if b else -_INF,
+                        b.latency if b else INF,
+                        b.throughput if b else -INF,
                         len(e.sust),
-                        t.throughput if t else -_INF,
-                        t.latency if t else _INF,
+                        t.throughput if t else -INF,
+                        t.latency if t else INF,
                         len(e.configs),
                     )
                 )
@@ -159,7 +159,9 @@ class _LLMTable:
 # enumeration of fraction vectors (pruning (i) + bounds + budget rule)
 
 
-def _vectors(lo: Sequence[int], budget: int, step: int, fill: bool) -> Iterator[tuple[int, ...]]:
+def fraction_vectors(
+    lo: Sequence[int], budget: int, step: int, fill: bool
+) -> Iterator[tuple[int, ...]]:
     """Unit vectors in latency order: u[0] ≥ u[1] ≥ … , u[i] ≥ lo[i] (lo already a suffix max,
     multiples of ``step``), Σ = budget (``fill``) or ≤ budget."""
     k = len(lo)
