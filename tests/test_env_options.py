@@ -33,6 +33,7 @@ BAD_COMMON = {
     "workload_seed": 1.5,
     "render_mode": "video",
     "decision_context": "yes",
+    "latency_calibration": "rooflin",
 }
 BAD = {
     "servegym/PDCluster-v0": {
@@ -97,6 +98,7 @@ BAD = {
         "load_bandwidth": 0.0,
         "apl_info": "yes",
         "max_llms": 0,
+        "rate_ramp": (4.0, 0.5, 2.0),
     },
 }
 

@@ -190,11 +190,10 @@ def _build_model(r: _Run) -> tuple[Any, Any, Path | None]:
 def _behaviour_cloning(r: _Run, model: Any, eval_env: Any) -> None:
     """3. Behaviour cloning (+ DAgger rounds) of ``model``'s policy from ``--bc-expert``; saves
     ``bc_model.zip`` and reports the clone against its teacher on the validation seeds."""
-    from envs.sim.core.progress import progress
-
     import evaluation
     from agents import bc_train, collect, make_env
     from agents.envs import EVAL_SEED_BASE
+    from envs.sim.core.progress import progress
 
     cfg, run, metrics = r.cfg, r.run, r.metrics
     teacher_name = cfg.bc_expert

@@ -12,10 +12,9 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.sim.hardware.cluster import Topology
-from envs.sim.allocation.placement import nvlink_domains
-
 from envs.sim.allocation.allocations import Allocation, LLMAllocation
+from envs.sim.allocation.placement import nvlink_domains
+from envs.sim.hardware.cluster import Topology
 from heuristics.allocation.scepsy.interface import INF, PipelineModel, SearchError
 from heuristics.allocation.scepsy.tables import fraction_vectors
 
