@@ -10,6 +10,7 @@
   the paper-style table and the notes under it;
 * :mod:`evaluation.plots`, :mod:`evaluation.results`, :mod:`evaluation.leaderboard`: plots,
   result files + provenance, ``results/leaderboard.md``;
+* :mod:`evaluation.compare`: :func:`compare`, policies on identical episodes from Python;
 * :mod:`evaluation.cli`: the ``evaluate.py`` command line.
 
 What each env family is compared on lives in ``envs.registry``. The modules import one another
@@ -35,6 +36,7 @@ from evaluation.config import (
     fmt_value,
     parse_bool,
 )
+from evaluation.compare import Comparison, compare
 from evaluation.diagnosis import diagnose, overloaded_notes
 from evaluation.leaderboard import format_leaderboard
 from evaluation.plots import plot_attainment, plot_curve, plot_sweep
@@ -61,8 +63,8 @@ from evaluation.tables import format_table
 __all__ = [
     "ENV_FIELD_META", "ENV_FIELDS", "FAMILIES", "FULL_SUITE_COMMAND", "PAPER_POLICIES",
     "PAPER_WORKLOADS", "POLICY_LOADERS", "QUICK_SUITE_ARGS", "EnvFamily", "EvalConfig",
-    "EvaluationError", "Metric", "PartialEvaluation", "Policy", "Sweep", "best_baseline",
-    "canonical_env", "checkpoint_settings", "command_for", "comparison_sets", "default_out_dir",
+    "EvaluationError", "Comparison", "Metric", "PartialEvaluation", "Policy", "Sweep", "best_baseline",
+    "canonical_env", "checkpoint_settings", "command_for", "compare", "comparison_sets", "default_out_dir",
     "diagnose", "env_defaults", "env_entry", "evaluate", "evaluate_task", "fmt_value",
     "format_leaderboard", "format_table", "gain", "git_commit", "heuristic_names", "json_safe",
     "make_env", "mean_metric", "overloaded_notes", "parse_args", "parse_bool", "parse_sweep",
