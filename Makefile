@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all lint clean venv
+.PHONY: demo test test-all lint docs clean venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,8 +24,14 @@ test: $(STAMP)
 test-all: $(STAMP)
 	WANDB_MODE=disabled $(PY) -m pytest -q
 
+# The documentation site (mkdocs.yml) into site/; broken links fail the build (--strict). The
+# env pages are generated from the env class docstrings first (docs/_scripts/hooks.py).
+docs: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[docs]"
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

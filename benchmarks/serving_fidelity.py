@@ -21,7 +21,7 @@ leave one **GPU** out (H100 vs H200); each group is predicted by constants fitte
 
 Printed per scheme, per engine and overall: median and worst |relative error| of the mean TTFT,
 the mean TPOT and the mean request latency (measured latency = TTFT + (osl - 1) x TPOT, both
-means from the row), and PASS/FAIL against the targets (issue 30: on held-out groups mean-TTFT
+means from the row), and PASS/FAIL against the targets (on held-out groups mean-TTFT
 median <= 20 %, worst <= 100 %; mean-TPOT median <= 10 %). ``--plot`` writes a scatter plot
 (simulated vs measured, one row of panels per scheme). The rows are simulated once without the
 frontend, which is a client-side constant (:mod:`envs.sim.serving`) added per held-out fit.

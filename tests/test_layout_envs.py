@@ -1,4 +1,4 @@
-"""The layout of ``envs/`` and ``heuristics/`` (DESIGN.md "Layout"): small modules, a one-way
+"""The layout of ``envs/`` and ``heuristics/`` (docs/design.md, "Layout"): small modules, a one-way
 import tower (heuristics -> envs -> envs.sim -> traces), no import circles, no env importing
 another env, and a simulator core that never imports its own package. Every import counts,
 including those inside functions and under ``TYPE_CHECKING``."""

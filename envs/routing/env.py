@@ -171,7 +171,8 @@ class RoutingEnv(
         trace's 3.401).
     :param load_scale: multiplies the arrival rate. None: 0.35 for a generator (1.19 req/s on
         ``goodserve``, about 0.7 of the ~1.7 req/s up to which the ``goodserve-4`` preset keeps
-        least-request's median latency flat; README "Capacity"); 1.0 (as recorded) for a trace.
+        least-request's median latency flat; docs/reproductions/goodserve.md, "Capacity"); 1.0
+        (as recorded) for a trace.
     :param slo_scale: SLO = scale × run-alone latency on ``slo_reference_gpu`` (GoodServe §4).
     :param slo_reference_gpu: the mid-tier GPU of the SLO (A800).
     :param slo_basis: ``request`` (each request's run-alone latency; leaks its length through the
