@@ -26,8 +26,13 @@ test-all: $(STAMP)
 
 # The documentation site (mkdocs.yml) into site/; broken links fail the build (--strict). The
 # env pages are generated from the env class docstrings first (docs/_scripts/hooks.py).
-docs: $(STAMP)
+DOCS_STAMP := $(VENV)/.docs-installed
+
+$(DOCS_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 lint: $(STAMP)

@@ -143,3 +143,12 @@ def test_site_builds_with_strict_links(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     for page in ("index.html", "envs/routing-v0/index.html", "getting-started/index.html"):
         assert (tmp_path / page).is_file(), page
+
+
+def test_readme_quickstart_is_the_tested_example() -> None:
+    """The README shows examples/quickstart.py verbatim (tests/test_compare.py runs the file;
+    Getting started includes it by reference)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quickstart = readme.split("## Quickstart", 1)[1]
+    block = quickstart.split("```python\n", 1)[1].split("```", 1)[0]
+    assert block == (ROOT / "examples" / "quickstart.py").read_text(encoding="utf-8")
