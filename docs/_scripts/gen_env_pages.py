@@ -39,12 +39,21 @@ ARGUMENTS_MARK = "<!-- arguments-table:"
 
 
 def servegym_ids() -> list[str]:
-    """The registered ``servegym/*`` ids, sorted (importing :mod:`envs` registers them)."""
+    """The registered ``servegym/*`` ids (importing :mod:`envs` registers them), in the order
+    of the env families (:data:`envs.CLI_ENVS`: PDCluster, Routing, Allocation), then by version.
+    """
     import gymnasium as gym
 
-    import envs  # noqa: F401
+    import envs
 
-    return sorted(i for i in gym.registry if i.startswith(NAMESPACE))
+    families = [gym_id.rsplit("-v", 1)[0] for gym_id, _ in envs.CLI_ENVS.values()]
+
+    def order(env_id: str) -> tuple[int, str, int]:
+        name, _, version = env_id.rpartition("-v")
+        rank = families.index(name) if name in families else len(families)
+        return rank, name, int(version) if version.isdigit() else 0
+
+    return sorted((i for i in gym.registry if i.startswith(NAMESPACE)), key=order)
 
 
 def env_class(env_id: str) -> type:
@@ -136,7 +145,7 @@ def arguments_table(cls: type, params: dict[str, str]) -> str:
         default = "" if param.default is inspect.Parameter.empty else repr(param.default)
         meaning = rst_to_markdown(params.get(param.name, ""))
         rows.append(
-            f"| `{param.name}` | `{_cell(_type_name(param))}` | `{_cell(default)}` | "
+            f"| `{param.name}` | {_cell(_type_name(param))} | `{_cell(default)}` | "
             f"{_cell(meaning)} |"
         )
     return "\n".join(rows)
@@ -169,9 +178,8 @@ def env_page(env_id: str) -> str:
         "",
         rst_to_markdown(summary),
         "",
-        "| | |",
-        "|---|---|",
         f'| Make | `gymnasium.make("{env_id}")` |',
+        "|---|---|",
         f"| Class | `{cls.__module__}.{cls.__qualname__}` |",
         f"| Action space (defaults) | `{action_space}` |",
         "| Observation space (defaults) | "
