@@ -23,12 +23,12 @@ from evaluation.tables import format_table
 
 @dataclass(frozen=True)
 class Comparison:
-    """What :func:`compare` returns: the result rows and the printed table.
+    """What ``compare`` returns: the result rows and the printed table.
 
     :param rows: one dict per (policy, seed): ``env``, ``workload``, ``policy``, ``seed``,
         ``metrics`` (the episode-end ``info["metrics"]``), ``utilisation``, ``steps``,
         ``episode_return``, ``wall_seconds`` and the episode's per-request or per-workflow lists.
-    :param text: the table :func:`evaluation.tables.format_table` prints for ``rows``.
+    :param text: the table ``evaluation.tables.format_table`` prints for ``rows``.
     """
 
     rows: list[dict[str, Any]]
@@ -76,12 +76,15 @@ def compare(
     Each (policy, seed) is one episode of a fresh ``gymnasium.make(env, **env_kwargs)`` reset
     with that seed, so every policy sees the same workload and cluster; the policies act on the
     observation and the env's decision context (``decision_context=True`` is passed), as in
-    ``evaluate.py``. Example::
+    ``evaluate.py``. For example:
 
-        from evaluation import compare
-        rows, text = compare(["ckpt:routing", "goodserve", "least-request"],
-                             env="servegym/Routing-v0", seeds=[1_000_000, 1_000_001])
-        print(text)
+    ```python
+    from evaluation import compare
+
+    policies = ["ckpt:routing", "goodserve", "least-request"]
+    rows, text = compare(policies, "servegym/Routing-v0", [1_000_000, 1_000_001])
+    print(text)
+    ```
 
     :param policies: each a policy name (``python evaluate.py --env ENV --list-policies``), a
         ``<prefix>:<argument>`` spec (``ckpt:routing`` a shipped checkpoint, ``ckpt:PATH`` a
