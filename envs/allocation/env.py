@@ -246,11 +246,12 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
 
     ## Vectorized use
 
-    ``gymnasium.make_vec("servegym/Allocation-v0", num_envs=4, vectorization_mode="async")``
-    and SB3's ``SubprocVecEnv`` run independent copies; ``action_masks()`` of each copy is
-    reached with ``vec_env.env_method("action_masks")`` (sb3-contrib's ``MaskablePPO`` does
-    this). The action shape depends on ``units_per_gpu`` and ``max_replicas``, the observation
-    shape on ``max_llms``: every copy of a vector env must use the same ones.
+    ``gymnasium.make_vec("servegym/Allocation-v0", num_envs=4, vectorization_mode="async")`` and
+    SB3's ``SubprocVecEnv`` run independent copies; each copy's mask is
+    ``vec_env.call("action_masks")`` (Gymnasium) or ``vec_env.env_method("action_masks")`` (SB3,
+    what sb3-contrib's ``MaskablePPO`` reads). The action shape depends on ``units_per_gpu`` and
+    ``max_replicas``, the observation shape on ``max_llms``: every copy of a vector env must use
+    the same ones.
 
     ## Version History
 

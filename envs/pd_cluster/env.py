@@ -220,10 +220,10 @@ class PDClusterEnv(
     ## Vectorized use
 
     ``gymnasium.make_vec("servegym/PDCluster-v0", num_envs=4, vectorization_mode="async")`` and
-    SB3's ``SubprocVecEnv`` run independent copies; ``action_masks()`` of each copy is reached
-    with ``vec_env.env_method("action_masks")`` (sb3-contrib's ``MaskablePPO`` does this). The
-    action and observation shapes depend on ``cluster`` (P, D) and ``slots`` (K): every copy of
-    a vector env must use the same ones.
+    SB3's ``SubprocVecEnv`` run independent copies; each copy's mask is
+    ``vec_env.call("action_masks")`` (Gymnasium) or ``vec_env.env_method("action_masks")`` (SB3,
+    what sb3-contrib's ``MaskablePPO`` reads). The action and observation shapes depend on
+    ``cluster`` (P, D) and ``slots`` (K): every copy of a vector env must use the same ones.
 
     ## Version History
 

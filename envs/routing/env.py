@@ -207,10 +207,11 @@ class RoutingEnv(
     ## Vectorized use
 
     ``gymnasium.make_vec("servegym/Routing-v0", num_envs=4, vectorization_mode="async")`` and
-    SB3's ``SubprocVecEnv`` run independent copies; ``action_masks()`` of each copy is reached
-    with ``vec_env.env_method("action_masks")`` (sb3-contrib's ``MaskablePPO`` does this).
-    The instance count M, hence the action and observation shapes, depends on ``cluster`` and
-    ``instances``: every copy of a vector env must use the same ones.
+    SB3's ``SubprocVecEnv`` run independent copies; each copy's mask is
+    ``vec_env.call("action_masks")`` (Gymnasium) or ``vec_env.env_method("action_masks")``
+    (SB3, what sb3-contrib's ``MaskablePPO`` reads). The instance count M, hence the action and
+    observation shapes, depends on ``cluster`` and ``instances``: every copy of a vector env
+    must use the same ones.
 
     ## Version History
 
