@@ -1,6 +1,6 @@
 """PDCluster-v0's observation: the feature arrays of the waiting-call slots and the instances
-(columns and scales are tabled in :mod:`envs.pd_cluster.env`'s docstring), built once per
-invocation and updated per pick."""
+(columns and scales are tabled in the :class:`envs.pd_cluster.env.PDClusterEnv` docstring),
+built once per invocation and updated per pick."""
 
 from __future__ import annotations
 

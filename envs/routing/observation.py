@@ -1,5 +1,5 @@
 """Routing-v0's observation: the request's and the instances' feature arrays (columns tabled in
-:mod:`envs.routing.env`'s docstring), read from the routing context.
+the :class:`envs.routing.env.RoutingEnv` docstring), read from the routing context.
 """
 
 from __future__ import annotations
