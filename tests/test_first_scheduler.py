@@ -49,7 +49,7 @@ def row(table: str, policy: str) -> str:
 
 
 @pytest.mark.slow
-def test_doc_commands_and_the_readme_checkpoint_command_run_as_written(tmp_path: Path) -> None:
+def test_doc_commands_and_the_training_page_checkpoint_command_run_as_written(tmp_path: Path) -> None:
     text = DOC.read_text()
     sources = [b for b in code_blocks(text, "python") if b.startswith("# my_scheduler.py")]
     assert len(sources) == 1, "the doc shows my_scheduler.py once"
