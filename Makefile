@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all lint typecheck clean venv
+.PHONY: demo test test-all lint typecheck docs clean venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,8 +30,19 @@ test: $(STAMP) typecheck
 test-all: $(STAMP) typecheck
 	WANDB_MODE=disabled $(PY) -m pytest -q
 
+# The documentation site (mkdocs.yml) into site/; broken links fail the build (--strict). The
+# env pages are generated from the env class docstrings first (docs/_scripts/hooks.py).
+DOCS_STAMP := $(VENV)/.docs-installed
+
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

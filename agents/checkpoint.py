@@ -15,14 +15,27 @@ from agents.algos import load_model
 MODEL_FILE = "model.zip"
 
 
+def locate(path: str | Path) -> Path:
+    """``path`` as given when it exists; else, when it names an env family (``routing``,
+    ``pd-cluster``, ``allocation``), the shipped checkpoint of that family (``ckpt:routing``
+    works from any directory and from an installed package, :func:`checkpoints.shipped`)."""
+    p = Path(path)
+    if p.exists() or len(p.parts) != 1:
+        return p
+    from checkpoints import shipped
+
+    return shipped(str(path)) or p
+
+
 def resolve_checkpoint(path: str | Path) -> Path:
-    """The model file of ``path``: ``path`` itself when it is a file (``runs/x/model.zip``), or
-    ``path/model.zip`` when it is a directory (a shipped checkpoint, ``checkpoints/routing``).
+    """The model file of ``path``: ``path`` itself when it is a file (``runs/x/model.zip``),
+    ``path/model.zip`` when it is a directory (``checkpoints/routing``), or the shipped
+    checkpoint of the env family ``path`` names (``routing``, :func:`locate`).
 
     :raises FileNotFoundError: if ``path`` does not exist, or is a directory without
         ``model.zip``.
     """
-    p = Path(path)
+    p = locate(path)
     if p.is_dir():
         model = p / MODEL_FILE
         if not model.is_file():
@@ -39,7 +52,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
 def checkpoint_config(path: str | Path) -> Path:
     """Where the ``config.json`` of the run that wrote the checkpoint ``path`` lives: beside
     the model file (for a directory, inside it). It may not exist (a bare model file)."""
-    p = Path(path)
+    p = locate(path)
     return p / "config.json" if p.is_dir() else p.parent / "config.json"
 
 

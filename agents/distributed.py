@@ -1,4 +1,4 @@
-"""Past one machine on Ray (DESIGN.md "Beyond one machine"): the Ray connection and training
+"""Past one machine on Ray (docs/design.md, "Beyond one machine"): the Ray connection and training
 envs as Ray actors.
 
 * :func:`init_ray` connects once per process: ``"local"`` starts Ray on this machine's cores,

@@ -314,7 +314,7 @@ class RoutingScorer(BaseFeaturesExtractor):
     Output = ``[scores (M), value features (value_dim)]``; score g is the logit of routing (or
     migrating) the request to instance g, in the env's action order. :attr:`action_scores_dim`
     tells :class:`agents.policies.ActionScoresPolicy` where to split. With x_g the instance's
-    features and q the request's (module docstring of :mod:`envs.routing`)::
+    features and q the request's (the :class:`envs.routing.env.RoutingEnv` docstring)::
 
         e_g      = mlp([x_g ‖ q])                        (shared over instances)
         c_g      = mlp([e_g ‖ mean_g' e_g' ‖ max_g' e_g'])  (cluster context)

@@ -1,4 +1,4 @@
-"""A factorised (slot, then pair) action head for ``servegym/PDCluster-v0`` (issue 32).
+"""A factorised (slot, then pair) action head for ``servegym/PDCluster-v0``.
 
 PDCluster's flat action is a = k·P·D + p·D + d. :class:`agents.policies.ActionScoresPolicy`
 scores every one of the K·P·D actions (16,384 at K = 256 on Hetero-1) and normalises them in one

@@ -1,4 +1,4 @@
-"""A rollout buffer that keeps what the factorised PDCluster head's update reads (issue 32).
+"""A rollout buffer that keeps what the factorised PDCluster head's update reads.
 
 sb3-contrib's ``MaskableDictRolloutBuffer`` stores, for every env step, the whole observation
 and the whole action mask: at K = 256 on Hetero-1 the ``ratio`` observation is K·P·D = 16,384

@@ -1,4 +1,4 @@
-"""Domain randomisation for training (issue 33; ours, no paper prescribes it): every episode
+"""Domain randomisation for training (ours, no paper prescribes it): every episode
 draws some env options afresh — load, length-predictor or estimate error, the cluster — so a
 policy trained on many settings meets an unseen one less surprised.
 

@@ -1,5 +1,5 @@
 """Privileged teachers: experts that read what no deployable policy sees, used only to label
-states for behaviour cloning / DAgger (ours, issue 33; "learning by cheating", Chen et al. 2019).
+states for behaviour cloning / DAgger (ours; "learning by cheating", Chen et al. 2019).
 
 A privileged teacher reads the simulator's truth (here a request's true output length), so it is
 **not** a policy one could deploy and never appears among the non-learned policies a learned one
@@ -176,7 +176,7 @@ class ImpliedTriageRouter(HindsightTriageRouter):
     (:class:`envs.routing.observation.ExtendedObservationMixin`), from the request's SLO, its
     prompt and the public run-alone model of the SLO's reference GPU. **Not privileged**: a
     hand-written rule on the per-request SLO's leak (``slo_basis="request"``), written to measure
-    how much of a learned router's gain that leak explains (README "Learned policies
+    how much of a learned router's gain that leak explains (docs/training.md, "Learned policies
     (shipped)"); not a registered policy. Route decisions only (it stays at migrate ones)."""
 
     name = "implied-triage"
@@ -210,7 +210,7 @@ class PerWorkloadTeacher:
     env runs (read off the unwrapped env's ``workload``, which a :class:`agents.randomize.
     DomainRandomized` redraw changes, or its trace source's). Not privileged: each expert it
     delegates to is a registered heuristic. Used to clone the best heuristic of each training
-    workload (issue 33: DAgger from the best heuristic rather than the paper's alone).
+    workload (DAgger from the best heuristic rather than the paper's alone).
 
     :param env: the env it labels (possibly wrapped).
     :param experts: workload name -> policy spec (``evaluation.resolve_policy``).
@@ -251,7 +251,7 @@ class PerWorkloadTeacher:
 def pd_best_heuristic(env: Any) -> PerWorkloadTeacher:
     """Plugin factory (``py:agents/teachers.py:pd_best_heuristic``): on PDCluster-v0, the best
     non-learned policy of each training workload on training seeds -- workflow-FCFS + earliest
-    finish on BFCL, HexAgent on Mixed (README "Learned policies (shipped)")."""
+    finish on BFCL, HexAgent on Mixed (docs/training.md, "Learned policies (shipped)")."""
     return PerWorkloadTeacher(
         env, {"bfcl": "workflow-fcfs+earliest-finish", "mixed": "hexagent"}, "pd-cluster"
     )

@@ -23,7 +23,7 @@ subprocess (``PYTHONPATH=DIR``, this file's measurement loop) right before they 
 ``x ref`` is the reference's CPU time per step over this code's (house rule: speed figures are
 ratios against a reference measured side by side).
 
-Target (issue 14): ≥ 15,000 random-policy env steps/s at K = 256 (the default slot count),
+Target: ≥ 15,000 random-policy env steps/s at K = 256 (the default slot count),
 observation building included, judged on the CPU-time rate; a closing line says PASS or FAIL. A
 training loop waits on the simulator when the env does fewer steps per second than the learner
 consumes.
@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-#: Issue 14's target: random-policy env steps per second at K = 256.
+#: The target: random-policy env steps per second at K = 256.
 TARGET_STEPS_PER_S = 15_000
 #: The parts of a step ``--split`` times: per step (legal action, pick, R and mask refresh,
 #: observation, info, rewards) and per invocation (turning picks into a plan, building the next

@@ -1,5 +1,5 @@
 """How heavy a step's ``info`` is, with and without the decision context, and what it costs a
-vectorised learner (issue 34).
+vectorised learner.
 
     python -m benchmarks.info_weight [--env servegym/PDCluster-v0] [--steps 400]
 

@@ -39,7 +39,7 @@ requests per second), as in the paper's simulation the point is the router's cos
 so the episode is cut at ``--requests`` arrivals and then drained.
 
 When the point (512 instances, 10,000 RPS) is measured, a closing line says PASS or FAIL for
-each of issue 32's targets there (>= 5,000 simulated requests per wall second, routing p99
+each of the targets there (>= 5,000 simulated requests per wall second, routing p99
 <= 0.5 ms). The machine's load changes the absolute figures: the first line prints it.
 """
 
@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-#: Issue 32's targets at 512 instances and 10,000 RPS.
+#: The target at 512 instances and 10,000 RPS.
 TARGET_REQ_PER_WALL_S = 5000.0
 TARGET_ROUTE_P99_MS = 0.5
 TARGET_POINT = (512, 10000.0)

@@ -20,7 +20,7 @@ its mean and the speed-up. ``--split`` prints, per row, the shares of the planni
 build, R and mask refresh, pick, plan, observation, HexAgent's own choices), the picks per
 invocation and the share of the time in invocations of more than 32 picks.
 
-Target (issue 14): mean ≤ 1 ms and p99 ≤ 10 ms per invocation on every default workload; each
+Target: mean ≤ 1 ms and p99 ≤ 10 ms per invocation on every default workload; each
 row and a closing line say PASS or FAIL against it.
 """
 
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 PLANNER_METHODS = ("_build_context", "_refresh", "_pick", "_finish_invocation", "_observation")
-#: Issue 14's targets, milliseconds per invocation.
+#: The target, milliseconds per invocation.
 TARGET_MEAN_MS = 1.0
 TARGET_P99_MS = 10.0
 

@@ -12,8 +12,8 @@ The runs share one :class:`envs.sim.LatencyCache`, so every run after the first 
 latency models' memos filled by the same workload; ``--fresh`` gives each run new latency
 models instead (what an episode of a new workload or seed costs).
 
-Targets: the event loop within 30x the bare loop's wall time (issue 14, again issue 32), within
-45x with horizons (issue 14); each row ends with a PASS/FAIL line. On a shared machine the wall
+Targets: the event loop within 30x the bare loop's wall time, within
+45x with horizons; each row ends with a PASS/FAIL line. On a shared machine the wall
 ratio moves with the other processes' load (both loops are timed in the same run, but not at the
 same instant), so each figure is printed with the process-CPU-time ratio beside it (``x heapq
 cpu``: the same runs timed by ``time.process_time``) and the load average (``os.getloadavg``).
@@ -171,7 +171,7 @@ def profile(cluster: Any, records: list, seed: int, repeat: int, top: int = 25) 
 
 
 def memo_stats(cluster: Any, records: list, seed: int, bound: int | None) -> None:
-    """The latency models' ``decode_steps_time`` memo (issue 32): its calls and hits by caller
+    """The latency models' ``decode_steps_time`` memo: its calls and hits by caller
     in a fresh run and in a rerun with the same latency models, the decode batch at segment
     starts, and the formula's, a miss's and a hit's cost on that run's keys."""
     import collections

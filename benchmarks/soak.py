@@ -1,4 +1,4 @@
-"""Soak: memory over one long episode and over many consecutive resets (issue 13).
+"""Soak: memory over one long episode and over many consecutive resets.
 
     python -m benchmarks.soak [--workflows 10000] [--resets 1000] [--every 10]
                              [--record-store disk|compact|objects] [--skip-resets]
@@ -17,7 +17,7 @@ growth from the first point to the last in MB and %:
    workflow's calls into 152-byte rows; ``disk`` appends those rows to a temporary file. The
    figure to read is the slope: the least-squares fit of RSS against finished workflows over
    the points after the first (warm-up: caches fill, the backlog builds), in bytes per workflow,
-   printed with a PASS/FAIL line against the target (issue 32: flat, read as a slope of at most
+   printed with a PASS/FAIL line against the target (flat, read as a slope of at most
    ``--flat-bytes`` per workflow, 1 KB by default: under 10 MB over 10,000 workflows).
    Standalone horizons are off (``--horizons`` turns them on: one small simulation per distinct
    workflow, cached for the episode). Each point also prints the episode's live state: the

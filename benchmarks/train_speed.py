@@ -31,7 +31,7 @@ evaluation do. Printed per row:
   -x -C /tmp/ref``), each configuration also runs on that code in a subprocess just before
   (``ref cpu``) and ``x ref`` is this tree's CPU rate over it.
 
-Configurations: ``reference`` is the learner as it was before issue 11: the dense extractor
+Configurations: ``reference`` is the learner without its optimisations: the dense extractor
 (``PDClusterScorer(sparse=False)``: the per-action hidden layer for every (k, p, d)) and
 sb3-contrib's stock ``MaskableCategoricalDistribution``, one torch thread (``train.py``'s
 default); ``sparse`` swaps in the sparse extractor only; ``default`` is today's learner (sparse
@@ -42,7 +42,7 @@ busy 2-core machine idle OpenMP threads spin-wait and the row takes minutes); ``
 :mod:`agents.factored`: the same distribution, without the K·P·D per-action layer, and its
 compact rollout buffer :mod:`agents.factored_buffer`); ``factored-2t`` the same with two torch
 threads. A closing line says PASS or FAIL for the fastest row at K = 256 (steady CPU-time rate)
-against issue 32's target (>= 1,000 env steps/s). ``target_kl`` is off so that every update does
+against the target (>= 1,000 env steps/s). ``target_kl`` is off so that every update does
 the same number of gradient steps in every configuration (early stopping would make the update
 time depend on the sampled actions). The header prints the load average: other processes on
 the machine slow every row, so compare ratios within one run. ``--profile`` runs the measured
@@ -97,7 +97,7 @@ CONFIGS = (
     Config("factored", True, False, threads=1, algo="maskable-ppo-factored"),
     Config("factored-2t", True, False, threads=2, algo="maskable-ppo-factored"),
 )
-#: Issue 32's target: PPO env steps per second of ``learn()`` at K = 256.
+#: The target: PPO env steps per second of ``learn()`` at K = 256.
 TARGET_STEPS_PER_S = 1000.0
 TARGET_K = 256
 

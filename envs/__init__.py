@@ -5,7 +5,8 @@ env = gymnasium.make("servegym/PDCluster-v0", cluster="hetero-1", workload="mixe
 env = gymnasium.make("servegym/Routing-v0", cluster="goodserve-4", model="llama3.1-8b")
 env = gymnasium.make("servegym/Allocation-v0", cluster="scepsy-16", gpus=4, workload="rag_reranker")
 env = gymnasium.make("servegym/Allocation-v1")   # the workflow rate ramps through the knee
-# or, without the import: gymnasium.make("envs:servegym/PDCluster-v0")
+# an installed servegym registers the ids when gymnasium is imported (_servegym_register.py);
+# from a source checkout without the import: gymnasium.make("envs:servegym/PDCluster-v0")
 
 The registered ids are made for learners: ``info`` leaves out the decision context the experts
 act on (``decision_context=True`` puts it back); every other default is the env class's own,

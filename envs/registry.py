@@ -76,8 +76,8 @@ class EnvFamily:
     :param model: default model.
     :param workloads: default workloads (table columns).
     :param baselines: the paper's baselines.
-    :param own_references: our own strong simple references (DESIGN.md "Fair comparison"); they
-        compete with the paper's baselines in a second "best of" row.
+    :param own_references: our own strong simple references (docs/design.md, "Fair
+        comparison"); they compete with the paper's baselines in a second "best of" row.
     :param ablations: variants of the reference; never a baseline.
     :param paper: where the default table comes from (for titles and ``--help``).
     :param attainment_xlabel: x label of the attainment plot (what α scales).

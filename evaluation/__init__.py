@@ -10,6 +10,7 @@
   the paper-style table and the notes under it;
 * :mod:`evaluation.plots`, :mod:`evaluation.results`, :mod:`evaluation.leaderboard`: plots,
   result files + provenance, ``results/leaderboard.md``;
+* :mod:`evaluation.compare`: :func:`compare`, policies on identical episodes from Python;
 * :mod:`evaluation.cli`: the ``evaluate.py`` command line.
 
 What each env family is compared on lives in ``envs.registry``. The modules import one another
@@ -19,6 +20,7 @@ directly, never through this package; the package re-exports the names a script 
 
 from envs.registry import FAMILIES, EnvFamily, Metric
 from evaluation.cli import parse_args, parse_sweep
+from evaluation.compare import Comparison, compare
 from evaluation.config import (
     ENV_FIELD_META,
     ENV_FIELDS,
@@ -61,11 +63,12 @@ from evaluation.tables import format_table
 __all__ = [
     "ENV_FIELD_META", "ENV_FIELDS", "FAMILIES", "FULL_SUITE_COMMAND", "PAPER_POLICIES",
     "PAPER_WORKLOADS", "POLICY_LOADERS", "QUICK_SUITE_ARGS", "EnvFamily", "EvalConfig",
-    "EvaluationError", "Metric", "PartialEvaluation", "Policy", "Sweep", "best_baseline",
-    "canonical_env", "checkpoint_settings", "command_for", "comparison_sets", "default_out_dir",
-    "diagnose", "env_defaults", "env_entry", "evaluate", "evaluate_task", "fmt_value",
-    "format_leaderboard", "format_table", "gain", "git_commit", "heuristic_names", "json_safe",
-    "make_env", "mean_metric", "overloaded_notes", "parse_args", "parse_bool", "parse_sweep",
-    "plot_attainment", "plot_curve", "plot_sweep", "provenance_path", "reduction",
-    "resolve_config", "resolve_policy", "run_episode", "run_one", "write_results",
+    "EvaluationError", "Comparison", "Metric", "PartialEvaluation", "Policy", "Sweep",
+    "best_baseline", "canonical_env", "checkpoint_settings", "command_for", "compare",
+    "comparison_sets", "default_out_dir", "diagnose", "env_defaults", "env_entry", "evaluate",
+    "evaluate_task", "fmt_value", "format_leaderboard", "format_table", "gain", "git_commit",
+    "heuristic_names", "json_safe", "make_env", "mean_metric", "overloaded_notes", "parse_args",
+    "parse_bool", "parse_sweep", "plot_attainment", "plot_curve", "plot_sweep",
+    "provenance_path", "reduction", "resolve_config", "resolve_policy", "run_episode",
+    "run_one", "write_results",
 ]  # fmt: skip

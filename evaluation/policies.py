@@ -15,7 +15,7 @@ from evaluation.config import EvaluationError
 
 
 class Policy(Protocol):
-    """The protocol every policy follows (DESIGN.md "Policies")."""
+    """The protocol every policy follows (docs/design.md, "Policies")."""
 
     name: str
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the README's Allocation-v0 results (Scepsy §7.2 Fig. 6 and §7.4 Fig. 10 on the
+# Regenerates the Scepsy reproduction page's curves (docs/reproductions/scepsy.md; Scepsy §7.2 Fig. 6 and §7.4 Fig. 10 on the
 # simulator): throughput-latency sweeps on scepsy-16 at 4, 8 and 16 GPUs for RAG + reranker and
 # beam search, the APL-accuracy runs, the tables and the plot. About 7 hours of one core, most of
 # it beam search at 16 GPUs (measured stage by stage: RAG curves + HPA 30 min, beam search at
@@ -14,7 +14,7 @@
 #   WORKLOADS=beam_search STAGES="curves hpa" bash examples/allocation_curves.sh; wait
 #   STAGES="apl report" bash examples/allocation_curves.sh
 # SIZES="8 16" likewise picks pool sizes; SEEDS=0 and RATES_<workload>_<size>=r1,r2,... give a
-# cheaper sweep (the README says where it used one).
+# cheaper sweep (the Scepsy reproduction page says where it used one).
 #
 # Protocol: each swept rate runs 24 periods of 15 s (360 s) after the allocation is loaded; the
 # metrics cover arrivals after a 120 s warm-up (longer than the latencies measured below the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the README's PDCluster-v0 results (HexAgent Tables 1-3 on the simulator, both
+# Regenerates the HexAgent reproduction page's tables (docs/reproductions/hexagent.md; HexAgent Tables 1-3 on the simulator, both
 # baseline families, three length predictors, the load sweep and HexAgent's own knobs).
 #
 #   bash examples/pd_cluster_results.sh              # from the repository root, in the venv
@@ -16,7 +16,7 @@
 #
 # COUNT (workflows per episode; default: the paper's 100 / 400 / 100 / 100), SEEDS (default
 # 0,1,2) and POLICIES (default: both baseline families and hexagent) make a cheaper run; the
-# README says which sizes each table used, e.g.
+# reproduction page says which sizes each table used, e.g.
 #   SEEDS=0 STAGES=main bash examples/pd_cluster_results.sh
 #   COUNT=100 SEEDS=0,1 POLICIES=per-call-fcfs,atlas,per-call-fcfs+earliest-finish,\
 #     workflow-llf+earliest-finish,atlas+earliest-finish,hexagent STAGES=predictors bash ...

@@ -1,4 +1,4 @@
-"""Learning curves of the shipped policies (issue 33): behaviour-cloning accuracy per epoch and
+"""Learning curves of the shipped policies: behaviour-cloning accuracy per epoch and
 the validation-seed selection metric during RL, beside the expert's and the best baseline's
 validation figures, read from the ``train.py`` run directories.
 

@@ -1,4 +1,4 @@
-"""Why routers miss SLOs on Routing-v0, counted per request (issue 33's measurement).
+"""Why routers miss SLOs on Routing-v0, counted per request.
 
 For each policy and seed, one episode at the env's defaults (or the options given); every
 request is classed by the task, the GPU it finished on, whether it met its SLO and, if not, why:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the README's "Results (Routing-v0, measured)" tables (GoodServe, papers/002).
+# Regenerates the GoodServe reproduction page's tables (docs/reproductions/goodserve.md).
 #
 #   bash examples/routing_results.sh               # from the repository root, in the venv
 #

@@ -6,7 +6,7 @@
 * Vector envs: gymnasium's ``AsyncVectorEnv`` (one subprocess per env) and ``SyncVectorEnv``, and
   SB3's ``SubprocVecEnv`` and ``DummyVecEnv`` as ``agents.envs.make_vec_env`` builds them, give
   identical observations, rewards and episode ends for the same seeds and actions.
-* Ray (``DESIGN.md``, "Beyond one machine"): ``tests/test_ray.py`` runs the same evaluate.py
+* Ray (docs/design.md, "Beyond one machine"): ``tests/test_ray.py`` runs the same evaluate.py
   grid serially and as Ray tasks and compares the rows (skipped when Ray is not installed).
 """
 

@@ -1,5 +1,5 @@
 """The newcomer's first hour, played by a test: docs/your-first-scheduler.md's scheduler file and
-every ``python`` command in it, the printed "regenerate:" line, and the README's command that
+every ``python`` command in it, the printed "regenerate:" line, and the training page's command that
 evaluates a trained checkpoint, all run as written in a fresh directory."""
 
 from __future__ import annotations
@@ -49,7 +49,9 @@ def row(table: str, policy: str) -> str:
 
 
 @pytest.mark.slow
-def test_doc_commands_and_the_readme_checkpoint_command_run_as_written(tmp_path: Path) -> None:
+def test_doc_commands_and_the_training_page_checkpoint_command_run_as_written(
+    tmp_path: Path,
+) -> None:
     text = DOC.read_text()
     sources = [b for b in code_blocks(text, "python") if b.startswith("# my_scheduler.py")]
     assert len(sources) == 1, "the doc shows my_scheduler.py once"
@@ -72,11 +74,11 @@ def test_doc_commands_and_the_readme_checkpoint_command_run_as_written(tmp_path:
     assert (tmp_path / "runs/first/model.zip").is_file()
     assert row(trained, spec)
 
-    # 3. The doc's and the README's evaluation of the checkpoint, as written.
+    # 3. The doc's and the training page's evaluation of the checkpoint, as written.
     run(cmds[2], tmp_path)
-    readme = (ROOT / "README.md").read_text()
-    [readme_cmd] = [c for c in commands(readme) if "ckpt:runs/first/model.zip" in c]
-    out = run(readme_cmd.replace("[--wandb offline]", "").strip(), tmp_path)
+    training = (ROOT / "docs" / "training.md").read_text()
+    [training_cmd] = [c for c in commands(training) if "ckpt:runs/first/model.zip" in c]
+    out = run(training_cmd.replace("[--wandb offline]", "").strip(), tmp_path)
     assert row(out, "ckpt:runs/first/model.zip")
 
 

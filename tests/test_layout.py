@@ -1,10 +1,11 @@
-"""The layout holds (DESIGN.md "Layout"): no source file over 600 lines, no import circle, imports
-only down the tower CLIs -> evaluation / training / agents / benchmarks -> heuristics -> envs
-(problem packages) -> envs.common -> envs.sim -> traces, no env package importing another env's,
-no simulator module importing its own package (``envs.sim``'s ``__init__`` only re-exports), the
-shared policy registry knowing no env, the runtime never importing the offline fitting code
-(``envs.sim.calibration``), and no module of :data:`PRIVATE_NAME_SCOPE` (``envs.sim``; the other
-packages still import such names) importing another module's ``_private`` name.
+"""The layout holds (the design page, docs/design.md, "Layout"): no source file over 600 lines,
+no import circle, imports only down the tower CLIs -> evaluation / training / agents /
+benchmarks -> heuristics -> envs (problem packages) -> envs.common -> envs.sim -> traces, no env
+package importing another env's, no simulator module importing its own package (``envs.sim``'s
+``__init__`` only re-exports), the shared policy registry knowing no env, the runtime never
+importing the offline fitting code (``envs.sim.calibration``), and no module of
+:data:`PRIVATE_NAME_SCOPE` (``envs.sim``; the other packages still import such names) importing
+another module's ``_private`` name.
 
 Imports are read with ``ast`` from every source file, including the ones inside functions and
 under ``TYPE_CHECKING`` (a lazy import is still a dependency). ``from a.b import c`` depends on
@@ -21,15 +22,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Source packages and the command-line scripts (tests, examples and docs are not sources).
-PACKAGES = ("traces", "envs", "heuristics", "agents", "evaluation", "training", "benchmarks")
-SCRIPTS = ("evaluate.py", "train.py")
+PACKAGES = (
+    "traces", "envs", "heuristics", "agents", "evaluation", "training", "benchmarks", "checkpoints",
+)  # fmt: skip
+SCRIPTS = ("evaluate.py", "train.py", "_servegym_register.py")
 MAX_LINES = 600
 #: The tower, bottom first: a module may import its own floor and the floors below it.
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("traces",),
+    ("traces", "checkpoints"),
     ("envs.sim",),
     ("envs.common",),
-    ("envs",),
+    ("envs", "_servegym_register"),
     ("heuristics",),
     ("evaluation", "training", "agents", "benchmarks"),
     ("evaluate", "train"),

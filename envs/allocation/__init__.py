@@ -1,4 +1,4 @@
-"""``servegym/Allocation-v0``: Scepsy's problem (papers/004), allocating GPU fractions, tensor
+"""``servegym/Allocation-v0``: Scepsy's problem, allocating GPU fractions, tensor
 parallelism and replicas to the LLMs of agentic workflows each period. The Gym class and its
 docstring table are in :mod:`envs.allocation.env`; it delegates to :mod:`~envs.allocation.episode`
 (rate schedule, workflows, SLOs), :mod:`~envs.allocation.masking` (the menu's mask and the

@@ -1,136 +1,5 @@
-"""``servegym/Allocation-v1`` (and ``-v0``): Scepsy's problem as a Gymnasium MDP.
-
-Multi-LLM agentic workflows (RAG + reranker, beam search, both combined; Scepsy §7.1) arrive at a
-GPU pool (``scepsy-16``: 4 nodes × 4 RTX A6000, NVLinked pairs). The policy decides how much of
-the pool each LLM gets — GPU-fraction units, tensor parallelism and replicas (Scepsy §5) — the env
-places the replicas on the topology (§6, :func:`envs.sim.allocation.placement.place`) and serves the
-workflows with the simulator (vLLM engines by default, Scepsy §7.1). The objective is
-**workflow goodput**: workflows finishing within their latency SLO per second.
-
-## Episode
-
-An episode is ``periods`` allocation periods of ``period_seconds`` each, with one workflow
-arrival rate per period (Poisson arrivals):
-
-* ``rate_trace=None``: a constant ``workflow_rate`` — Scepsy's static problem (§5);
-* ``rate_ramp=(lo, hi)``: Scepsy Fig. 6's throughput sweep as one episode: the period rates step
-  linearly from ``lo`` to ``hi`` × ``workflow_rate`` (``servegym/Allocation-v1``'s default:
-  0.5 to 4 over 6 periods of 60 s; see the class docstring's Version History);
-* ``rate_trace="ragpulse_hourly"`` (or ``"azure_code_minutely"``): the autoscaling problem; one
-  bin of a real service's rate shape per period, times ``workflow_rate``
-  (:mod:`traces.rates`; ``rate_window`` = ``"train"``, ``"heldout"`` or a start bin picks the
-  window; training and held-out windows never overlap).
-
-At the start of each period the policy builds an allocation **one LLM at a time**, in a fixed
-order (largest model first): each step picks, for the next LLM, one option of the menu below.
-After the last LLM the allocation is placed and the simulator serves the period. Replicas whose
-(model, node, GPUs, share) did not change keep running; the others are retired (they finish what
-they hold and take no new calls; their GPU share goes to the new allocation at once, an
-approximation: the simulator does not model the overlap) and new replicas serve after a model
-load of ``reconfig_startup_s`` + weights / (TP × ``load_bandwidth``) seconds (the cold start an
-autoscaler pays). The first period's replicas are loaded before traffic starts. After the last
-period the env serves the remaining workflows for at most ``drain_seconds``; the rest count as
-unfinished (SLO misses).
-
-Calls are routed among the ready, not retired replicas of their model by SGLang's
-cache-aware policy (Scepsy §6 uses an SGLang router per workflow; :func:`cache_aware_choice`):
-to the replica caching the longest prefix of the prompt when it covers ≥ 30 % of it, else to the
-one with the fewest running + waiting calls, and always to the least loaded when the load is
-imbalanced (> 64 calls and > 1.5× apart); before any replica of a model is ready, calls queue
-at the one ready first. Engines keep an LRU prefix cache in their free KV
-blocks (vLLM's automatic prefix caching, 16-token blocks): beam-search prompts share their
-beam's prefix (:mod:`traces.generators.beam_search`).
-
-## GPU fractions
-
-A share is an MPS partition (Scepsy §6 enforces fractions with NVIDIA MPS, static SM and memory
-limits): it caps the replica's compute (SMs) and memory at ``share``/F of each GPU, strictly;
-HBM bandwidth and L2, which MPS does not partition, are shared with the other replicas on the
-same GPU that are busy at the time (:func:`envs.sim.latency.model.contended_bandwidth_shares`,
-:class:`envs.sim.engines.instances.SharedGPUs`): alone a partition of at least half a GPU can use
-the whole bandwidth, next to busy neighbours it gets its part of it. Whole-GPU replicas are priced
-as before. F = ``units_per_gpu`` is 4 by default (profiling stays at minutes); the paper's
-F = 10 is accepted everywhere (``units_per_gpu=10``).
-
-## Action space and mask
-
-``Discrete(F · |TP| · R)``: option ``(share, tp, replicas)`` = ``replicas`` identical replicas at
-tensor-parallel degree ``tp``, each taking ``share``/F of each of its ``tp`` GPUs, with F =
-``units_per_gpu`` and R = ``max_replicas`` (index = ``((share − 1)·|TP| + tp_index)·R +
-replicas − 1``; :meth:`AllocationEnv.option` decodes it). An option is legal when
-
-1. the share holds the model's weights + ``min_kv_tokens`` of KV at that TP (Scepsy §5's minimum
-   fraction; :func:`envs.sim.allocation.allocations.min_share_units`);
-2. TP fits inside an NVLink domain (§5 pruning (iii): TP never crosses PCIe or nodes);
-3. its units leave at least the minimum of every LLM still to be allocated;
-4. the allocation so far, this option, and the minimum option of every LLM still to come can be
-   placed on the topology (§6 placer; tried keeping the previous period's replicas in place, then
-   from scratch).
-
-So the mask never traps the policy: at every step some option is legal (the construction checks
-that the minimum allocation of every LLM fits); on the step that ends the episode it marks action
-0 alone. A masked action is replaced by the fallback's choice
-(:meth:`AllocationEnv.fallback_action`: an even split of what is left) with a penalty, and
-flagged in ``info["invalid_action"]``; ``invalid_action="raise"`` raises instead (the shared rule
-of :mod:`envs.common.base`).
-
-## Observation (``Dict`` of ``float32`` boxes, values in [0, 10])
-
-==========  ============  ==================================================================
-key         shape         meaning
-==========  ============  ==================================================================
-``llms``    (L, 16)       per LLM (padded to ``max_llms``): valid, is being decided now,
-                          already decided this period, log1p(params / 1e9), n_m / 100 and p_m
-                          / 10 (from the workload generator's structure, see below), min share
-                          at TP 1 / F, previous units / F, previous TP / 4, previous replicas /
-                          R, units / F chosen this period, last period: log1p(call rate),
-                          log1p(mean call latency s), busy fraction, log1p(calls in flight per
-                          replica), log1p(completed calls / s)
-``global``  (10,)         units left / total, units still reserved for later LLMs' minimums /
-                          total, period / periods, log1p(target rate), log1p(last measured
-                          rate), last period's SLO attainment, last period's mean latency / SLO
-                          (≤ 10), GPUs / 64, is first period, time / (periods × period_seconds)
-==========  ============  ==================================================================
-
-``n_m`` and ``p_m`` in the observation are computed from the generated workflows' DAG structure
-(calls per workflow; widest level of each model's calls) over the episode's own workload — the
-kind of statistics a tracing proxy yields, without timing. With ``decision_context=True``,
-``info["decision_context"]`` (:class:`AllocationContext`) carries the structured state the experts
-act on (``env.decision_context()`` returns it either way).
-
-## SLO and rewards
-
-SLO of a workflow = ``slo_scale`` × its run-alone latency: the critical path of its DAG with each
-call served alone on a whole GPU at TP 1 on the engine (chunked prefill, then decode at batch 1)
-and each tool taking its latency. Rewards (:mod:`envs.common.rewards`, ratio = latency / SLO, per
-workflow completion): ``goodput`` (default: +1 per workflow within its SLO; the return is
-goodput × episode length), ``slowdown`` (−ratio^p / N; with ``reward_kwargs={"p": 1}`` it is −mean
-latency / SLO), ``lateness``, ``req99``. Unfinished workflows count as misses.
-
-## Episode-end ``info``
-
-``metrics``: ``goodput`` (workflows/s within SLO), ``slo_violation_ratio``, ``throughput``
-(achieved: workflows completed inside the measured window per second of it, as a load generator
-counts them), ``offered_rate`` (measured arrivals per second), ``latency_mean`` / ``_p50`` /
-``_p90`` / ``_p99`` (s, finished workflows), ``num_workflows``, ``num_completed``,
-``gpu_utilisation`` (busy GPU-share-seconds / GPU-seconds), ``reconfigurations`` (replicas
-started after the first period), ``sustainable`` (1 when ≥ 99 % of the measured workflows
-finished by the end of the drain and the achieved throughput is ≥ 90 % of the offered rate),
-and with ``apl_info``
-``apl_latency`` (the APL's predicted mean latency, arrival-weighted over periods) and
-``apl_throughput`` (its smallest predicted T_w); ``latencies`` and ``slos`` lists;
-``allocations`` (one readable line per period). With ``warmup_seconds`` the metrics cover
-only workflows arriving after it. Every step's ``info["metrics"]`` holds the metrics as if the
-episode ended now (workflows not finished yet count as misses), so a ``TimeLimit`` cut reports
-them too. Every period's end ``info`` has ``period_metrics`` and, with
-``apl_info=True``, ``apl``: the Aggregate LLM Pipeline's predicted latency and throughput of the
-period's allocation at its rate (:mod:`envs.sim.allocation.scepsy`; the first use traces and
-profiles the workload's LLMs by replay, minutes, then cached on disk).
-
-## Arguments
-
-The **Arguments** table of :class:`AllocationEnv`'s docstring, generated from
-:class:`envs.allocation.options.AllocationOptions` (each field is a keyword of the constructor).
+"""``servegym/Allocation-v0``: Scepsy's GPU allocation as a Gymnasium MDP (the spec is the
+:class:`AllocationEnv` docstring).
 """
 
 from __future__ import annotations
@@ -195,20 +64,163 @@ def _sub_topology(topo: Topology, gpus: int | None) -> Topology:
 
 @takes_options(AllocationOptions)
 class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, ServegymEnv):
-    """Scepsy's GPU-allocation problem (see the module docstring for the full tables).
+    """Scepsy's GPU-allocation problem as a Gymnasium MDP (``servegym/Allocation-v0``).
 
-    Built from an :class:`~envs.allocation.options.AllocationOptions` (``options=``) and/or its
-    fields as keywords; the **Arguments** table below is generated from it.
+    ## Description
 
-    ## Why v1's default episode ramps the rate
+    Multi-LLM agentic workflows (RAG + reranker, beam search, both combined; Scepsy §7.1) arrive
+    at a GPU pool (``scepsy-16``: 4 nodes × 4 RTX A6000, NVLinked pairs). The policy decides how
+    much of the pool each LLM gets (GPU-fraction units, tensor parallelism and replicas; Scepsy
+    §5); the env places the replicas on the topology (§6,
+    :func:`envs.sim.allocation.placement.place`) and serves the workflows with the simulator (vLLM
+    engines by default, Scepsy §7.1). The objective is **workflow goodput**: workflows finishing
+    within their latency SLO per second.
 
-    Scepsy's question is the throughput an allocation serves at bounded latency: "we execute the
-    workflows at different arrival rates" and plot "the achieved throughput ... and the workflow
-    request latency" (Scepsy §7.2, Fig. 6). At one constant rate, either every allocation has
-    enough (v0's default: all tie on goodput) or the weak ones are overloaded from the start and
-    score 0. A ramp puts every policy's knee inside one episode: each serves within SLO until its
-    capacity binds, then backlogs, so goodput grows with where its knee sits. Each rate is held
-    60 s, twice a new Llama-3-8B replica's cold start (~28 s), and six rates make a Fig. 6 sweep.
+    An episode is ``periods`` allocation periods of ``period_seconds`` each, with one workflow
+    arrival rate per period (Poisson arrivals):
+
+    * ``rate_trace=None``: a constant ``workflow_rate``, Scepsy's static problem (§5);
+    * ``rate_trace="ragpulse_hourly"`` (or ``"azure_code_minutely"``): the autoscaling problem;
+      one bin of a real service's rate shape per period, times ``workflow_rate``
+      (:mod:`traces.rates`; ``rate_window`` = ``"train"``, ``"heldout"`` or a start bin picks the
+      window; training and held-out windows never overlap).
+
+    At the start of each period the policy builds an allocation **one LLM at a time**, in a
+    fixed order (largest model first): each step picks, for the next LLM, one option of the menu
+    below. After the last LLM the allocation is placed and the simulator serves the period.
+    Replicas whose (model, node, GPUs, share) did not change keep running; the others are
+    retired (they finish what they hold and take no new calls; their GPU share goes to the new
+    allocation at once, an approximation: the simulator does not model the overlap) and new
+    replicas serve after a model load of ``reconfig_startup_s`` + weights / (TP ×
+    ``load_bandwidth``) seconds (the cold start an autoscaler pays). The first period's replicas
+    are loaded before traffic starts.
+
+    Calls are routed among the ready, not retired replicas of their model by SGLang's
+    cache-aware policy (Scepsy §6 uses an SGLang router per workflow;
+    :func:`cache_aware_choice`): to the replica caching the longest prefix of the prompt when it
+    covers ≥ 30 % of it, else to the one with the fewest running + waiting calls, and always to
+    the least loaded when the load is imbalanced (> 64 calls and > 1.5× apart); before any
+    replica of a model is ready, calls queue at the one ready first. Engines keep an LRU prefix
+    cache in their free KV blocks (vLLM's automatic prefix caching, 16-token blocks):
+    beam-search prompts share their beam's prefix (:mod:`traces.generators.beam_search`).
+
+    A GPU share is an MPS partition (Scepsy §6 enforces fractions with NVIDIA MPS, static SM and
+    memory limits): it caps the replica's compute (SMs) and memory at ``share``/F of each GPU,
+    strictly; HBM bandwidth and L2, which MPS does not partition, are shared with the other
+    replicas on the same GPU that are busy at the time
+    (:func:`envs.sim.latency.model.contended_bandwidth_shares`,
+    :class:`envs.sim.engines.instances.SharedGPUs`): alone a partition of at least half a GPU can
+    use the whole bandwidth, next to busy neighbours it gets its part of it. F = ``units_per_gpu``
+    is 4 by default (profiling stays at minutes); the paper's F = 10 is accepted everywhere
+    (``units_per_gpu=10``).
+
+    ## Action Space
+
+    ``Discrete(F · |TP| · R)``: option ``(share, tp, replicas)`` = ``replicas`` identical
+    replicas at tensor-parallel degree ``tp``, each taking ``share``/F of each of its ``tp``
+    GPUs, with F = ``units_per_gpu`` and R = ``max_replicas`` (index = ``((share − 1)·|TP| +
+    tp_index)·R + replicas − 1``; :meth:`AllocationEnv.option` decodes it). An option is legal
+    when
+
+    1. the share holds the model's weights + ``min_kv_tokens`` of KV at that TP (Scepsy §5's
+       minimum fraction; :func:`envs.sim.allocation.allocations.min_share_units`);
+    2. TP fits inside an NVLink domain (§5 pruning (iii): TP never crosses PCIe or nodes);
+    3. its units leave at least the minimum of every LLM still to be allocated;
+    4. the allocation so far, this option, and the minimum option of every LLM still to come
+       can be placed on the topology (§6 placer; tried keeping the previous period's replicas
+       in place, then from scratch).
+
+    So the mask never traps the policy: at every step some option is legal (the construction
+    checks that the minimum allocation of every LLM fits); on the step that ends the episode it
+    marks action 0 alone. A masked action is replaced by the fallback's choice
+    (:meth:`AllocationEnv.fallback_action`: an even split of what is left) with a penalty, and
+    flagged in ``info["invalid_action"]``; ``invalid_action="raise"`` raises instead (the shared
+    rule of :mod:`envs.common.base`).
+
+    ## Observation Space
+
+    A ``Dict`` of ``float32`` boxes, values in [0, 10]:
+
+    * ``llms``, shape (L, 16): per LLM (padded to ``max_llms``): valid, is being decided now,
+      already decided this period, log1p(params / 1e9), n_m / 100 and p_m / 10 (from the
+      workload generator's structure, see below), min share at TP 1 / F, previous units / F,
+      previous TP / 4, previous replicas / R, units / F chosen this period, last period:
+      log1p(call rate), log1p(mean call latency s), busy fraction, log1p(calls in flight per
+      replica), log1p(completed calls / s)
+    * ``global``, shape (10,): units left / total, units still reserved for later LLMs' minimums
+      / total, period / periods, log1p(target rate), log1p(last measured rate), last period's
+      SLO attainment, last period's mean latency / SLO (≤ 10), GPUs / 64, is first period, time
+      / (periods × period_seconds)
+
+    ``n_m`` and ``p_m`` are computed from the generated workflows' DAG structure (calls per
+    workflow; widest level of each model's calls) over the episode's own workload: the kind of
+    statistics a tracing proxy yields, without timing. With ``decision_context=True``,
+    ``info["decision_context"]`` (:class:`AllocationContext`) carries the structured state the
+    experts act on (``env.decision_context()`` returns it either way).
+
+    ## Rewards
+
+    The SLO of a workflow is ``slo_scale`` × its run-alone latency: the critical path of its DAG
+    with each call served alone on a whole GPU at TP 1 on the engine (chunked prefill, then
+    decode at batch 1) and each tool taking its latency. ``reward=`` names one of
+    :mod:`envs.common.rewards` (ratio = latency / SLO, per workflow completion):
+
+    * ``"goodput"`` (default): +1 per workflow within its SLO, else 0; the return is goodput ×
+      episode length, in [0, N] (N = workflows);
+    * ``"slowdown"``: −ratio^p / N (≤ 0; with ``reward_kwargs={"p": 1}`` it is −mean latency /
+      SLO);
+    * ``"lateness"``: −max(0, ratio − α) / N (≤ 0); ``"req99"``: −p99 ratio at the end (≤ 0).
+
+    Unfinished workflows count as misses. A masked action costs −``invalid_penalty`` (1.0) on
+    top.
+
+    ## Starting State
+
+    ``reset(seed=...)`` draws the workload and the rate window (from the reset seed or
+    ``workload_seed``), computes every workflow's run-alone SLO, and stops at the first
+    decision: the first LLM of the first period, on an empty pool.
+
+    ## Episode End
+
+    After the last period the env serves the remaining workflows for at most ``drain_seconds``;
+    the rest count as unfinished (SLO misses). The episode then terminates; it is truncated
+    after ``max_steps`` steps (None: no limit). An episode is ``periods`` × (LLMs in the
+    workload) steps: at the defaults (``rag_reranker``, one period of 120 s on 4 GPUs) 3 steps.
+
+    At the end ``info["metrics"]`` has ``goodput`` (workflows/s within SLO),
+    ``slo_violation_ratio``, ``throughput`` (achieved: workflows completed inside the measured
+    window per second of it, as a load generator counts them), ``offered_rate`` (measured
+    arrivals per second), ``latency_mean`` / ``_p50`` / ``_p90`` / ``_p99`` (s, finished
+    workflows), ``num_workflows``, ``num_completed``, ``gpu_utilisation`` (busy
+    GPU-share-seconds / GPU-seconds), ``reconfigurations`` (replicas started after the first
+    period), ``sustainable`` (1 when ≥ 99 % of the measured workflows finished by the end of the
+    drain and the achieved throughput is ≥ 90 % of the offered rate), and with ``apl_info``
+    ``apl_latency`` (the APL's predicted mean latency, arrival-weighted over periods) and
+    ``apl_throughput`` (its smallest predicted T_w); ``info`` also has ``latencies`` and
+    ``slos`` lists and ``allocations`` (one readable line per period). With ``warmup_seconds``
+    the metrics cover only workflows arriving after it. Every step's ``info["metrics"]`` holds
+    the metrics as if the episode ended now (workflows not finished yet count as misses), so a
+    ``TimeLimit`` cut reports them too. Every period's end ``info`` has ``period_metrics`` and,
+    with ``apl_info=True``, ``apl``: the Aggregate LLM Pipeline's predicted latency and
+    throughput of the period's allocation at its rate (:mod:`envs.sim.allocation.scepsy`; the first
+    use traces and profiles the workload's LLMs by replay, minutes, then cached on disk).
+
+    ## Arguments
+
+    Every option is a keyword of the constructor and a field of
+    :class:`~envs.allocation.options.AllocationOptions`
+    (``options=`` takes a whole one); the table is generated from that dataclass.
+
+    <!-- arguments-table -->
+
+    ## Vectorized use
+
+    ``gymnasium.make_vec("servegym/Allocation-v0", num_envs=4, vectorization_mode="async")`` and
+    SB3's ``SubprocVecEnv`` run independent copies; each copy's mask is
+    ``vec_env.call("action_masks")`` (Gymnasium) or ``vec_env.env_method("action_masks")`` (SB3,
+    what sb3-contrib's ``MaskablePPO`` reads). The action shape depends on ``units_per_gpu`` and
+    ``max_replicas``, the observation shape on ``max_llms``: every copy of a vector env must use
+    the same ones.
 
     ## Version History
 
@@ -217,9 +229,25 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
       kwargs :data:`envs.ALLOCATION_V1_KWARGS`). Held-out seeds 200-202, RAG on 4 GPUs: goodput
       demand-proportional 1.95, Scepsy 1.14, K8s HPA 0.48, equal split 0.15 wf/s (>= 10x best
       to worst on each seed; docs/envs/allocation-v1.md).
+
+      Why this default: Scepsy's question is the throughput an allocation serves at bounded
+      latency: "we execute the workflows at different arrival rates" and plot "the achieved
+      throughput ... and the workflow request latency" (Scepsy §7.2, Fig. 6). At one constant
+      rate, either every allocation has enough (v0's default: all tie on goodput) or the weak
+      ones are overloaded from the start and score 0. A ramp puts every policy's knee inside one
+      episode: each serves within SLO until its capacity binds, then backlogs, so goodput grows
+      with where its knee sits. Each rate is held 60 s, twice a new Llama-3-8B replica's cold
+      start (~28 s), and six rates make a Fig. 6 sweep.
+
     * v0: one 120-s period at the default rate (RAG 1 wf/s). On held-out seed 77 all eight
       policies scored the same goodput (0.97 wf/s on RAG) while mean latency ranged 8.8-39 s,
       and every run measured a backlog. Kept, bit for bit, for published numbers.
+
+    ## References
+
+    Scepsy (§5 allocation search and pruning, §6 placement, MPS fractions and routing, §7.1
+    workloads and testbed, §7.2 baselines); see the references page of the documentation for
+    full citations.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}

@@ -1,6 +1,6 @@
-"""Allocation-v0's observation (per-LLM and global features, tabled in
-:mod:`envs.allocation.env`'s docstring), its step and episode ``info`` and metrics, and the
-documented "sustainable" rule.
+"""Allocation-v0's observation (per-LLM and global features, tabled in the
+:class:`envs.allocation.env.AllocationEnv` docstring), its step and episode ``info`` and
+metrics, and the documented "sustainable" rule.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class ObservationMixin:
         return (self.period, None if self.sim is None else self.sim.now)
 
     def _metrics_now(self) -> dict[str, float]:
-        """The episode-end metrics (module docstring) as if the episode ended now: workflows
+        """The episode-end metrics (the env class docstring) as if the episode ended now: workflows
         not finished yet count as misses; ``num_unfinished``, ``num_not_arrived``."""
         return self._episode_info()["metrics"]
 

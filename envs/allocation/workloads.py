@@ -66,12 +66,12 @@ def spec_for(model: str, gpu: str, tp: int, fraction: float) -> Any:
     return InstanceSpec(0, f"{model}-ref", "monolithic", gpu, model, tp, fraction)
 
 
-#: The env's default workflow rate (workflows/s) per workload (issue 29; our choice, the paper
+#: The env's default workflow rate (workflows/s) per workload (our choice, the paper
 #: sweeps rates): the highest rate of a doubling grid (RAG 0.5, 1, 2; beam 0.05, 0.1, 0.2, 0.4)
 #: at which K8s HPA, the equal split, demand-proportional and Scepsy each serve >= 25 % of the
 #: offered workflows within their SLO in the default episode (4 GPUs, one 120-s period), measured on
-#: training seed 0 after issue 29's profiler and beam generator (README "Results
-#: (Allocation-v0, measured)"). The generators' own defaults (RAG 4/s, beam 1/s) overload 4
+#: training seed 0 with the knee-reading profiler and the trajectory-re-reading beam verifier
+#: (docs/reproductions/scepsy.md). The generators' own defaults (RAG 4/s, beam 1/s) overload 4
 #: GPUs: K8s HPA and the equal split scored 0 goodput there. RAG 1/s is also the lowest rate of
 #: Scepsy Fig. 6's RAG sweep at 4 GPUs (1-28 req/s). The combined stream splits 1/2 : 1/2, so
 #: 0.2/s gives its beam searches the beam default (not measured on its own).

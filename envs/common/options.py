@@ -121,16 +121,25 @@ def arguments_table(cls: type[EnvOptions]) -> str:
     return "\n".join(rows)
 
 
+#: Where an env class docstring's generated Arguments table goes (else it is appended).
+ARGUMENTS_MARK = "<!-- arguments-table -->"
+
+
 def takes_options(options_cls: type[EnvOptions]) -> Callable[[E], E]:
     """Class decorator of an env whose ``__init__(self, options=None, **kwargs)`` builds its
     options with :meth:`EnvOptions.build`: records ``options_cls`` as the env's ``OPTIONS``,
-    appends the generated **Arguments** section to the class docstring and gives ``__init__``
+    puts the generated **Arguments** table where the docstring has :data:`ARGUMENTS_MARK` (else
+    appends an Arguments section) and gives ``__init__``
     the signature of the options (``options=`` and one keyword per field, with its default)."""
 
     def decorate(env_cls: E) -> E:
         env_cls.OPTIONS = options_cls  # type: ignore[attr-defined]
         doc = inspect.cleandoc(env_cls.__doc__ or "")
-        env_cls.__doc__ = f"{doc}\n\n## Arguments\n\n{arguments_table(options_cls)}\n"
+        table = arguments_table(options_cls)
+        if ARGUMENTS_MARK in doc:  # the docstring says where its Arguments table goes
+            env_cls.__doc__ = doc.replace(ARGUMENTS_MARK, table) + "\n"
+        else:
+            env_cls.__doc__ = f"{doc}\n\n## Arguments\n\n{table}\n"
         params = [
             inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
             inspect.Parameter(

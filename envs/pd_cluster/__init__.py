@@ -1,4 +1,4 @@
-"""``servegym/PDCluster-v0``: HexAgent's problem (papers/000), ordering and placing the LLM calls
+"""``servegym/PDCluster-v0``: HexAgent's problem, ordering and placing the LLM calls
 of agentic workflows on a heterogeneous prefill-decode cluster. The Gym class and its docstring
 table are in :mod:`envs.pd_cluster.env`; it delegates to :mod:`~envs.pd_cluster.builder` (the
 decision context at an invocation), :mod:`~envs.pd_cluster.projection` (decode KV projection

@@ -1,93 +1,5 @@
-"""``servegym/PDCluster-v0``: HexAgent's problem as a Gymnasium MDP.
-
-Online-revealed agentic workflows (DAGs of LLM calls and tools) arrive at a heterogeneous
-prefill–decode disaggregated cluster. The policy places each waiting call on a (prefill, decode)
-instance pair and orders the calls in the instances' local queues (HexAgent §4–§5).
-
-## Decisions
-
-Scheduler *invocations* are raised when work enters a stage (HexAgent §4.3, §5.2): workflow
-arrival and child-call reveal (prefill stage), KV-transfer completion (decode stage). An
-invocation re-plans the calls still waiting at that stage, **one call per step**, for at most K of
-them (``slots``). The K are the oldest by the canonical order, reveal time (a neutral order: it
-favours no policy's priority rule, and a call cannot starve beyond K because it only gets older).
-Calls beyond K keep their plan and their relative queue order, behind this invocation's picks;
-those without a plan take the fallback's (least-loaded placement,
-:class:`envs.sim.core.scheduler.DefaultScheduler`). The k-th call picked in an
-invocation gets queue priority k. A call that started service never moves. The simulator
-advances only when the invocation's slots are all picked (Decima's pattern).
-
-## Action space
-
-``Discrete(K · P · D)``: action ``a = k·P·D + p·D + d`` picks slot ``k`` and, at the prefill
-stage, prefill instance ``p`` and decode instance ``d`` (pool-local indices, in cluster order).
-At the decode stage the call is locked to its planned pair: the only legal action for slot ``k``
-is its own ``(p, d)``. ``action_masks()`` (also ``info["action_mask"]``) marks legal actions:
-valid, not yet picked slots, and decode KV feasibility m(c) = L_in + L̂_out ≤ Cap(d)
-(HexAgent §5.4 Eq. 3–4). It is never all-false while a decision is pending; on the step that
-ends the episode it marks action 0 alone.
-
-A masked action is replaced by the fallback's choice (:meth:`PDClusterEnv.fallback_action`: the
-oldest unpicked slot on the simulator's least-loaded pair) with a penalty, and flagged in
-``info["invalid_action"]``; ``invalid_action="raise"`` raises instead (the shared rule of
-:mod:`envs.common.base`).
-
-## Observation (``Dict`` of ``float32`` boxes; all padded entries are 0)
-
-==================  ===============  ===========================================================
-key                 shape            meaning
-==================  ===============  ===========================================================
-``slots``           (K, 12)          per waiting call: valid, picked, log1p(L_in)/10,
-                                     log1p(L̂_out)/10, elapsed/H_w(t) (≤10)/10, log1p(H_w(t))/5,
-                                     log1p(elapsed)/5, log1p(time since reveal)/5, has plan,
-                                     workflow finished/revealed calls, log1p(attained service)/5,
-                                     the best projected ratio log1p(min R)/5
-``instances``       (P + D, 9)       per instance: is prefill, log1p(prefill ms per 1k tokens)/5,
-                                     log1p(decode step ms at batch 1)/5, log1p(ready-in s)/5,
-                                     queued calls/16, KV used fraction (incl. this invocation's
-                                     picks), batch incl. picks/64, running batch/64, usable
-                                     memory (TB)
-``ratio``           (K, P, D)        log1p of the projected ratio R(c, p, d), clipped to [0, 5]
-``stage``           (3,)             is prefill stage, is decode stage, picks made / K
-==================  ===============  ===========================================================
-
-With ``observations=False`` (for policies that read only the decision context) every entry is
-0 and none of it is computed.
-
-R(c, p, d) = ((t − a_w) + Δ(c, p, d)) / H_w(t) (HexAgent §5.1 Eq. 2), where Δ is the projected
-time to finish the stage: at the prefill stage the wait for p, the prefill, the KV transfer,
-the decode-queue wait on d and the decode on d; at the decode stage the decode-queue wait and
-the decode on d. The decode-queue wait lasts until the earliest capacity-feasible start on d's
-KV-occupancy timeline (HexAgent §5.4; ``decode_free_at`` in :class:`DecisionContext`). It is
-computed on the simulated state *including the picks already made in this invocation*
-(HexAgent Algorithm 1 line 20; a pick adds its KV-occupancy interval on d), from
-scheduler-visible estimates only (predicted output lengths, estimate-error-scaled times).
-
-## Rewards (``reward=``)
-
-* ``"slowdown"`` (default): when a workflow finishes, −(C_w/H_w)^p / N (``reward_kwargs`` ``p``,
-  default 4). The episode return is exactly −Σ_w (C_w/H_w)^p / N, a smooth surrogate of the tail
-  (p → ∞ approaches max C_w/H_w).
-* ``"lateness"``: when a workflow finishes, −max(0, C_w/H_w − α)/N (default α = 2).
-* ``"req99"``: 0 until the end, then −Req99 (terminal, sparse).
-Workflows unfinished at truncation are charged with their elapsed time as C_w.
-
-## Episode
-
-``reset`` draws a workload (generator ``workload`` seeded from the reset seed, or ``trace``) and
-runs the simulator to the first decision. The episode terminates when every workflow finishes;
-it is truncated after ``max_steps`` steps. At episode end ``info`` carries ``metrics`` (Req95,
-Req99, ... from :mod:`envs.sim.core.metrics`), ``attainment_curve``, ``completion_times``,
-``horizons``, ``invocations``, ``utilisation``. Every step's ``info["metrics"]`` holds the metrics
-as if the episode ended now (unfinished workflows: C_w = inf), so a ``TimeLimit`` cut reports
-them too. With ``decision_context=True`` every step's ``info["decision_context"]`` is the
-structured scheduler-visible state (:class:`DecisionContext`) that experts act on
-(``env.decision_context()`` returns it either way).
-
-## Arguments
-
-The **Arguments** table of :class:`PDClusterEnv`'s docstring, generated from
-:class:`envs.pd_cluster.options.PDClusterOptions` (each field is a keyword of the constructor).
+"""``servegym/PDCluster-v0``: HexAgent's P-D cluster scheduling as a Gymnasium MDP (the spec is
+the :class:`PDClusterEnv` docstring).
 """
 
 from __future__ import annotations
@@ -137,10 +49,132 @@ from envs.sim.hardware.cluster import ClusterSpec, load_cluster
 class PDClusterEnv(
     ContextBuilderMixin, DecodeProjectionMixin, ObservationMixin, ResultsMixin, ServegymEnv
 ):
-    """HexAgent's P-D cluster scheduling problem (see the module docstring for the full table).
+    """HexAgent's P-D cluster scheduling problem as a Gymnasium MDP (``servegym/PDCluster-v0``).
 
-    Built from a :class:`~envs.pd_cluster.options.PDClusterOptions` (``options=``) and/or its
-    fields as keywords; the **Arguments** table below is generated from it.
+    ## Description
+
+    Online-revealed agentic workflows (DAGs of LLM calls and tools) arrive at a heterogeneous
+    prefill–decode disaggregated cluster. The policy places each waiting call on a (prefill,
+    decode) instance pair and orders the calls in the instances' local queues (HexAgent §4–§5).
+    The objective is the tail of C_w / H_w, a workflow's completion time over its standalone
+    horizon: Req95 and Req99, lower is better.
+
+    Scheduler *invocations* are raised when work enters a stage (HexAgent §4.3, §5.2): workflow
+    arrival and child-call reveal (prefill stage), KV-transfer completion (decode stage). An
+    invocation re-plans the calls still waiting at that stage, **one call per step**, for at most
+    K of them (``slots``). The K are the oldest by the canonical order, reveal time (a neutral
+    order: it favours no policy's priority rule, and a call cannot starve beyond K because it
+    only gets older). Calls beyond K keep their plan and their relative queue order, behind this
+    invocation's picks; those without a plan take the fallback's (least-loaded placement,
+    :class:`envs.sim.core.scheduler.DefaultScheduler`). The k-th call picked in an invocation gets
+    queue priority k. A call that started service never moves. The simulator advances only when
+    the invocation's slots are all picked (Decima's pattern).
+
+    ## Action Space
+
+    ``Discrete(K · P · D)``: action ``a = k·P·D + p·D + d`` picks slot ``k`` and, at the prefill
+    stage, prefill instance ``p`` and decode instance ``d`` (pool-local indices, in cluster
+    order). At the decode stage the call is locked to its planned pair: the only legal action
+    for slot ``k`` is its own ``(p, d)``. ``action_masks()`` (also ``info["action_mask"]``) marks
+    legal actions: valid, not yet picked slots, and decode KV feasibility
+    m(c) = L_in + L̂_out ≤ Cap(d) (HexAgent §5.4 Eq. 3–4). It is never all-false while a decision
+    is pending; on the step that ends the episode it marks action 0 alone.
+
+    A masked action is replaced by the fallback's choice (:meth:`PDClusterEnv.fallback_action`:
+    the oldest unpicked slot on the simulator's least-loaded pair) with a penalty, and flagged in
+    ``info["invalid_action"]``; ``invalid_action="raise"`` raises instead (the shared rule of
+    :mod:`envs.common.base`).
+
+    ## Observation Space
+
+    A ``Dict`` of ``float32`` boxes; all padded entries are 0:
+
+    * ``slots``, shape (K, 12): per waiting call: valid, picked, log1p(L_in)/10,
+      log1p(L̂_out)/10, elapsed/H_w(t) (≤10)/10, log1p(H_w(t))/5, log1p(elapsed)/5, log1p(time
+      since reveal)/5, has plan, workflow finished/revealed calls, log1p(attained service)/5,
+      the best projected ratio log1p(min R)/5
+    * ``instances``, shape (P + D, 9): per instance: is prefill, log1p(prefill ms per 1k
+      tokens)/5, log1p(decode step ms at batch 1)/5, log1p(ready-in s)/5, queued calls/16, KV
+      used fraction (incl. this invocation's picks), batch incl. picks/64, running batch/64,
+      usable memory (TB)
+    * ``ratio``, shape (K, P, D): log1p of the projected ratio R(c, p, d), clipped to [0, 5]
+    * ``stage``, shape (3,): is prefill stage, is decode stage, picks made / K
+
+    R(c, p, d) = ((t − a_w) + Δ(c, p, d)) / H_w(t) (HexAgent §5.1 Eq. 2), where Δ is the
+    projected time to finish the stage: at the prefill stage the wait for p, the prefill, the KV
+    transfer, the decode-queue wait on d and the decode on d; at the decode stage the
+    decode-queue wait and the decode on d. The decode-queue wait lasts until the earliest
+    capacity-feasible start on d's KV-occupancy timeline (HexAgent §5.4; ``decode_free_at`` in
+    :class:`DecisionContext`). It is computed on the simulated state *including the picks
+    already made in this invocation* (HexAgent Algorithm 1 line 20; a pick adds its
+    KV-occupancy interval on d), from scheduler-visible estimates only (predicted output
+    lengths, estimate-error-scaled times).
+
+    With ``observations=False`` (for policies that read only the decision context) every entry
+    is 0 and none of it is computed. With ``decision_context=True`` every step's
+    ``info["decision_context"]`` is the structured scheduler-visible state
+    (:class:`DecisionContext`) that experts act on (``env.decision_context()`` returns it either
+    way).
+
+    ## Rewards
+
+    ``reward=`` names one of :mod:`envs.common.rewards`:
+
+    * ``"slowdown"`` (default): when a workflow finishes, −(C_w/H_w)^p / N (``reward_kwargs``
+      ``p``, default 4). The episode return is exactly −Σ_w (C_w/H_w)^p / N ≤ −1 (C_w ≥ H_w),
+      a smooth surrogate of the tail (p → ∞ approaches max C_w/H_w).
+    * ``"lateness"``: when a workflow finishes, −max(0, C_w/H_w − α)/N (default α = 2);
+      return in (−∞, 0].
+    * ``"req99"``: 0 until the end, then −Req99 (terminal, sparse; ≤ −1).
+
+    Workflows unfinished at truncation are charged with their elapsed time as C_w. A masked
+    action costs −``invalid_penalty`` (1.0) on top.
+
+    ## Starting State
+
+    ``reset(seed=...)`` draws a workload (generator ``workload`` seeded from the reset seed or
+    ``workload_seed``, or the given ``trace``), computes every workflow's standalone horizon
+    H_w, builds the cluster with empty queues and runs the simulator to the first decision: the
+    first workflow's arrival.
+
+    ## Episode End
+
+    The episode terminates when every workflow finishes; it is truncated after ``max_steps``
+    steps (None: no limit). Each call takes two steps (one at the prefill stage, one at the
+    decode stage) in every invocation that re-plans it, so at the defaults (``hetero-1``,
+    Llama-3.1-70B, the ``mixed`` workload: 100 workflows at 10/s) an episode is tens of
+    thousands of steps (56,197 with the fallback policy at seed 0). At episode end ``info``
+    carries ``metrics`` (Req95, Req99, ... from :mod:`envs.sim.core.metrics`), ``attainment_curve``,
+    ``completion_times``, ``horizons``, ``invocations``, ``utilisation``. Every step's
+    ``info["metrics"]`` holds the metrics as if the episode ended now (unfinished workflows:
+    C_w = inf), so a ``TimeLimit`` cut reports them too.
+
+    ## Arguments
+
+    Every option is a keyword of the constructor and a field of
+    :class:`~envs.pd_cluster.options.PDClusterOptions`
+    (``options=`` takes a whole one); the table is generated from that dataclass.
+
+    <!-- arguments-table -->
+
+    ## Vectorized use
+
+    ``gymnasium.make_vec("servegym/PDCluster-v0", num_envs=4, vectorization_mode="async")`` and
+    SB3's ``SubprocVecEnv`` run independent copies; each copy's mask is
+    ``vec_env.call("action_masks")`` (Gymnasium) or ``vec_env.env_method("action_masks")`` (SB3,
+    what sb3-contrib's ``MaskablePPO`` reads). The action and observation shapes depend on
+    ``cluster`` (P, D) and ``slots`` (K): every copy of a vector env must use the same ones.
+
+    ## Version History
+
+    * v0: the first release: K = 256 slots, reveal-time slot order, the oracle output-length
+      predictor, the ``slowdown`` reward with p = 4.
+
+    ## References
+
+    HexAgent (§4.2 roofline, §4.3 invocations and the fallback, §5.1 Eq. 2 projected ratio, §5.2
+    Algorithm 1, §5.4 decode feasibility, §7.1 setup, §7.6 estimate error); see the references
+    page of the documentation for full citations.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}

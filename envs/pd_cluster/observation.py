@@ -1,6 +1,6 @@
 """PDCluster-v0's observation: the feature arrays of the waiting-call slots and the instances
-(columns and scales are tabled in :mod:`envs.pd_cluster.env`'s docstring), built once per
-invocation and updated per pick."""
+(columns and scales are tabled in the :class:`envs.pd_cluster.env.PDClusterEnv` docstring),
+built once per invocation and updated per pick."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ SLOT_FEATURES = 12
 INSTANCE_FEATURES = 9
 RATIO_CLIP = 5.0
 #: Slot features that are log1p(x) / scale: L_in, L̂_out, H_w(t), elapsed, time since reveal,
-#: attained service (columns of the observation's ``slots``, see the module docstring).
+#: attained service (columns of the observation's ``slots``, see the
+#: :class:`envs.pd_cluster.env.PDClusterEnv` docstring).
 LOGGED_SLOT_FEATURES = [2, 3, 5, 6, 7, 10]
 LOGGED_SLOT_SCALES = np.array([10.0, 10.0, 5.0, 5.0, 5.0, 5.0])
 #: The read-only blank observations of ``observations=False`` by space (keys, shapes, dtypes).

@@ -1,4 +1,4 @@
-"""``servegym/Routing-v0``: GoodServe's problem (papers/002), routing each request of a stream to
+"""``servegym/Routing-v0``: GoodServe's problem, routing each request of a stream to
 one instance of a heterogeneous monolithic cluster and migrating requests at risk. The Gym class
 and its docstring table are in :mod:`envs.routing.env`; what a router knows is
 :class:`~envs.routing.context.RoutingContext`; :mod:`envs.routing.diagnosis` explains where the

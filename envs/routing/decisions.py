@@ -1,6 +1,6 @@
 """Routing-v0's decision contexts: the :class:`~envs.routing.context.RoutingContext` of each route
 and migrate decision (GoodServe Eq. 2 for every instance, the action mask), and a risk check's
-per-decision arrays computed once for all its calls (issue 32: routing at 512 instances).
+per-decision arrays computed once for all its calls (routing at 512 instances).
 """
 
 from __future__ import annotations

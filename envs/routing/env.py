@@ -1,99 +1,5 @@
-"""``servegym/Routing-v0``: GoodServe's problem as a Gymnasium MDP.
-
-Agentic LLM requests arrive at a proxy in front of heterogeneous serving instances (vLLM-style
-monolithic engines, chunked prefill by default). The policy routes each request to one instance
-and, every τ decode iterations, may migrate a running request that is likely to miss its
-end-to-end SLO (GoodServe §3.4). The objective is **goodput**: requests finishing within their
-E2E-SLO per second (GoodServe §3.1 Eq. 1, §4 "Baselines and Metrics").
-
-## Decisions
-
-* **route** — a request arrived (one step per request; requests arriving at the same instant are
-  routed one by one, in arrival order, each seeing the earlier ones' picks in ``outstanding``).
-* **migrate** — every ``check_interval`` (τ, default 50) decode iterations of an instance, each
-  of its ongoing requests whose re-estimated finish misses its deadline is one step: stay (the
-  action = its current instance) or move. Running requests finish at ``t + L̂_rem · d_g``;
-  requests still queued there (``check_queued``, default on; ``ctx.queued``) at ``t + max(0,
-  q_g − waited) + (L_in + generated − H_rg) · p_g + L̂_rem · d_g``. A check that finds no
-  request at risk costs no step. Migration is by token IDs (re-prefill prompt + generated
-  tokens on the target, §3.4) or, with ``migration="kv"``, by KV transfer at the pair's
-  bandwidth (§4.3).
-
-## Action space
-
-``Discrete(M)``: the instance index (cluster order). ``action_masks()`` (also
-``info["action_mask"]``) marks instances that serve the request's model and can hold it: prompt
-shorter than the model's context window, and the largest footprint the request can ever reach
-(the model's context window) within the instance's KV capacity — a bound that needs no output
-length. At a migrate decision the current instance (stay) is always legal. On the step that ends
-the episode the mask marks action 0 alone. A masked action is replaced by the fallback's choice
-(:meth:`RoutingEnv.fallback_action`: the least-loaded legal instance, or "stay" at a migrate
-decision) with a penalty, and flagged in ``info["invalid_action"]``; ``invalid_action="raise"``
-raises instead (the shared rule of :mod:`envs.common.base`).
-
-## Observation (``Dict`` of ``float32`` boxes)
-
-==============  =======  ===================================================================
-key             shape    meaning
-==============  =======  ===================================================================
-``request``     (10,)    log1p(L_in)/12, log1p(L̂_out)/10, log1p(generated)/10, slack/SLO
-                         clipped to [−1, 4] plus 1, log1p(SLO)/5, is migrate decision, task
-                         one-hot (sql, code, swe, other)
-``instances``   (M, 14)  per instance: log1p(capability s), log1p(q_g s), log1p(p_g ms per
-                         token), log1p(d_g ms), running/64, waiting/16, outstanding/16, free KV
-                         fraction, H_rg / L_in, estimate / SLO (≤ 10), meets deadline, feasible,
-                         is current, log1p(tokens per minute)/15
-==============  =======  ===================================================================
-
-``observation="extended"`` (opt-in, ours; issue 33) appends 3 request and 4 instance columns
-(:class:`envs.routing.observation.ExtendedObservationMixin`); the default is unchanged.
-
-All values are in [0, 10]. With ``decision_context=True``, ``info["decision_context"]`` is the
-structured state (:class:`envs.routing.context.RoutingContext`) that experts act on
-(``env.decision_context()`` returns it either way); neither carries a request's true output
-length.
-
-## SLO
-
-``slo_scale`` × a run-alone latency on a mid-tier GPU (``slo_reference_gpu``, A800 as in
-GoodServe §4), computed with the same engine (chunked prefill iterations, then decode at batch 1).
-Scales 1, 1.5, 2, 2.5, 3 in the paper. GoodServe §5 "measure[s] the median request execution time
-by running each request alone"; ``slo_basis`` picks the reading:
-
-* ``"request"`` (default, the paper's reading): each request's own run-alone latency. §5 sets
-  temperature 0 "to ensure output consistency across the deadline-setting stage and the
-  testbed-measurement stage", which only matters if each deadline comes from that request's own
-  run (its own output); "median" is then over repeated runs, which a deterministic simulator
-  does not need. **The deadline then encodes the true output length** (run-alone latency is a
-  known function of L_in and L_out), so a policy that reads ``slo``/``deadline``/``slack`` can
-  recover it: an oracle channel every policy shares.
-* ``"task"``: the median run-alone latency of the episode's requests of the same task type. The
-  deadline carries only a per-task statistic, so nothing about a request's true length leaks.
-
-## Rewards (``reward=``, :mod:`envs.common.rewards`; the ratio is latency / SLO)
-
-* ``"goodput"`` (default): +1 when a request finishes within its SLO. The return is the number of
-  SLO-met requests = goodput × trace duration.
-* ``"slowdown"``, ``"lateness"``: −(latency/SLO)^p / N, −max(0, latency/SLO − α) / N (dense
-  shaping toward short latencies); ``"req99"``: −p99 of latency/SLO at the end.
-Requests unfinished at truncation count as violations.
-
-## Episode
-
-``reset`` draws a workload (generator ``workload`` seeded from the reset seed, or ``trace``) and
-runs the simulator to the first decision. It terminates when every request has finished, and is
-truncated after ``max_steps``. At the end ``info["metrics"]`` carries goodput (req/s over the
-trace's arrival span), SLO-violation ratio, latency percentiles, throughput
-(:func:`envs.sim.core.metrics.summarize_requests`), ``migrations``; ``info`` also has
-``utilisation`` (per instance and mean) and ``attainment_curve`` (fraction of requests within
-α × their run-alone latency, over α: goodput vs SLO scale in one curve). Every step's
-``info["metrics"]`` holds the metrics as if the episode ended now (unfinished requests are
-violations), so a ``TimeLimit`` cut reports them too.
-
-## Arguments
-
-The **Arguments** table of :class:`RoutingEnv`'s docstring, generated from
-:class:`envs.routing.options.RoutingOptions` (each field is a keyword of the constructor).
+"""``servegym/Routing-v0``: GoodServe's request routing as a Gymnasium MDP (the spec is the
+:class:`RoutingEnv` docstring).
 """
 
 from __future__ import annotations
@@ -140,10 +46,138 @@ from envs.sim.hardware.cluster import ClusterSpec, InstanceSpec, load_cluster, s
 class RoutingEnv(
     ContextMixin, ObservationMixin, ExtendedObservationMixin, ResultsMixin, RenderMixin, ServegymEnv
 ):
-    """GoodServe's request routing problem (see the module docstring for the full table).
+    """GoodServe's request-routing problem as a Gymnasium MDP (``servegym/Routing-v0``).
 
-    Built from a :class:`~envs.routing.options.RoutingOptions` (``options=``) and/or its fields
-    as keywords; the **Arguments** table below is generated from it.
+    ## Description
+
+    Agentic LLM requests arrive at a proxy in front of heterogeneous serving instances
+    (vLLM-style monolithic engines, chunked prefill by default). The policy routes each request
+    to one instance and, every τ decode iterations, may migrate a running request that is likely
+    to miss its end-to-end SLO (GoodServe §3.4). The objective is **goodput**: requests finishing
+    within their E2E-SLO per second (GoodServe §3.1 Eq. 1, §4 "Baselines and Metrics").
+
+    Each step is one decision:
+
+    * **route**: a request arrived (one step per request; requests arriving at the same instant
+      are routed one by one, in arrival order, each seeing the earlier ones' picks in
+      ``outstanding``).
+    * **migrate**: every ``check_interval`` (τ, default 50) decode iterations of an instance,
+      each of its ongoing requests whose re-estimated finish misses its deadline is one step:
+      stay (the action = its current instance) or move. Running requests finish at
+      ``t + L̂_rem · d_g``; requests still queued there (``check_queued``, default on;
+      ``ctx.queued``) at ``t + max(0, q_g − waited) + (L_in + generated − H_rg) · p_g +
+      L̂_rem · d_g``. A check that finds no request at risk costs no step. Migration is by token
+      IDs (re-prefill prompt + generated tokens on the target, §3.4) or, with
+      ``migration="kv"``, by KV transfer at the pair's bandwidth (§4.3).
+
+    The E2E-SLO is ``slo_scale`` × a run-alone latency on a mid-tier GPU (``slo_reference_gpu``,
+    A800 as in GoodServe §4), computed with the same engine (chunked prefill iterations, then
+    decode at batch 1); the paper uses scales 1, 1.5, 2, 2.5, 3. GoodServe §5 "measure[s] the
+    median request execution time by running each request alone"; ``slo_basis`` picks the
+    reading:
+
+    * ``"request"`` (default, the paper's reading): each request's own run-alone latency. §5 sets
+      temperature 0 "to ensure output consistency across the deadline-setting stage and the
+      testbed-measurement stage", which only matters if each deadline comes from that request's
+      own run (its own output). **The deadline then encodes the true output length** (run-alone
+      latency is a known function of L_in and L_out), so a policy that reads
+      ``slo``/``deadline``/``slack`` can recover it: an oracle channel every policy shares.
+    * ``"task"``: the median run-alone latency of the episode's requests of the same task type.
+      The deadline carries only a per-task statistic, so nothing about a request's true length
+      leaks.
+
+    ## Action Space
+
+    ``Discrete(M)``: the instance index (cluster order). ``action_masks()`` (also
+    ``info["action_mask"]``) marks instances that serve the request's model and can hold it:
+    prompt shorter than the model's context window, and the largest footprint the request can
+    ever reach (the model's context window) within the instance's KV capacity, a bound that
+    needs no output length. At a migrate decision the current instance (stay) is always legal.
+    On the step that ends the episode the mask marks action 0 alone. A masked action is replaced
+    by the fallback's choice (:meth:`RoutingEnv.fallback_action`: the least-loaded legal
+    instance, or "stay" at a migrate decision) with a penalty, and flagged in
+    ``info["invalid_action"]``; ``invalid_action="raise"`` raises instead (the shared rule of
+    :mod:`envs.common.base`).
+
+    ## Observation Space
+
+    A ``Dict`` of ``float32`` boxes, all values in [0, 10]:
+
+    * ``request``, shape (10,): log1p(L_in)/12, log1p(L̂_out)/10, log1p(generated)/10, slack/SLO
+      clipped to [−1, 4] plus 1, log1p(SLO)/5, is migrate decision, task one-hot (sql, code,
+      swe, other)
+    * ``instances``, shape (M, 14): per instance: log1p(capability s), log1p(q_g s), log1p(p_g
+      ms per token), log1p(d_g ms), running/64, waiting/16, outstanding/16, free KV fraction,
+      H_rg / L_in, estimate / SLO (≤ 10), meets deadline, feasible, is current, log1p(tokens per
+      minute)/15
+
+    ``observation="extended"`` (an opt-in variant of ours) appends 3 request and 4 instance
+    columns (:class:`envs.routing.observation.ExtendedObservationMixin`). With
+    ``decision_context=True``, ``info["decision_context"]`` is the structured state
+    (:class:`envs.routing.context.RoutingContext`) that experts act on
+    (``env.decision_context()`` returns it either way); neither carries a request's true output
+    length.
+
+    ## Rewards
+
+    ``reward=`` names one of :mod:`envs.common.rewards` (the ratio is latency / SLO):
+
+    * ``"goodput"`` (default): +1 when a request finishes within its SLO, else 0. The return is
+      the number of SLO-met requests = goodput × trace duration, in [0, N] (N = requests).
+    * ``"slowdown"``: −(latency/SLO)^p / N per finished request (return ≤ 0);
+      ``"lateness"``: −max(0, latency/SLO − α) / N (return ≤ 0); both are dense shaping toward
+      short latencies.
+    * ``"req99"``: −p99 of latency/SLO at the end (terminal, ≤ 0).
+
+    Requests unfinished at truncation count as violations. A masked action costs
+    −``invalid_penalty`` (1.0) on top.
+
+    ## Starting State
+
+    ``reset(seed=...)`` draws a workload (generator ``workload`` seeded from the reset seed or
+    ``workload_seed``, or the given ``trace``), builds the cluster with empty queues, caches and
+    EMAs, and runs the simulator to the first decision: the first request's arrival.
+
+    ## Episode End
+
+    The episode terminates when every request has finished, and is truncated after
+    ``max_steps`` steps (None: no limit). At the defaults (``goodserve-4``, 500 requests of the
+    ``goodserve`` mix at 1.19 req/s) an episode is 500 route steps plus the migrate steps:
+    1,054 to 1,080 with the fallback policy at seeds 0 and 1. At the end ``info["metrics"]``
+    carries goodput (req/s over the trace's arrival span), SLO-violation ratio, latency
+    percentiles, throughput
+    (:func:`envs.sim.core.metrics.summarize_requests`), ``migrations``; ``info`` also has
+    ``utilisation`` (per instance and mean) and ``attainment_curve`` (fraction of requests
+    within α × their run-alone latency, over α: goodput vs SLO scale in one curve). Every step's
+    ``info["metrics"]`` holds the metrics as if the episode ended now (unfinished requests are
+    violations), so a ``TimeLimit`` cut reports them too.
+
+    ## Arguments
+
+    Every option is a keyword of the constructor and a field of
+    :class:`~envs.routing.options.RoutingOptions`
+    (``options=`` takes a whole one); the table is generated from that dataclass.
+
+    <!-- arguments-table -->
+
+    ## Vectorized use
+
+    ``gymnasium.make_vec("servegym/Routing-v0", num_envs=4, vectorization_mode="async")`` and
+    SB3's ``SubprocVecEnv`` run independent copies; each copy's mask is
+    ``vec_env.call("action_masks")`` (Gymnasium) or ``vec_env.env_method("action_masks")``
+    (SB3, what sb3-contrib's ``MaskablePPO`` reads). The instance count M, hence the action and
+    observation shapes, depends on ``cluster`` and ``instances``: every copy of a vector env
+    must use the same ones.
+
+    ## Version History
+
+    * v0: the first release: route and migrate decisions, ``slo_basis="request"``, the
+      ``goodserve-4`` preset at load scale 0.35.
+
+    ## References
+
+    GoodServe (§3.1 Eq. 1 goodput, §3.3 black-box estimates, §3.4 migration, §4 setup, §5
+    workloads and SLOs); see the references page of the documentation for full citations.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}

@@ -1,5 +1,5 @@
 """Routing-v0's observation: the request's and the instances' feature arrays (columns tabled in
-:mod:`envs.routing.env`'s docstring), read from the routing context.
+the :class:`envs.routing.env.RoutingEnv` docstring), read from the routing context.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class ObservationMixin:
         return cols
 
 
-# -- opt-in: observation="extended" (issue 33; ours) ------------------------------------------
+# -- opt-in: observation="extended" (ours) ------------------------------------------
 #: Names of the observation options of Routing-v0 (the env's ``observation=`` keyword).
 OBSERVATIONS = ("default", "extended")
 #: Extra columns of ``observation="extended"``, appended after the default ones.
@@ -114,7 +114,7 @@ def _over_slack(seconds: np.ndarray, slack: float) -> np.ndarray:
 
 class ExtendedObservationMixin:
     """``observation="extended"``: the default observation plus features no built-in router
-    reads (issue 33; ours, an opt-in variant -- the default observation is unchanged).
+    reads (ours, an opt-in variant -- the default observation is unchanged).
 
     ρ = (SLO / α − A_ref(L_in, 1)) / (A_ref(L_in, L̂_out) − A_ref(L_in, 1)), clipped to [0, 20]:
     the decode time the deadline implies over the decode time the predicted length implies, both

@@ -157,7 +157,7 @@ AEGAEON_SPLITS = ((3, 1), (2, 2), (1, 3))
 
 
 class AegaeonPolicy(PlanPolicy):
-    """Aegaeon (Xiang et al., SOSP 2025, papers/004 ref. [56]; artifact ref. [11]) as Scepsy §7.2
+    """Aegaeon (Xiang et al., SOSP 2025, Scepsy ref. [56]; artifact ref. [11]) as Scepsy §7.2
     deploys it, mapped onto Allocation-v0's menu.
 
     **What Aegaeon does** (from its abstract and public summaries of the paper, e.g.
@@ -171,7 +171,7 @@ class AegaeonPolicy(PlanPolicy):
     runs is thus decided by the scheduler, token by token, from the work queued for each model;
     how many instances are prefill vs decode is fixed by the operator.
 
-    **How Scepsy set it up** (papers/004 §7.2, "LLM multiplexing"): one instance per GPU, a
+    **How Scepsy set it up** (Scepsy §7.2, "LLM multiplexing"): one instance per GPU, a
     fixed per-node prefill/decode split — 3P/1D, 2P/2D or 1P/3D on 4-GPU nodes, the same split on
     every node at 8 GPUs — and the non-LLM models (rerankers, embedders) served on the prefill
     instances. Scepsy attributes Aegaeon's deficit to its lack of prefix caching (beam search)
@@ -198,9 +198,10 @@ class AegaeonPolicy(PlanPolicy):
        where possible, as Aegaeon's instances are whole GPUs in Scepsy's setup; a model then
        runs at full-GPU speed, as it does in its time slots) at the cost of leaving a remainder
        of less than one replica idle; ``packing="units"`` uses the most units in smaller
-       replicas instead. The choice moves measured latency by up to 2x (README). If the
-       decode pool has no decode work at all (no model emits more than one token) it stays
-       idle, as a decode instance with nothing to decode would.
+       replicas instead. The choice moves measured latency by up to 2x
+       (docs/reproductions/scepsy.md). If the decode pool has no decode work at all (no model
+       emits more than one token) it stays idle, as a decode instance with nothing to decode
+       would.
 
     **What the simulator cannot express**, and the approximation:
 
@@ -308,7 +309,8 @@ class AegaeonPolicy(PlanPolicy):
 
 for _p, _d in AEGAEON_SPLITS:
     register(f"aegaeon-{_p}p{_d}d", env="allocation")(lambda p=_p, d=_d: AegaeonPolicy(p, d))
-    # the packing sensitivity (README): the same pools in the replicas that use the most units
+    # the packing sensitivity (docs/reproductions/scepsy.md): the same pools in the replicas
+    # that use the most units
     register(f"aegaeon-{_p}p{_d}d-units", env="allocation")(
         lambda p=_p, d=_d: AegaeonPolicy(p, d, name=f"aegaeon-{p}p{d}d-units", packing="units")
     )

@@ -13,7 +13,7 @@ from heuristics.base import register
 
 @register("ayo", env="allocation")
 class AyoPolicy(PlanPolicy):
-    """Ayo (Tan et al., ASPLOS 2025, papers/004 ref. [46]; artifact github.com/NetX-lab/Ayo,
+    """Ayo (Tan et al., ASPLOS 2025, Scepsy ref. [46]; artifact github.com/NetX-lab/Ayo,
     ref. [32]) as an allocation: the engines an Ayo deployment provisions for the workflow.
 
     **What Ayo does**: it rewrites an application into a graph of *task primitives* (embedding,

@@ -1,8 +1,8 @@
-"""Autellix's attained-service schedulers (Luo et al. 2025, cited as [26] in papers/000), as
+"""Autellix's attained-service schedulers (Luo et al. 2025, cited as [26] in HexAgent), as
 HexAgent adapts them for its "Autellix-ATLAS" baseline (§7.2).
 
-Rules used (from Autellix §4; the paper is not in ``papers/``, so this is from its text as we
-know it — flagged where we simplify):
+Rules used (from Autellix §4; the Autellix paper is not one of the three papers servegym
+implements, so this is from its text as we know it — flagged where we simplify):
 
 * PLAS (Program-Level Attained Service, single-threaded programs): a call's priority is its
   program's cumulative service so far, the sum of the service times of its finished calls;

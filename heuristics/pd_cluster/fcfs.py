@@ -1,4 +1,4 @@
-"""FCFS baselines of HexAgent (papers/000): per-call FCFS (§3 Approach 0, Table 1) and
+"""FCFS baselines of HexAgent: per-call FCFS (§3 Approach 0, Table 1) and
 workflow-level FCFS (§3 Approach 1, §7.2 "SGLang-FCFS") with the paper's speed-blind
 load-balanced dispatch, their speed-aware ``+earliest-finish`` variants (our references), plus the
 §3 Insight-2 ablation."""

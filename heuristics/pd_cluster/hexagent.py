@@ -1,4 +1,4 @@
-"""HexAgent's scheduler (papers/000, §5.3–§5.4, Algorithm 1) and its §3 ablation.
+"""HexAgent's scheduler (HexAgent §5.3–§5.4, Algorithm 1) and its §3 ablation.
 
 Ordering: projected-risk priority. For every waiting call c the env gives the projected ratio
 R(c, p, d) = ((t − a_w) + Δ(c, p, d)) / H_w(t) (Eq. 2) for every legal pair, computed on the

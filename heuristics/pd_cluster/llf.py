@@ -1,4 +1,4 @@
-"""Workflow-level least-laxity-first, HexAgent's "SGLang-LLF" baseline (papers/000 §7.2, after
+"""Workflow-level least-laxity-first, HexAgent's "SGLang-LLF" baseline (HexAgent §7.2, after
 Stankovic et al. [40])."""
 
 from __future__ import annotations

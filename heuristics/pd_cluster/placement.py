@@ -67,7 +67,7 @@ def load_balanced(ctx: DecisionContext, slot: int) -> tuple[int, int]:
 
 def earliest_finish(ctx: DecisionContext, slot: int) -> tuple[int, int]:
     """Earliest estimated finish, our speed-aware placement for the paper's orderings (not a
-    HexAgent rule; DESIGN.md "Fair comparison"): argmin over legal (p, d) of
+    HexAgent rule; docs/design.md, "Fair comparison"): argmin over legal (p, d) of
 
         prefill_ready[p] + prefill_time[slot, p] + transfer_time[slot, p, d] + decode_time[slot, d]
 

@@ -1,4 +1,4 @@
-"""GoodServe's router (papers/002, §3.3–§3.4, Appendix A.2), its no-migration ablation (§4.3)
+"""GoodServe's router (GoodServe §3.3–§3.4, Appendix A.2), its no-migration ablation (§4.3)
 and two separately named variants that are NOT the paper's (``goodserve+shorten``,
 ``goodserve+queue-aware``).
 

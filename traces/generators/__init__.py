@@ -19,7 +19,7 @@ name                   workload                                              pap
 ``rag_reranker``       embed -> retrieve -> k rerankers -> generate          Scepsy §7.1
 ``beam_search``        generator beams + PRM verifier, data-dependent depth  Scepsy §2, §7.1
 ``rag_beam_combined``  RAG + reranker and beam search interleaved            Scepsy §7.3
-``agent_chain``        agent chains resending a growing prompt, with         servegym issue 10
+``agent_chain``        agent chains resending a growing prompt, with         ours (SWE-bench)
                        ``prefix_hashes`` (SWE-bench-style trajectories)
 =====================  ====================================================  =================
 """

@@ -1,4 +1,4 @@
-"""Agent chains with prompt reuse: SWE-bench-style coding-agent trajectories (servegym issue 10).
+"""Agent chains with prompt reuse: SWE-bench-style coding-agent trajectories.
 
 A workflow is one agent trajectory: a chain of T steps, each an LLM call that emits an action,
 then a tool node that runs it. Step t's prompt is step t − 1's prompt + its output + the tool
@@ -9,7 +9,7 @@ prefix cache on the instance that served the parent hits the parent's whole prom
 
 Shape (where it comes from):
 
-* The statistic in servegym issue 10: in public SWE-bench agent runs 88 % of LLM calls had
+* The statistic: in public SWE-bench agent runs 88 % of LLM calls had
   cached prompt tokens, with a mean of 13.8 k cached of 16.5 k prompt tokens.
 * TraceLab's coding-agent example sessions (``traces-raw/tracelab_example``: one Claude Code
   and one Codex session): a round's cached prefix is the previous round's prompt

@@ -23,23 +23,23 @@ prefix cache hit rates in the multi-turn beam search workflow" Scepsy §4 report
 does).
 
 **The verifier re-reads the whole trajectory on every call** (``verifier_prefix_cache=False``,
-the default since issue 29). Scepsy §7.1 names its beam search as Hugging Face's
+the default). Scepsy §7.1 names its beam search as Hugging Face's
 search-and-learn [15, 16] with Llama-3.2-1B and Llama3.1-8B-PRM. There the PRM
 (``RLHFlow/Llama3.1-8B-PRM-Deepseek-Data``, ``sal/models/reward_models.py``) scores a candidate
 by one forward pass over the question and *every* step so far, loaded with
 ``config.use_cache = False``: nothing of the previous step's pass is reused, so a verifier call
 costs a prefill of the full trajectory, growing with depth. Scepsy does not say how it served
-the PRM. With ``verifier_prefix_cache=True`` (the generator before issue 29, now a named
+the PRM. With ``verifier_prefix_cache=True`` (a named
 variant) a verifier call hashes its prompt like a generator call and, behind a cache-aware
 router, prefills only the new step. That variant made the verifier's GPU demand about equal to
 the generator's, and so it left allocation little to gain: by the APL's own numbers, the best
-allocation was 1.03–1.05× the equal split (issue 29's measurement). The paper's 1.5–2.4×
+allocation was 1.03–1.05× the equal split. The paper's 1.5–2.4×
 needs a workload where the two LLMs' demands differ.
 
 Parameter sources: generator/verifier models, Scepsy §7.1; invocation counts 24–844 per
 request, Scepsy §2 (fitted, ``traces/stats/beam_search.yaml``); 8 candidates per step keeping
 4, search-and-learn's N/M structure at N = 8, M = 2 (its Llama-3.2-1B recipe runs N = 16,
-M = 4; kept at 8 so that depth = invocations / 8 stays at the fitted ~21 steps; not rerun at
+M = 4; kept at 8 so that depth = invocations / 8 stays at the fitted ~21 steps; not measured at
 16); one output token per verifier call (the step score is read from the logits of one
 position); problem and step lengths are our assumptions (stats YAML). search-and-learn's
 ``lookahead = 1`` (a greedy extra step scored, then discarded) is not modelled.
@@ -216,7 +216,7 @@ def generate_beam_search(
     :param rate: mean arrival rate in workflows/s (default 1).
     :param model: generator model (default ``llama3.2-1b``).
     :param arrival_process: ``"poisson"`` or ``"bursty"``.
-    :param verifier_prefix_cache: the pre-issue-29 variant whose verifier calls share cached
+    :param verifier_prefix_cache: the variant whose verifier calls share cached
         prefixes (module docstring).
     """
     build = partial(build_workflow, verifier_prefix_cache=verifier_prefix_cache)

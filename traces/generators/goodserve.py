@@ -1,4 +1,4 @@
-"""``goodserve`` -- GoodServe's own workload (papers/002 §5 "Workloads"): single-shot requests
+"""``goodserve`` -- GoodServe's own workload (GoodServe §5 "Workloads"): single-shot requests
 of three agentic benchmarks, BIRD-bench (text-to-SQL, task ``sql``), SWE-bench (task ``swe``)
 and LiveCodeBench (task ``code``), submitted at the Mooncake production trace's timestamps.
 

@@ -1,4 +1,4 @@
-"""Scepsy (papers/004) as a policy: the GPU scheduler (§5,
+"""Scepsy as a policy: the GPU scheduler (§5,
 :mod:`~heuristics.allocation.scepsy.search`) over the Aggregate LLM Pipeline (§4,
 :mod:`envs.sim.allocation.scepsy`: tracing, replay profiling, Eq. 1–2), placed by the §6 placer
 (:mod:`envs.sim.allocation.placement`, which the env uses too);

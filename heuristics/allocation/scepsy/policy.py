@@ -1,4 +1,4 @@
-"""The Scepsy expert (papers/004) as an Allocation-v0 policy: the §5 GPU scheduler
+"""The Scepsy expert as an Allocation-v0 policy: the §5 GPU scheduler
 (:mod:`heuristics.allocation.scepsy.search`) over the workload's Aggregate LLM Pipeline (§4) at
 each period's target rate, and its ablations and our variants (registry ``scepsy``,
 ``scepsy-reactive``, ``scepsy-full-capacity``, ``scepsy-sticky``, ``scepsy-parallelism-only``,
@@ -16,7 +16,7 @@ from heuristics.base import register
 
 
 class ScepsyPolicy(PlanPolicy):
-    """Scepsy (papers/004): at each period, the GPU scheduler (§5,
+    """Scepsy: at each period, the GPU scheduler (§5,
     :func:`heuristics.allocation.scepsy.search.search`) over the workload's Aggregate LLM Pipeline
     (§4, built by tracing and replay profiling on the simulator, cached on disk) picks the
     allocation with the lowest predicted latency that sustains the period's target rate; the env

@@ -47,7 +47,7 @@ the lowest predicted latency (Eq. 1); ties → higher ``T_w``. The chosen alloca
 placeable by :func:`envs.sim.allocation.placement.place` (§6); otherwise the next-ranked candidate
 is tried, and so on (:attr:`SearchResult.rank` says which one won).
 
-**Overload fallback** (the paper is silent; our choice, issue 29). If no candidate sustains
+**Overload fallback** (the paper is silent; our choice). If no candidate sustains
 ``λ_w``, the pool cannot serve the target: the search re-plans for the highest rate the pool
 sustains with headroom, ``λ' = headroom × T_max`` (``T_max``: the highest ``T_w`` of the pruned
 space), i.e. among the candidates of highest ``T_w`` — the most balanced ones, no stage
@@ -208,7 +208,7 @@ def search(
         ``rate`` iff ``headroom × T_w ≥ rate`` (in (0, 1]; default :data:`DEFAULT_HEADROOM`).
     :param overload_fallback: when nothing sustains ``rate``, re-plan for ``headroom × T_max``
         (module docstring); False: return the candidate of highest ``T_w`` ranked by its
-        (infinite) latency at ``rate``, the rule before issue 29.
+        (infinite) latency at ``rate`` (the re-plan's own search uses this, so it never recurses).
     :raises SearchError: if an LLM fits nowhere, the budget is below the minimums, no fraction
         vector has a valid parallelism for every LLM, or no candidate places.
     """

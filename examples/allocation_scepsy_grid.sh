@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Regenerates the README's "Allocation-v0 at HEAD (issue 29)" numbers: the choice of the env's
+# Regenerates the Scepsy reproduction page's tables (docs/reproductions/scepsy.md): the choice of the env's
 # default rates (training seed 0), Scepsy against the paper's baselines at those rates on a
 # held-out seed (the env's quick episode and a steady-state one), a reduced throughput sweep at
 # 4, 8 and 16 GPUs (peak sustainable throughput, Fig. 6; Fig. 7-8 for Aegaeon and Ayo) and the
 # APL's latency error on it, Scepsy at the paper's F = 10, and the combined workload's curve.
 #
-#   bash examples/allocation_issue29.sh          # from the repository root, in the venv
+#   bash examples/allocation_scepsy_grid.sh         # from the repository root, in the venv
 #
 # STAGES (default "select default steady curves report") runs parts of it; WORKLOADS and SIZES
 # (default "4 8"; "16" for the 16-GPU rows) likewise. The first run profiles both workloads
@@ -45,7 +45,7 @@ RATES_rag_reranker_16=2,4,8,12,16
 RATES_beam_search_16=0.2,0.4,0.8,1.6
 # Aegaeon's three per-node prefill/decode splits (Scepsy Fig. 7) and Ayo (Fig. 8). On beam search
 # Ayo's allocation is naive-equal's (both LLMs are engines; the same runs, the same numbers), so
-# its curve is the curves stage's naive-equal one and is not rerun.
+# its curve is the curves stage's naive-equal one and is not run again.
 BASELINES_rag_reranker=${BASELINES_rag_reranker:-aegaeon-3p1d,aegaeon-2p2d,aegaeon-1p3d,ayo}
 BASELINES_beam_search=${BASELINES_beam_search:-aegaeon-3p1d,aegaeon-2p2d,aegaeon-1p3d}
 COMBINED_GPUS=${COMBINED_GPUS:-4}
