@@ -60,11 +60,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         plain = resolve_config(
             dataclasses.replace(
                 parsed,
-                policies=tuple(p for p in config.policies if not p.startswith("ckpt:")) or None,
+                policies=tuple(p for p in config.policies or () if not p.startswith("ckpt:"))
+                or None,
                 reference=None,
             )
         )
-        for name, value in checkpoint_settings(parsed, config.policies).items():
+        for name, value in checkpoint_settings(parsed, config.policies or ()).items():
             if getattr(plain, name) != value:
                 print(
                     f"--{name.replace('_', '-')} {value}: from the checkpoint's config.json (the "

@@ -163,5 +163,7 @@ def _constructor_default(gym_id: str, option: str) -> Any:
     if isinstance(entry, str):
         module, _, name = entry.partition(":")
         entry = getattr(importlib.import_module(module), name)
+    if not callable(entry):
+        return None
     parameter = inspect.signature(entry).parameters.get(option)
     return None if parameter is None else parameter.default

@@ -171,9 +171,9 @@ def fit(rows: Sequence[KernelRow], p: float | None) -> MoEKernelEfficiency:
         i, j = np.unravel_index(np.argmin(loss), loss.shape)
         if loss[i, j] < best[0]:
             best = (float(loss[i, j]), int(i), int(j), float(floor))
-    _, i, j, floor = best
+    _, bi, bj, floor = best
     return MoEKernelEfficiency(
-        float(f"{GRID_COMPUTE[i]:.3g}"), float(f"{GRID_MEMORY[j]:.3g}"), floor
+        float(f"{GRID_COMPUTE[bi]:.3g}"), float(f"{GRID_MEMORY[bj]:.3g}"), floor
     )
 
 

@@ -10,7 +10,7 @@ import math
 
 from envs.sim.hardware.catalog import GPUSpec, ModelSpec
 from envs.sim.latency.efficiency import Calibration
-from envs.sim.latency.moe import experts_touched
+from envs.sim.latency.moe import MoELayerCost, experts_touched
 
 #: Entries of :meth:`LatencyModel.decode_steps_time`'s memo before it is cleared (~0.6 MB).
 #: Issue 32: in a fresh episode its hits are the key a ``decode_steps_within`` bisection just
@@ -36,6 +36,10 @@ class IterationTimeMixin:
     _lm_head_s_per_seq: float
     _dense_weight_read_s: float
     _num_experts: int
+    #: The routed experts' own cost (:mod:`envs.sim.latency.moe`; None: priced in the dense
+    #: roofline) and the linear layers per transformer layer that the dense floor counts.
+    _moe: MoELayerCost | None
+    _gemms_per_layer: int
     _expert_miss: float
     _expert_read_s: float
     _causal: bool
