@@ -24,7 +24,8 @@ PRESET_FLAGS = {"vllm": (False, False), "sglang": (True, True), "trtllm": (True,
 def test_presets_set_overlap_scheduling_and_custom_allreduce_as_documented(engine):
     preset = get_engine(engine)
     assert (preset.overlap_scheduling, preset.custom_allreduce) == PRESET_FLAGS[engine]
-    base = load_calibration()
+    # the roofline variant: the smooth one also sets per-engine fields (its ``engines`` block)
+    base = load_calibration(variant="roofline")
     cal = preset.calibration(base)
     hidden = preset.overlap_scheduling
     for name in CPU_OVERHEAD_FIELDS:

@@ -133,7 +133,7 @@ def test_a_busy_neighbour_slows_a_decode_and_an_idle_or_distant_one_does_not(eng
     # the engine preset's constants are kept in the bandwidth variants
     assert (
         sim.monolithic[0].latency.calibration
-        is sim.latency_cache.get(shared[0], sim.engine).calibration
+        == sim.latency_cache.get(shared[0], sim.engine).calibration
     )
     assert busy > 1.2 * idle
     assert idle < brief < busy
