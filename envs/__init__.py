@@ -1,13 +1,14 @@
 """servegym environments. Importing this package registers them with Gymnasium.
 
 import envs, gymnasium
-env = gymnasium.make("servegym/PDCluster-v0", cluster="hetero-1", workload="mixed")
-env = gymnasium.make("servegym/Routing-v0", cluster="goodserve-4", model="llama3.1-8b")
+env = gymnasium.make("servegym/PDCluster-v1", cluster="hetero-1", workload="mixed")
+env = gymnasium.make("servegym/Routing-v1", cluster="goodserve-4", model="llama3.1-8b")
 env = gymnasium.make("servegym/Allocation-v0", cluster="scepsy-16", gpus=4, workload="rag_reranker")
 # or, without the import: gymnasium.make("envs:servegym/PDCluster-v0")
 
 The registered ids are made for learners: ``info`` leaves out the decision context the experts
-act on (``decision_context=True`` puts it back); every other default is the env class's own.
+act on (``decision_context=True`` puts it back). Every other ``-v0`` default is the env class's
+own; a ``-v1`` id changes the defaults in :data:`V1_KWARGS` (``-v0`` stays registered).
 The rules every env follows (actions, masks, ``info``, rendering) are in :mod:`envs.common.base`.
 """
 
@@ -20,13 +21,24 @@ from gymnasium.envs.registration import register, registry
 #: asks for it with ``gym.make(id, decision_context=True)``.
 REGISTERED_KWARGS: dict[str, Any] = {"decision_context": False}
 
+#: What each ``-v1`` id changes against the env class's defaults (which are ``-v0``'s); the
+#: class docstrings' Version History says why and what it measurably does.
+V1_KWARGS: dict[str, dict[str, Any]] = {
+    # a slot step (with keep) then a pair step instead of one Discrete(K·P·D) step per pick
+    "servegym/PDCluster-v1": {"action_space": "two-step"},
+    # the task-median SLO basis (GoodServe §5), which leaks no request's true output length
+    "servegym/Routing-v1": {"slo_basis": "task"},
+}
+
 for _id, _entry in (
     ("servegym/PDCluster-v0", "envs.pd_cluster:PDClusterEnv"),
     ("servegym/Routing-v0", "envs.routing:RoutingEnv"),
     ("servegym/Allocation-v0", "envs.allocation:AllocationEnv"),
+    ("servegym/PDCluster-v1", "envs.pd_cluster:PDClusterEnv"),
+    ("servegym/Routing-v1", "envs.routing:RoutingEnv"),
 ):
     if _id not in registry:
-        register(id=_id, entry_point=_entry, kwargs=dict(REGISTERED_KWARGS))
+        register(id=_id, entry_point=_entry, kwargs={**REGISTERED_KWARGS, **V1_KWARGS.get(_id, {})})
 
 #: Short env names used by ``train.py`` and ``evaluate.py``: the gym id, and how their
 #: command-line options map to the env's keyword arguments (one table for both scripts).
@@ -92,6 +104,14 @@ CLI_ENVS: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 
+# ``pd-cluster`` and ``routing`` name the -v0 ids (the scripts' defaults); the ``-v0`` and
+# ``-v1`` short names name each id explicitly.
+for _short in ("pd-cluster", "routing"):
+    _gym_id, _options = CLI_ENVS[_short]
+    CLI_ENVS[f"{_short}-v0"] = (_gym_id, _options)
+    CLI_ENVS[f"{_short}-v1"] = (_gym_id.replace("-v0", "-v1"), _options)
+
+
 def env_short_name(name: str) -> str:
     """The short name (``routing``) of an env given by short name or Gymnasium id
     (``servegym/Routing-v0``, also ``envs:servegym/Routing-v0``), as ``train.py --env`` and
@@ -104,7 +124,7 @@ def env_short_name(name: str) -> str:
     if name in CLI_ENVS:
         return name
     bare = name.removeprefix("envs:")
-    for short, (gym_id, _) in CLI_ENVS.items():
+    for short, (gym_id, _) in CLI_ENVS.items():  # the first short name of an id: its family's
         if bare == gym_id:
             return short
     known = [*CLI_ENVS, *(gym_id for gym_id, _ in CLI_ENVS.values())]

@@ -16,11 +16,19 @@ from gymnasium.wrappers import TimeLimit
 
 import envs  # noqa: F401  (registers the servegym ids)
 
-IDS = ("servegym/PDCluster-v0", "servegym/Routing-v0", "servegym/Allocation-v0")
+IDS = (
+    "servegym/PDCluster-v0",
+    "servegym/Routing-v0",
+    "servegym/Allocation-v0",
+    "servegym/PDCluster-v1",
+    "servegym/Routing-v1",
+)
 #: Small episodes with the same code paths as the defaults (for tests that play whole episodes).
 SMALL: dict[str, dict[str, Any]] = {
     "servegym/PDCluster-v0": {"workload_count": 4, "slots": 4},
     "servegym/Routing-v0": {"workload_count": 30},
+    "servegym/PDCluster-v1": {"workload_count": 4, "slots": 4},
+    "servegym/Routing-v1": {"workload_count": 30},
     "servegym/Allocation-v0": {"periods": 5, "period_seconds": 20.0},
 }
 

@@ -1,4 +1,4 @@
-"""``servegym/Routing-v0``: GoodServe's problem as a Gymnasium MDP.
+"""``servegym/Routing-v1`` (and ``-v0``): GoodServe's problem as a Gymnasium MDP.
 
 Agentic LLM requests arrive at a proxy in front of heterogeneous serving instances (vLLM-style
 monolithic engines, chunked prefill by default). The policy routes each request to one instance
@@ -60,14 +60,18 @@ GoodServe §4), computed with the same engine (chunked prefill iterations, then 
 Scales 1, 1.5, 2, 2.5, 3 in the paper. GoodServe §5 "measure[s] the median request execution time
 by running each request alone"; ``slo_basis`` picks the reading:
 
-* ``"request"`` (default, the paper's reading): each request's own run-alone latency. §5 sets
+* ``"request"`` (the class default and Routing-v0's; a reading of the paper): each request's own
+  run-alone latency. §5 sets
   temperature 0 "to ensure output consistency across the deadline-setting stage and the
   testbed-measurement stage", which only matters if each deadline comes from that request's own
   run (its own output); "median" is then over repeated runs, which a deterministic simulator
   does not need. **The deadline then encodes the true output length** (run-alone latency is a
   known function of L_in and L_out), so a policy that reads ``slo``/``deadline``/``slack`` can
-  recover it: an oracle channel every policy shares.
-* ``"task"``: the median run-alone latency of the episode's requests of the same task type. The
+  recover it: an oracle channel every policy shares. ``implied-triage`` (a registered reference,
+  :class:`agents.teachers.ImpliedTriageRouter`) is that leak as a rule; the Routing-v0 tables
+  list it, so they show what the leak alone is worth.
+* ``"task"`` (Routing-v1's default; the paper's "median request execution time ... that base
+  latency"): the median run-alone latency of the episode's requests of the same task type. The
   deadline carries only a per-task statistic, so nothing about a request's true length leaks.
 
 ## Rewards (``reward=``, :mod:`envs.common.rewards`; the ratio is latency / SLO)
@@ -92,7 +96,8 @@ violations), so a ``TimeLimit`` cut reports them too.
 
 ## Arguments
 
-See the README table "Routing-v0 options"; each is a keyword of :class:`RoutingEnv`.
+See the README table "Routing-v0 options"; each is a keyword of :class:`RoutingEnv`
+(``servegym/Routing-v1`` sets ``slo_basis="task"``). Version History: the class docstring.
 """
 
 from __future__ import annotations
@@ -139,6 +144,17 @@ class RoutingEnv(
     ContextMixin, ObservationMixin, ExtendedObservationMixin, ResultsMixin, RenderMixin, ServegymEnv
 ):
     """GoodServe's request routing problem (see the module docstring for the full table).
+
+    **Version History**
+
+    * v1: ``slo_basis="task"``: the SLO is α × the median run-alone latency (A800) of the
+      request's task (GoodServe §5), not of the request itself. On v0's per-request basis the
+      deadline encodes the true output length: ``implied-triage``, a rule that inverts it, ties
+      the shipped learned router and beats GoodServe by 10 % at α 2, so a learned router there
+      learns the leak, not routing. On v1 two requests that differ only in their true output
+      length look the same (tests/test_routing_v1.py); goodput of GoodServe, Preble and
+      implied-triage on both bases: docs/envs/v1-changes.md.
+    * v0: the per-request SLO basis (``slo_basis="request"``).
 
     :param cluster: preset name or YAML path (``goodserve-4``) or a :class:`ClusterSpec`.
     :param model: ``llama3.1-8b`` or ``qwen2.5-14b`` (GoodServe §4); None: the cluster's default

@@ -1,0 +1,123 @@
+"""PDCluster's action spaces side by side: stock MaskablePPO speed and episode lengths.
+
+    python -m benchmarks.pd_action_space [--slots 256] [--rollouts 2] [--threads 0]
+        [--episodes 0,1] [--skip-ppo] [--skip-episodes]
+
+**Speed.** For each action space (``flat``: ``servegym/PDCluster-v0``; ``two-step``:
+``servegym/PDCluster-v1``) at the default workload (hetero-1, ``mixed``, 100 workflows) and
+``--slots`` K, sb3-contrib's MaskablePPO with its stock ``MultiInputPolicy`` and default
+settings (n_steps 2,048, batch 64, 10 epochs) learns one warm-up rollout (the env's first reset
+and the model's first update), then ``--rollouts`` measured rollouts with their updates
+(``learn(reset_num_timesteps=False)``). Printed: env steps per second of wall time and per
+second of process CPU time (the machine is shared: other processes inflate the wall time, hardly
+the CPU time), and PASS/FAIL of the two-step row against the target of >= 500 steps/s.
+
+**Episode lengths.** Per reset seed in ``--episodes``, one whole default episode (K = 256) of
+a uniformly random legal action (what an untrained masked policy does: every legal action,
+keep included, equally likely) and of HexAgent, in both spaces: steps per episode, and for the
+two-step space how many of them were keep actions. HexAgent never keeps, so its two-step episode
+is its flat one plus one pair step per prefill-stage pick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import gymnasium as gym
+import numpy as np
+
+import envs  # noqa: F401  (registers the ids)
+
+IDS = {"flat": "servegym/PDCluster-v0", "two-step": "servegym/PDCluster-v1"}
+TARGET = 500.0
+
+
+def ppo_speed(space: str, slots: int, rollouts: int) -> tuple[float, float]:
+    """(wall steps/s, CPU steps/s) of stock MaskablePPO learning on ``space``."""
+    from sb3_contrib import MaskablePPO
+
+    env = gym.make(IDS[space], slots=slots)
+    model = MaskablePPO("MultiInputPolicy", env, seed=0, device="cpu", verbose=0)
+    model.learn(model.n_steps)  # warm-up: first reset, first update
+    steps = rollouts * model.n_steps
+    wall, cpu = time.perf_counter(), time.process_time()
+    model.learn(steps, reset_num_timesteps=False)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    env.close()
+    return steps / wall, steps / cpu
+
+
+def episode_length(space: str, policy: str, seed: int) -> tuple[int, int, float]:
+    """(steps, keep actions, wall seconds) of one default episode of ``policy`` (``random``:
+    uniform over the legal actions; else a registered heuristic)."""
+    from heuristics import make_policy
+
+    env = gym.make(IDS[space], decision_context=policy != "random").unwrapped
+    rng = np.random.default_rng(seed)
+    expert = None if policy == "random" else make_policy(policy)
+    if expert is not None:
+        expert.reset()
+    start = time.perf_counter()
+    obs, info = env.reset(seed=seed, options={"observations": False})
+    steps = keeps = 0
+    done = False
+    while not done:
+        if expert is None:
+            action = int(rng.choice(np.flatnonzero(env.action_masks())))
+        else:
+            action = expert.act(obs, info)
+        keeps += space == "two-step" and action == env.K and env._selected < 0
+        obs, _, terminated, truncated, info = env.step(action)
+        steps += 1
+        done = terminated or truncated
+    return steps, keeps, time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--slots", type=int, default=256)
+    parser.add_argument("--rollouts", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's own)")
+    parser.add_argument("--episodes", default="0,1", help="reset seeds of the length runs")
+    parser.add_argument("--skip-ppo", action="store_true")
+    parser.add_argument("--skip-episodes", action="store_true")
+    args = parser.parse_args(argv)
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; torch threads "
+        f"{torch.get_num_threads()}; K = {args.slots}"
+    )
+    ok = True
+    if not args.skip_ppo:
+        print(f"{'space':10} {'steps/s':>8} {'cpu st/s':>9}")
+        rates = {}
+        for space in IDS:
+            wall, cpu = ppo_speed(space, args.slots, args.rollouts)
+            rates[space] = cpu
+            print(f"{space:10} {wall:8.0f} {cpu:9.0f}", flush=True)
+        ok = rates["two-step"] >= TARGET
+        print(
+            f"two-step / flat (CPU): {rates['two-step'] / rates['flat']:.1f}x; "
+            f"{'PASS' if ok else 'FAIL'}: two-step {rates['two-step']:.0f} CPU steps/s "
+            f"(target >= {TARGET:.0f})"
+        )
+    if not args.skip_episodes:
+        print(f"{'policy':10} {'space':10} {'seed':>4} {'steps':>7} {'keeps':>6} {'wall s':>7}")
+        for seed in (int(s) for s in args.episodes.split(",")):
+            for policy in ("random", "hexagent"):
+                for space in IDS:
+                    steps, keeps, wall = episode_length(space, policy, seed)
+                    print(
+                        f"{policy:10} {space:10} {seed:4d} {steps:7d} {keeps:6d} {wall:7.1f}",
+                        flush=True,
+                    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
