@@ -249,7 +249,8 @@ FULL_SUITE_COMMAND = (
 @functools.cache
 def env_defaults(name: str) -> dict[str, Any]:
     """The env's own keyword defaults by :class:`EvalConfig` field (read off the env class's
-    signature, so they never drift from the env); ``{}`` if the env cannot be imported."""
+    signature and the registered id's keyword arguments, e.g. Routing-v1's ``slo_basis``, so
+    they never drift from the env); ``{}`` if the env cannot be imported."""
     import importlib
     import inspect
 
@@ -259,14 +260,16 @@ def env_defaults(name: str) -> dict[str, Any]:
 
     entry = env_entry(name)
     try:
-        module, _, cls = str(gym.spec(entry.gym_id).entry_point).partition(":")
+        spec = gym.spec(entry.gym_id)
+        module, _, cls = str(spec.entry_point).partition(":")
         params = inspect.signature(getattr(importlib.import_module(module), cls)).parameters
     except Exception:  # an env module being written must not break evaluation of the others
         return {}
+    registered = spec.kwargs or {}
     out = {}
     for option, kw in entry.options.items():
         if option in ENV_FIELD_META and kw in params:
-            default = params[kw].default
+            default = registered.get(kw, params[kw].default)
             out[option] = None if default is inspect.Parameter.empty else default
     return out
 

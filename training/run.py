@@ -129,7 +129,12 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
     vec = "ray" if cfg.ray is not None else cfg.vec
     vec_env = TimedVecEnv(
         make_vec_env(
-            cfg.env, kwargs, cfg.n_envs, cfg.seed, vec, ray_address=cfg.ray,
+            cfg.env,
+            kwargs,
+            cfg.n_envs,
+            cfg.seed,
+            vec,
+            ray_address=cfg.ray,
             randomize=cfg.randomize or None,
         )  # fmt: skip
     )
@@ -148,7 +153,8 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:  # noqa: C901  (reads t
             spec,
             seed=cfg.seed,
             hyperparams=hp,
-            extractor_kwargs={"hidden": cfg.hidden},
+            # SB3's stock extractor (PDCluster-v1) has no width
+            extractor_kwargs={"hidden": cfg.hidden} if "hidden" in spec.extractor_kwargs else None,
         )
 
     # 3. Behaviour cloning (+ DAgger) from the expert.
