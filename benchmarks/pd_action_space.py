@@ -16,9 +16,11 @@ wall time, hardly the CPU time), the two-step / flat ratio, and PASS/FAIL of the
 
 **Episode lengths.** Per reset seed in ``--episodes``, one whole default episode (K = 256) of
 a uniformly random legal action (what an untrained masked policy does: every legal action,
-keep included, equally likely) and of HexAgent, in both spaces: steps per episode, and for the
-two-step space how many of them were keep actions. HexAgent never keeps, so its two-step episode
-is its flat one plus one pair step per prefill-stage pick.
+keep included, equally likely) and of HexAgent, in both spaces, and (two-step only) of
+``new-then-keep``: place each call that has no plan yet on its first legal pair, then keep (the
+shortest episode a policy that places every new call itself can have): steps per episode, and
+for the two-step space how many of them were keep actions. HexAgent never keeps, so its two-step
+episode is its flat one plus one pair step per prefill-stage pick.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -53,12 +56,13 @@ def ppo_speed(space: str, slots: int, rollouts: int) -> tuple[float, float]:
 
 def episode_length(space: str, policy: str, seed: int) -> tuple[int, int, float]:
     """(steps, keep actions, wall seconds) of one default episode of ``policy`` (``random``:
-    uniform over the legal actions; else a registered heuristic)."""
+    uniform over the legal actions; ``new-then-keep``: see the module docstring; else a
+    registered heuristic)."""
     from heuristics import make_policy
 
-    env = gym.make(IDS[space], decision_context=policy != "random").unwrapped
+    env = gym.make(IDS[space], decision_context=True).unwrapped
     rng = np.random.default_rng(seed)
-    expert = None if policy == "random" else make_policy(policy)
+    expert = None if policy in ("random", "new-then-keep") else make_policy(policy)
     if expert is not None:
         expert.reset()
     start = time.perf_counter()
@@ -66,7 +70,9 @@ def episode_length(space: str, policy: str, seed: int) -> tuple[int, int, float]
     steps = keeps = 0
     done = False
     while not done:
-        if expert is None:
+        if policy == "new-then-keep":
+            action = new_then_keep(env, info["decision_context"], info["action_mask"])
+        elif expert is None:
             action = int(rng.choice(np.flatnonzero(env.action_masks())))
         else:
             action = expert.act(obs, info)
@@ -75,6 +81,15 @@ def episode_length(space: str, policy: str, seed: int) -> tuple[int, int, float]
         steps += 1
         done = terminated or truncated
     return steps, keeps, time.perf_counter() - start
+
+
+def new_then_keep(env: Any, ctx: Any, mask: np.ndarray) -> int:
+    """Two-step: the first open slot whose call has no plan, on its first legal pair; keep once
+    every such call is placed (at the decode stage at once: every call there has a plan)."""
+    if ctx.selected_slot >= 0:
+        return int(np.flatnonzero(mask)[0])
+    fresh = np.flatnonzero(mask[: env.K] & (ctx.planned_prefill < 0))
+    return int(fresh[0]) if ctx.stage == "prefill" and fresh.size else env.K
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_episodes:
         print(f"{'policy':10} {'space':10} {'seed':>4} {'steps':>7} {'keeps':>6} {'wall s':>7}")
         for seed in (int(s) for s in args.episodes.split(",")):
-            for policy in ("random", "hexagent"):
-                for space in IDS:
+            for policy in ("random", "hexagent", "new-then-keep"):
+                for space in IDS if policy != "new-then-keep" else ("two-step",):
                     steps, keeps, wall = episode_length(space, policy, seed)
                     print(
                         f"{policy:10} {space:10} {seed:4d} {steps:7d} {keeps:6d} {wall:7.1f}",

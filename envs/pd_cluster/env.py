@@ -161,13 +161,13 @@ class PDClusterEnv(
 
     * v1: ``action_space="two-step"``. v0's flat ``Discrete(16384)`` (K = 256, hetero-1) runs
       sb3-contrib MaskablePPO with its stock ``MultiInputPolicy`` at 80–130 steps/s on 2 cores;
-      two-step heads are K + 1 and P·D wide and its observation has the selected call's (P, D)
-      ``pair`` instead of the (K, P, D) ``ratio`` (figures and commands: docs/envs/v1-changes.md,
-      ``python -m benchmarks.pd_action_space``). A default episode (hetero-1, ``mixed``, 100
-      workflows) of a uniformly random legal action is 44–46 k steps (seeds 0–1; v0: 43 k).
-      HexAgent re-plans every waiting call at every invocation (Algorithm 1), never keeps, and
-      takes a pair step per prefill-stage pick: 88.5 k steps in v0, 173 k in v1 (seed 0); 82 k
-      of its v0 picks re-pick prefill-stage calls that already have a plan, which keep lets a
+      two-step (heads K + 1 and P·D wide, the selected call's (P, D) ``pair`` instead of the
+      (K, P, D) ``ratio``) runs 6.3× flat in the same run (344–369 vs 58 CPU steps/s on a
+      loaded machine; docs/envs/v1-changes.md, ``python -m benchmarks.pd_action_space``). A
+      default episode (hetero-1, ``mixed``, 100 workflows) of a uniformly random legal action is
+      44–46 k steps (seeds 0–1; v0: 43 k); placing only new calls, then keeping: 9.2 k. HexAgent
+      re-plans every waiting call (Algorithm 1), never keeps: 88.5 k steps in v0, 173 k in v1
+      (seed 0); 82 k of its v0 picks re-pick planned prefill-stage calls, which keep lets a
       policy decline. Every expert and baseline makes the same decisions in both spaces.
     * v0: one flat ``Discrete(K · P · D)`` step per pick.
 
