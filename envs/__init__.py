@@ -12,9 +12,16 @@ own; a ``-v1`` id changes the defaults in :data:`V1_KWARGS` (``-v0`` stays regis
 The rules every env follows (actions, masks, ``info``, rendering) are in :mod:`envs.common.base`.
 """
 
+import warnings
 from typing import Any
 
 from gymnasium.envs.registration import register, registry
+
+# The -v0 ids stay registered on purpose (published v0 numbers stay checkable), so Gymnasium's
+# "is out of date, consider upgrading" notice on making one is noise, not advice.
+warnings.filterwarnings(
+    "ignore", r".*The environment servegym/\w+-v0 is out of date", DeprecationWarning
+)
 
 #: Keyword arguments every registered id passes: ``gym.make(id)`` is for learners, so its
 #: ``info`` leaves out the heavy decision context (``envs.common.base``); a policy that reads it
@@ -127,5 +134,8 @@ def env_short_name(name: str) -> str:
     for short, (gym_id, _) in CLI_ENVS.items():  # the first short name of an id: its family's
         if bare == gym_id:
             return short
-    known = [*CLI_ENVS, *(gym_id for gym_id, _ in CLI_ENVS.values())]
-    raise ValueError(f"unknown env {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
+    known = list(dict.fromkeys([*CLI_ENVS, *(gym_id for gym_id, _ in CLI_ENVS.values())]))
+    # suggest a family's plain name before its versioned aliases
+    plain = [k for k in known if not k.endswith(("-v0", "-v1"))]
+    hint = did_you_mean(name, plain) or did_you_mean(name, known)
+    raise ValueError(f"unknown env {name!r}{hint}; known: {', '.join(known)}")

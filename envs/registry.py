@@ -324,5 +324,8 @@ def family_name(name: str) -> str:
     for short, entry in FAMILIES.items():
         if entry.gym_id == bare:
             return short
-    known = [*FAMILIES, *(e.gym_id for e in FAMILIES.values())]
-    raise ValueError(f"unknown env {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
+    known = list(dict.fromkeys([*FAMILIES, *(e.gym_id for e in FAMILIES.values())]))
+    # suggest a family's plain name before its versioned aliases
+    plain = [k for k in known if not k.endswith(("-v0", "-v1"))]
+    hint = did_you_mean(name, plain) or did_you_mean(name, known)
+    raise ValueError(f"unknown env {name!r}{hint}; known: {', '.join(known)}")
