@@ -63,3 +63,37 @@ def test_a_good_and_a_bad_router_earn_different_rewards_at_the_default():
         returns[name] = run_episode(env, make_policy(name), seed=100)["episode_return"]
     # the goodput reward: +1 per request within its SLO (measured: 345 vs 257 of 500)
     assert returns["goodserve"] > 1.15 * returns["random-route"]
+
+
+@pytest.mark.parametrize(
+    "name, family, basis",
+    [
+        ("routing-v1", "routing-v1", "task"),
+        ("servegym/Routing-v1", "routing-v1", "task"),
+        ("routing-v0", "routing-v0", "request"),
+        ("servegym/Routing-v0", "routing", "request"),
+        ("routing", "routing", "request"),
+    ],
+)
+def test_evaluate_takes_each_version_by_name_or_id_with_its_own_defaults(name, family, basis):
+    from evaluation import resolve_config
+    from evaluation.cli import parse_args
+
+    config = parse_args(["--env", name])
+    assert config.env in (name, family)
+    assert resolve_config(config).slo_basis == basis
+
+
+@pytest.mark.parametrize(
+    "name, trained",
+    [
+        ("routing-v1", "routing-v1"),
+        ("servegym/PDCluster-v1", "pd-cluster-v1"),
+        ("pd-cluster-v0", "pd-cluster"),
+        ("servegym/Routing-v0", "routing"),
+    ],
+)
+def test_train_takes_each_version_by_name_or_id(name, trained):
+    from training.cli import parse_args
+
+    assert parse_args(["--env", name]).env == trained
