@@ -160,10 +160,10 @@ class PDClusterEnv(
     **Version History**
 
     * v1: ``action_space="two-step"``. v0's flat ``Discrete(16384)`` (K = 256, hetero-1) runs
-      sb3-contrib MaskablePPO with its stock ``MultiInputPolicy`` at 80–130 steps/s on 2 cores;
-      two-step (heads K + 1 and P·D wide, the selected call's (P, D) ``pair`` instead of the
-      (K, P, D) ``ratio``) runs 6.3× flat in the same run (344–369 vs 58 CPU steps/s on a
-      loaded machine; docs/envs/v1-changes.md, ``python -m benchmarks.pd_action_space``). A
+      sb3-contrib MaskablePPO with its stock ``MultiInputPolicy`` at 71–72 steps/s on 2 quiet
+      cores; two-step (heads K + 1 and P·D wide, the selected call's (P, D) ``pair`` instead of
+      the (K, P, D) ``ratio``) at 526–539, 7.4× in the same runs (docs/envs/v1-changes.md,
+      ``python -m benchmarks.pd_action_space``). A
       default episode (hetero-1, ``mixed``, 100 workflows) of a uniformly random legal action is
       44–46 k steps (seeds 0–1; v0: 43 k); placing only new calls, then keeping: 9.2 k. HexAgent
       re-plans every waiting call (Algorithm 1), never keeps: 88.5 k steps in v0, 173 k in v1
