@@ -24,7 +24,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, CombinedExtractor
 
 from agents.extractors import PDClusterScorer, RoutingScorer, SetPoolingExtractor
 from envs.registry import FAMILIES
@@ -71,12 +71,18 @@ _EXTRACTORS: dict[str, tuple[type[BaseFeaturesExtractor], dict[str, Any], bool]]
     "pd-cluster": (PDClusterScorer, {"hidden": 32}, True),
     "routing": (RoutingScorer, {"hidden": 32}, True),
     "allocation": (SetPoolingExtractor, {"hidden": 32, "valid_columns": {"llms": 0}}, False),
+    # PDCluster-v1's two-step space has no per-(k, p, d) scores: SB3's stock extractor and head
+    "pd-cluster-v1": (CombinedExtractor, {}, False),
+    "routing-v1": (RoutingScorer, {"hidden": 32}, True),
 }
 _EXTRACTORS["allocation-v1"] = _EXTRACTORS["allocation"]  # v1 changes the episode, not the spaces
 
 #: Training-only env options (not ``evaluate.py`` flags): Routing-v0's opt-in observation
 #: (a ``ckpt:`` policy trained with it computes it itself, ``agents.checkpoint``).
-_TRAIN_ONLY_OPTIONS: dict[str, dict[str, str]] = {"routing": {"observation": "observation"}}
+_TRAIN_ONLY_OPTIONS: dict[str, dict[str, str]] = {
+    "routing": {"observation": "observation"},
+    "routing-v1": {"observation": "observation"},
+}
 
 TRAIN_ENVS: dict[str, TrainEnvSpec] = {
     name: TrainEnvSpec(

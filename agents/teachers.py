@@ -177,7 +177,8 @@ class ImpliedTriageRouter(HindsightTriageRouter):
     prompt and the public run-alone model of the SLO's reference GPU. **Not privileged**: a
     hand-written rule on the per-request SLO's leak (``slo_basis="request"``), written to measure
     how much of a learned router's gain that leak explains (docs/training.md, "Learned policies
-    (shipped)"); not a registered policy. Route decisions only (it stays at migrate ones)."""
+    (shipped)"). Registered as ``implied-triage`` (``evaluation.policies.ENV_REFERENCES``), an
+    own reference of the Routing-v0 tables. Route decisions only (it stays at migrate ones)."""
 
     name = "implied-triage"
 

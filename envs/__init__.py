@@ -1,51 +1,61 @@
 """servegym environments. Importing this package registers them with Gymnasium.
 
 import envs, gymnasium
-env = gymnasium.make("servegym/PDCluster-v0", cluster="hetero-1", workload="mixed")
-env = gymnasium.make("servegym/Routing-v0", cluster="goodserve-4", model="llama3.1-8b")
+env = gymnasium.make("servegym/PDCluster-v1", cluster="hetero-1", workload="mixed")
+env = gymnasium.make("servegym/Routing-v1", cluster="goodserve-4", model="llama3.1-8b")
 env = gymnasium.make("servegym/Allocation-v0", cluster="scepsy-16", gpus=4, workload="rag_reranker")
 env = gymnasium.make("servegym/Allocation-v1")   # the workflow rate ramps through the knee
 # an installed servegym registers the ids when gymnasium is imported (_servegym_register.py);
 # from a source checkout without the import: gymnasium.make("envs:servegym/PDCluster-v0")
 
 The registered ids are made for learners: ``info`` leaves out the decision context the experts
-act on (``decision_context=True`` puts it back); every other default is the env class's own,
-except where a newer version of an env sets its own (:data:`ALLOCATION_V1_KWARGS`).
+act on (``decision_context=True`` puts it back). Every other ``-v0`` default is the env class's
+own; a ``-v1`` id changes the defaults in :data:`V1_KWARGS` (``-v0`` stays registered).
 The rules every env follows (actions, masks, ``info``, rendering) are in :mod:`envs.common.base`.
 """
 
+import warnings
 from typing import Any
 
 from gymnasium.envs.registration import register, registry
+
+# The -v0 ids stay registered on purpose (published v0 numbers stay checkable), so Gymnasium's
+# "is out of date, consider upgrading" notice on making one is noise, not advice.
+warnings.filterwarnings(
+    "ignore", r".*The environment servegym/\w+-v0 is out of date", DeprecationWarning
+)
 
 #: Keyword arguments every registered id passes: ``gym.make(id)`` is for learners, so its
 #: ``info`` leaves out the heavy decision context (``envs.common.base``); a policy that reads it
 #: asks for it with ``gym.make(id, decision_context=True)``.
 REGISTERED_KWARGS: dict[str, Any] = {"decision_context": False}
 
+#: What each ``-v1`` id changes against the env class's defaults (which are ``-v0``'s); the
+#: class docstrings' Version History says why and what it measurably does. Every ``-v1`` id
+#: prices work with the ``smooth-roofline`` calibration (the simulator's default: the better
+#: held-out errors); every ``-v0`` id keeps the class default ``roofline``.
+V1_KWARGS: dict[str, dict[str, Any]] = {
+    # a slot step (with keep) then a pair step instead of one Discrete(K·P·D) step per pick
+    "servegym/PDCluster-v1": {"action_space": "two-step"},
+    # the task-median SLO basis (GoodServe §5), which leaks no request's true output length
+    "servegym/Routing-v1": {"slo_basis": "task"},
+    # the workflow rate steps from 0.5 to 4 times the workload's default rate over 6 periods of
+    # 60 s (Scepsy Fig. 6's throughput sweep as one episode)
+    "servegym/Allocation-v1": {"rate_ramp": (0.5, 4.0), "periods": 6, "period_seconds": 60.0},
+}
+for _kwargs in V1_KWARGS.values():
+    _kwargs["latency_calibration"] = "smooth-roofline"
+
 for _id, _entry in (
     ("servegym/PDCluster-v0", "envs.pd_cluster:PDClusterEnv"),
     ("servegym/Routing-v0", "envs.routing:RoutingEnv"),
     ("servegym/Allocation-v0", "envs.allocation:AllocationEnv"),
+    ("servegym/PDCluster-v1", "envs.pd_cluster:PDClusterEnv"),
+    ("servegym/Routing-v1", "envs.routing:RoutingEnv"),
+    ("servegym/Allocation-v1", "envs.allocation:AllocationEnv"),
 ):
     if _id not in registry:
-        register(id=_id, entry_point=_entry, kwargs=dict(REGISTERED_KWARGS))
-
-#: ``servegym/Allocation-v1``'s defaults over the env class's (Allocation-v0's): the workflow rate
-#: steps from 0.5 to 4 times the workload's default rate over 6 periods of 60 s (Scepsy Fig. 6's
-#: throughput sweep as one episode). The class docstring's Version History says why and what it
-#: measured. Arguments passed to ``gym.make`` override these.
-ALLOCATION_V1_KWARGS: dict[str, Any] = {
-    "rate_ramp": (0.5, 4.0),
-    "periods": 6,
-    "period_seconds": 60.0,
-}
-if "servegym/Allocation-v1" not in registry:
-    register(
-        id="servegym/Allocation-v1",
-        entry_point="envs.allocation:AllocationEnv",
-        kwargs={**REGISTERED_KWARGS, **ALLOCATION_V1_KWARGS},
-    )
+        register(id=_id, entry_point=_entry, kwargs={**REGISTERED_KWARGS, **V1_KWARGS.get(_id, {})})
 
 #: Short env names used by ``train.py`` and ``evaluate.py``: the gym id, and how their
 #: command-line options map to the env's keyword arguments (one table for both scripts).
@@ -115,6 +125,12 @@ CLI_ENVS["allocation-v1"] = (
     "servegym/Allocation-v1",
     {**CLI_ENVS["allocation"][1], "rate_ramp": "rate_ramp"},
 )
+# ``pd-cluster`` and ``routing`` name the -v0 ids (the scripts' defaults); the ``-v0`` and
+# ``-v1`` short names name each id explicitly.
+for _short in ("pd-cluster", "routing"):
+    _gym_id, _options = CLI_ENVS[_short]
+    CLI_ENVS[f"{_short}-v0"] = (_gym_id, _options)
+    CLI_ENVS[f"{_short}-v1"] = (_gym_id.replace("-v0", "-v1"), _options)
 
 
 def env_short_name(name: str) -> str:
@@ -129,8 +145,11 @@ def env_short_name(name: str) -> str:
     if name in CLI_ENVS:
         return name
     bare = name.removeprefix("envs:")
-    for short, (gym_id, _) in CLI_ENVS.items():
+    for short, (gym_id, _) in CLI_ENVS.items():  # the first short name of an id: its family's
         if bare == gym_id:
             return short
-    known = [*CLI_ENVS, *(gym_id for gym_id, _ in CLI_ENVS.values())]
-    raise ValueError(f"unknown env {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
+    known = list(dict.fromkeys([*CLI_ENVS, *(gym_id for gym_id, _ in CLI_ENVS.values())]))
+    # suggest a family's plain name before its versioned aliases
+    plain = [k for k in known if not k.endswith(("-v0", "-v1"))]
+    hint = did_you_mean(name, plain) or did_you_mean(name, known)
+    raise ValueError(f"unknown env {name!r}{hint}; known: {', '.join(known)}")

@@ -19,7 +19,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from envs import CLI_ENVS
@@ -208,13 +208,16 @@ FAMILIES: dict[str, EnvFamily] = {
             "dynamo-kv",
             "prefix-aware-low",
             "earliest-finish",
+            # the per-request SLO's leak as a rule (evaluation.policies.ENV_REFERENCES)
+            "implied-triage",
         ),
         ablations=("goodserve-no-migration",),
         paper="GoodServe §5 (Fig. 6: goodput vs SLO scale)",
         references_label="all baselines (paper's + deployed routers + ours)",
         references_note=(
             "all baselines = the paper's, plus {refs} (llm-d, sglang-cache-aware, dynamo-kv: "
-            "deployed routers, not in the paper; prefix-aware-low, earliest-finish: our own)"
+            "deployed routers, not in the paper; prefix-aware-low, earliest-finish: our own; "
+            "implied-triage: the per-request SLO's leak of the true output length as a rule)"
         ),
         attainment_xlabel="SLO scale α  (request meets SLO if latency ≤ α × run-alone latency)",
         takes_traces=True,
@@ -276,7 +279,7 @@ FAMILIES: dict[str, EnvFamily] = {
 }
 
 
-# Allocation-v1: v0's family with the v1 default episode (envs.ALLOCATION_V1_KWARGS). It trains
+# Allocation-v1: v0's family with the v1 default episode (envs.V1_KWARGS). It trains
 # on that episode (v0's autoscaling training variant sets a rate trace, which a ramp excludes).
 FAMILIES["allocation-v1"] = dataclasses.replace(
     FAMILIES["allocation"],
@@ -293,6 +296,39 @@ def policy_family(name: str) -> str:
     :attr:`EnvFamily.policies_of`); ``name`` itself when it is not a family."""
     entry = FAMILIES.get(name)
     return (entry.policies_of or name) if entry is not None else name
+
+
+def _versions() -> None:
+    """``<family>-v0`` (the same entry as ``<family>``) and ``<family>-v1`` for PDCluster and
+    Routing. Routing-v1's SLO is the task median, which carries no request's length, so the
+    metrics note says so and ``implied-triage`` (the per-request basis's leak as a rule) is not
+    among its references."""
+    for short in ("pd-cluster", "routing"):
+        FAMILIES[f"{short}-v0"] = FAMILIES[short]
+    routing = FAMILIES["routing"]
+    FAMILIES["pd-cluster-v1"] = replace(
+        FAMILIES["pd-cluster"],
+        gym_id=CLI_ENVS["pd-cluster-v1"][0],
+    )
+    FAMILIES["routing-v1"] = replace(
+        routing,
+        gym_id=CLI_ENVS["routing-v1"][0],
+        own_references=tuple(r for r in routing.own_references if r != "implied-triage"),
+        references_note=routing.references_note.replace(
+            "; implied-triage: the per-request SLO's leak of the true output length as a rule", ""
+        ),
+        attainment_xlabel="SLO scale α  (request meets SLO if latency ≤ α × its task's median "
+        "run-alone latency)",
+        metrics_note=(
+            "goodput: requests finished within their E2E SLO (slo_scale × the median run-alone "
+            "latency on an A800 of the request's task) per second of the trace, higher is "
+            "better; SLO violation ratio: share of requests that missed it (unfinished ones "
+            "included)"
+        ),
+    )
+
+
+_versions()
 
 
 def family(name: str) -> EnvFamily:
@@ -315,8 +351,11 @@ def family_name(name: str) -> str:
     for short, entry in FAMILIES.items():
         if entry.gym_id == bare:
             return short
-    known = [*FAMILIES, *(e.gym_id for e in FAMILIES.values())]
-    raise ValueError(f"unknown env {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
+    known = list(dict.fromkeys([*FAMILIES, *(e.gym_id for e in FAMILIES.values())]))
+    # suggest a family's plain name before its versioned aliases
+    plain = [k for k in known if not k.endswith(("-v0", "-v1"))]
+    hint = did_you_mean(name, plain) or did_you_mean(name, known)
+    raise ValueError(f"unknown env {name!r}{hint}; known: {', '.join(known)}")
 
 
 @functools.cache

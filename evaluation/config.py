@@ -202,8 +202,8 @@ FULL_SUITE_COMMAND = (
 @functools.cache
 def env_defaults(name: str) -> dict[str, Any]:
     """The env's own keyword defaults by :class:`EvalConfig` field (read off the env class's
-    signature and the registered id's keyword arguments, so they never drift from the env);
-    ``{}`` if the env cannot be imported."""
+    signature and the registered id's keyword arguments, e.g. Routing-v1's ``slo_basis``, so
+    they never drift from the env); ``{}`` if the env cannot be imported."""
     import importlib
     import inspect
 
@@ -221,10 +221,8 @@ def env_defaults(name: str) -> dict[str, Any]:
     registered = spec.kwargs or {}
     out = {}
     for option, kw in entry.options.items():
-        if option in ENV_FIELD_META and kw in registered:
-            out[option] = registered[kw]
-        elif option in ENV_FIELD_META and kw in params:
-            default = params[kw].default
+        if option in ENV_FIELD_META and kw in params:
+            default = registered.get(kw, params[kw].default)
             out[option] = None if default is inspect.Parameter.empty else default
     return out
 

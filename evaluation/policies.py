@@ -68,6 +68,15 @@ POLICY_LOADERS: dict[str, Callable[[str, Any], Policy]] = {
 }
 
 
+#: Registered references that need the env itself, not only the decision context: name ->
+#: ``MODULE:FACTORY`` of a factory called with the env (:mod:`heuristics.plugins`).
+#: ``implied-triage`` is the per-request SLO basis's leak as a rule: it recovers the true output
+#: length from the deadline with the public run-alone model of the SLO's reference GPU
+#: (:class:`agents.teachers.ImpliedTriageRouter`), so a Routing table on that basis shows what
+#: the leak alone is worth.
+ENV_REFERENCES: dict[str, str] = {"implied-triage": "agents.teachers:routing_implied_triage"}
+
+
 def env_name_of(env: Any) -> str | None:
     """The :data:`FAMILIES` name of a Gymnasium env (from its ``spec.id``), or None."""
     gym_id = getattr(getattr(env, "spec", None), "id", None)
@@ -108,6 +117,8 @@ def resolve_policy(spec: str, env: Any, env_name: str | None = None) -> Policy:
                 f"{', '.join(p + ':' for p in sorted(POLICY_LOADERS))}"
             )
         return POLICY_LOADERS[prefix](argument, env)
+    if spec in ENV_REFERENCES:
+        return load_plugin_policy(ENV_REFERENCES[spec], env)
     env_name = env_name or env_name_of(env)
     known = heuristic_names(spec, env_name)
     if spec not in known:

@@ -64,8 +64,10 @@ def register(
 
 
 def policies_for(env: str) -> tuple[str, ...]:
-    """Names of the registered policies that act in the env family ``env``."""
-    return tuple(n for n in POLICIES if POLICY_ENVS[n] == env)
+    """Names of the registered policies that act in the env family ``env`` (a versioned name,
+    ``routing-v1``, is its family's: every version takes the same policies)."""
+    family = env.removesuffix("-v0").removesuffix("-v1")
+    return tuple(n for n in POLICIES if POLICY_ENVS[n] == family)
 
 
 def make_policy(name: str, **kwargs: Any) -> Policy:

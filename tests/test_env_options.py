@@ -53,6 +53,7 @@ BAD = {
         "planning_delay": "slow",
         "planning_delay_scale": 0.0,
         "observations": 1,
+        "action_space": "three-step",
     },
     "servegym/Routing-v0": {
         "cluster": 3,

@@ -338,7 +338,7 @@ def test_per_env_defaults_fill_unset_options() -> None:
         "goodserve",
     )
     assert routing.workloads == ("goodserve",) and routing.slots is None
-    assert routing.policies[-2:] == ("earliest-finish", "goodserve")
+    assert routing.policies[-3:] == ("earliest-finish", "implied-triage", "goodserve")
     assert evaluation.FAMILIES["routing"].select_metric.better == "higher"
 
 

@@ -16,11 +16,19 @@ from gymnasium.wrappers import TimeLimit
 
 import envs  # noqa: F401  (registers the servegym ids)
 
-IDS = ("servegym/PDCluster-v0", "servegym/Routing-v0", "servegym/Allocation-v0")
+IDS = (
+    "servegym/PDCluster-v0",
+    "servegym/Routing-v0",
+    "servegym/Allocation-v0",
+    "servegym/PDCluster-v1",
+    "servegym/Routing-v1",
+)
 #: Small episodes with the same code paths as the defaults (for tests that play whole episodes).
 SMALL: dict[str, dict[str, Any]] = {
     "servegym/PDCluster-v0": {"workload_count": 4, "slots": 4},
     "servegym/Routing-v0": {"workload_count": 30},
+    "servegym/PDCluster-v1": {"workload_count": 4, "slots": 4},
+    "servegym/Routing-v1": {"workload_count": 30},
     "servegym/Allocation-v0": {"periods": 5, "period_seconds": 20.0},
 }
 
@@ -145,7 +153,7 @@ def test_a_masked_action_is_the_fallbacks_choice_with_a_penalty_and_a_flag(env_i
     """The shared rule: the same step as the fallback's legal choice, reward −invalid_penalty
     apart, ``info["invalid_action"]`` set and the masked action recorded."""
     kwargs = {**SMALL[env_id], "invalid_penalty": 2.5}
-    if env_id == "servegym/Routing-v0":  # the default's instances all serve every request
+    if env_id.startswith("servegym/Routing"):  # the default's instances all serve every request
         kwargs["cluster"] = routing_cluster_with_a_foreign_instance()
     a, b = gym.make(env_id, **kwargs), gym.make(env_id, **kwargs)
     bad, fallback = masked_and_legal(a, seed=3)

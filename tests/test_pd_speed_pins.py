@@ -66,8 +66,15 @@ def _update(h: Any, value: Any) -> None:
         h.update(f"{type(value).__name__}:{value!r}".encode())
 
 
+#: Context fields that say how a pick is encoded (the action space), constant in the flat space
+#: these digests pin: they were added after the digests were taken and change no behaviour.
+ENCODING_FIELDS = {"action_space": "flat", "selected_slot": -1}
+
+
 def _context_fields(ctx: DecisionContext) -> dict[str, Any]:
-    return {f.name: getattr(ctx, f.name) for f in fields(ctx)}
+    for name, value in ENCODING_FIELDS.items():
+        assert getattr(ctx, name) == value, name
+    return {f.name: getattr(ctx, f.name) for f in fields(ctx) if f.name not in ENCODING_FIELDS}
 
 
 def hexagent_plan_digest(**kwargs: Any) -> tuple[str, int]:

@@ -24,7 +24,7 @@ def zoo() -> dict:
 
 
 def test_every_registered_id_has_an_entry():
-    assert sorted(zoo()) == sorted(gym_id for gym_id, _ in envs.CLI_ENVS.values())
+    assert sorted(zoo()) == sorted({gym_id for gym_id, _ in envs.CLI_ENVS.values()})
 
 
 @pytest.mark.parametrize("short", sorted(TRAIN_ENVS))
@@ -34,7 +34,15 @@ def test_env_kwargs_are_train_pys_training_defaults(short):
     assert zoo()[spec.gym_id]["env_kwargs"] == env_kwargs(spec, options)
 
 
-@pytest.mark.parametrize("gym_id", ["servegym/PDCluster-v0", "servegym/Routing-v0"])
+@pytest.mark.parametrize(
+    "gym_id",
+    [
+        "servegym/PDCluster-v0",
+        "servegym/Routing-v0",
+        "servegym/PDCluster-v1",
+        "servegym/Routing-v1",
+    ],
+)
 def test_the_entry_builds_ppo_on_the_env_and_it_acts(gym_id):
     from stable_baselines3 import PPO
 

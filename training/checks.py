@@ -23,7 +23,9 @@ def check_config(cfg: TrainConfig) -> None:
         from envs.common.base import did_you_mean
 
         raise TrainError(
-            f"--env {cfg.env!r} is not trainable{did_you_mean(cfg.env, TRAIN_ENVS)}; known: "
+            f"--env {cfg.env!r} is not trainable"
+            # a family's plain name before its versioned alias
+            f"{did_you_mean(cfg.env, [e for e in TRAIN_ENVS if not e.endswith('-v1')])}; known: "
             f"{sorted(TRAIN_ENVS)}"
         )
     spec = TRAIN_ENVS[cfg.env]

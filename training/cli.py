@@ -100,7 +100,8 @@ def parse_args(argv: list[str]) -> TrainConfig:
     from envs import env_short_name
 
     try:
-        args.env = env_short_name(args.env)  # a gym id (servegym/Routing-v0) or a short name
+        # a gym id (servegym/Routing-v0) or a short name; ``routing-v0`` is ``routing``
+        args.env = env_short_name(args.env).removesuffix("-v0")
     except ValueError:
         pass  # check_config names the trainable envs
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})

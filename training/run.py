@@ -182,7 +182,10 @@ def _build_model(r: _Run) -> tuple[Any, Any, Path | None]:
             r.spec,
             seed=cfg.seed,
             hyperparams=hp,
-            extractor_kwargs={"hidden": cfg.hidden},
+            # SB3's stock extractor (PDCluster-v1) has no width
+            extractor_kwargs=(
+                {"hidden": cfg.hidden} if "hidden" in r.spec.extractor_kwargs else None
+            ),
         )
     return model, vec_env, ckpt
 

@@ -226,7 +226,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
 
     * v1: the default episode ramps the workflow rate: 6 periods of 60 s at 0.5, 1.2, 1.9, 2.6,
       3.3 and 4 x the workload's default rate (``rate_ramp=(0.5, 4.0)``, the registered id's
-      kwargs :data:`envs.ALLOCATION_V1_KWARGS`). Held-out seeds 200-202, RAG on 4 GPUs: goodput
+      kwargs in :data:`envs.V1_KWARGS`). Held-out seeds 200-202, RAG on 4 GPUs: goodput
       demand-proportional 1.95, Scepsy 1.14, K8s HPA 0.48, equal split 0.15 wf/s (>= 10x best
       to worst on each seed; docs/envs/allocation-v1.md).
 

@@ -279,6 +279,7 @@ class ContextBuilderMixin:
             prefill_gpus=[i.gpu for i in sim.prefill],
             decode_gpus=[i.gpu for i in sim.decode],
             decode_free_at=self._free_kd,
+            action_space=self.action_space_name,
         )
         self._ctx.prefix_hit_tokens = hits
         self._refresh()

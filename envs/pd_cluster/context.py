@@ -126,6 +126,10 @@ class DecisionContext(DecisionContextBase):
         max(a, decode_free_at), so in ``projected_ratio`` Δ = max(arrival, decode_free_at) +
         ``decode_time`` (arrival: p's readiness + prefill + transfer at the prefill stage, now
         at the decode stage).
+    :param action_space: the env's ``action_space`` (``flat`` or ``two-step``): how
+        :meth:`action` encodes a pick.
+    :param selected_slot: in the two-step space, the slot chosen at this pick's slot step while
+        its pair step is pending; -1 otherwise (flat space, or a slot step).
     """
 
     time: float
@@ -164,6 +168,8 @@ class DecisionContext(DecisionContextBase):
     decode_gpus: list[str]
     picks: list[tuple[int, int, int]] = field(default_factory=list)
     decode_free_at: np.ndarray | None = None
+    action_space: str = "flat"
+    selected_slot: int = -1
 
     @property
     def prefix_hit_tokens(self) -> np.ndarray:
@@ -176,12 +182,26 @@ class DecisionContext(DecisionContextBase):
         self.__dict__["_prefix_hit_tokens"] = hits
 
     def action(self, slot: int, p: int, d: int) -> int:
-        """The flat action index of (slot, p, d)."""
+        """The action that picks (slot, p, d) in the env's action space: the flat index, or in
+        the two-step space (:mod:`envs.pd_cluster.actions`) ``slot`` at a slot step and
+        ``p·D + d`` at the pair step of the selected slot.
+
+        :raises ValueError: at a pair step, for a slot other than the selected one.
+        """
         num_p, num_d = self.prefill_time.shape[1], self.decode_time.shape[1]
-        return (slot * num_p + p) * num_d + d
+        if self.action_space == "flat":
+            return (slot * num_p + p) * num_d + d
+        if self.selected_slot < 0:
+            return int(slot)
+        if slot != self.selected_slot:
+            raise ValueError(
+                f"this is the pair step of slot {self.selected_slot}; a pick of slot {slot} "
+                "cannot be expressed here"
+            )
+        return p * num_d + d
 
     def unflatten(self, action: int) -> tuple[int, int, int]:
-        """(slot, p, d) of a flat action index."""
+        """(slot, p, d) of a flat action index (the ``flat`` space's encoding)."""
         num_p, num_d = self.prefill_time.shape[1], self.decode_time.shape[1]
         slot, rest = divmod(int(action), num_p * num_d)
         p, d = divmod(rest, num_d)

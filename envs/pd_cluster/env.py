@@ -15,14 +15,17 @@ from envs.common.options import takes_options
 from envs.common.predictors.feed import PredictorFeed
 from envs.common.rewards import make_reward
 from envs.common.workloads import TraceSource
+from envs.pd_cluster.actions import (
+    KEEP,
+    action_count,
+    check_action_space,
+    explain_flat,
+    explain_two_step,
+    two_step_mask,
+)
 from envs.pd_cluster.builder import ContextBuilderMixin, OpenNodes
 from envs.pd_cluster.context import DecisionContext
-from envs.pd_cluster.observation import (
-    INSTANCE_FEATURES,
-    RATIO_CLIP,
-    SLOT_FEATURES,
-    ObservationMixin,
-)
+from envs.pd_cluster.observation import ObservationMixin, observation_space
 from envs.pd_cluster.options import (
     PDClusterOptions,
     check_planning_delay,
@@ -72,13 +75,21 @@ class PDClusterEnv(
 
     ## Action Space
 
-    ``Discrete(K · P · D)``: action ``a = k·P·D + p·D + d`` picks slot ``k`` and, at the prefill
-    stage, prefill instance ``p`` and decode instance ``d`` (pool-local indices, in cluster
-    order). At the decode stage the call is locked to its planned pair: the only legal action
-    for slot ``k`` is its own ``(p, d)``. ``action_masks()`` (also ``info["action_mask"]``) marks
-    legal actions: valid, not yet picked slots, and decode KV feasibility
-    m(c) = L_in + L̂_out ≤ Cap(d) (HexAgent §5.4 Eq. 3–4). It is never all-false while a decision
-    is pending; on the step that ends the episode it marks action 0 alone.
+    ``action_space="two-step"`` (PDCluster-v1): ``Discrete(max(K + 1, P · D))``, a *slot step*
+    (slot ``k < K``, or ``K``: keep, which ends the invocation and leaves the calls not picked on
+    their plans) then, at the prefill stage, a *pair step* (``p · D + d``); see
+    :mod:`envs.pd_cluster.actions`. A masked action becomes the fallback's choice for the
+    pending step. ``DecisionContext.selected_slot`` and ``DecisionContext.action`` let the
+    experts act in either space with the same picks.
+
+    ``action_space="flat"`` (PDCluster-v0): ``Discrete(K · P · D)``: action
+    ``a = k·P·D + p·D + d`` picks slot ``k`` and, at the prefill stage, prefill instance ``p`` and
+    decode instance ``d``
+    (pool-local indices, in cluster order). At the decode stage the call is locked to its planned
+    pair: the only legal action for slot ``k`` is its own ``(p, d)``. ``action_masks()`` (also
+    ``info["action_mask"]``) marks legal actions: valid, not yet picked slots, and decode KV
+    feasibility m(c) = L_in + L̂_out ≤ Cap(d) (HexAgent §5.4 Eq. 3–4). It is never all-false while a
+    decision is pending; on the step that ends the episode it marks action 0 alone.
 
     A masked action is replaced by the fallback's choice (:meth:`PDClusterEnv.fallback_action`:
     the oldest unpicked slot on the simulator's least-loaded pair) with a penalty, and flagged in
@@ -97,8 +108,16 @@ class PDClusterEnv(
       tokens)/5, log1p(decode step ms at batch 1)/5, log1p(ready-in s)/5, queued calls/16, KV
       used fraction (incl. this invocation's picks), batch incl. picks/64, running batch/64,
       usable memory (TB)
-    * ``ratio``, shape (K, P, D): log1p of the projected ratio R(c, p, d), clipped to [0, 5]
+    * ``ratio``, shape (K, P, D), flat space only: log1p of the projected ratio R(c, p, d),
+      clipped to [0, 5]
     * ``stage``, shape (3,): is prefill stage, is decode stage, picks made / K
+    * ``step``, shape (2,), two-step only: is slot step, is pair step
+    * ``selected``, shape (K,), two-step only: one-hot of the slot whose pair step is pending (0
+      at a slot step)
+    * ``pair``, shape (P, D), two-step only: that slot's row of ``ratio`` (0 at a slot step)
+
+    The two-step space's slot step reads each call's best ratio (``slots`` column 11), its pair
+    step the selected call's ``pair``.
 
     R(c, p, d) = ((t − a_w) + Δ(c, p, d)) / H_w(t) (HexAgent §5.1 Eq. 2), where Δ is the
     projected time to finish the stage: at the prefill stage the wait for p, the prefill, the KV
@@ -167,8 +186,17 @@ class PDClusterEnv(
 
     ## Version History
 
-    * v0: the first release: K = 256 slots, reveal-time slot order, the oracle output-length
-      predictor, the ``slowdown`` reward with p = 4.
+    * v1: ``action_space="two-step"``. v0's flat ``Discrete(16384)`` (K = 256, hetero-1) runs
+      sb3-contrib MaskablePPO with its stock ``MultiInputPolicy`` at 71–72 steps/s on 2 quiet
+      cores; two-step (heads K + 1 and P·D wide, the selected call's (P, D) ``pair`` instead of
+      the (K, P, D) ``ratio``) at 526–539, 7.4× in the same runs (docs/envs/v1-changes.md,
+      ``python -m benchmarks.pd_action_space``). A
+      default episode (hetero-1, ``mixed``, 100 workflows) of a uniformly random legal action is
+      44–46 k steps (seeds 0–1; v0: 43 k); placing only new calls, then keeping: 9.2 k. HexAgent
+      re-plans every waiting call (Algorithm 1), never keeps: 88.5 k steps in v0, 173 k in v1
+      (seed 0); 82 k of its v0 picks re-pick planned prefill-stage calls, which keep lets a
+      policy decline. Every expert and baseline makes the same decisions in both spaces.
+    * v0: one flat ``Discrete(K · P · D)`` step per pick.
 
     ## References
 
@@ -185,6 +213,8 @@ class PDClusterEnv(
         workload_count, workload_rate, load_scale = o.workload_count, o.workload_rate, o.load_scale
         output_predictor, tool_estimate, slots = o.output_predictor, o.tool_estimate, o.slots
         prefix_cache, observations = o.prefix_cache, o.observations
+        action_space = o.action_space
+
         super().__init__()
         self.cluster = (
             cluster
@@ -227,19 +257,14 @@ class PDClusterEnv(
 
         self.P = len(self.cluster.by_role("prefill"))
         self.D = len(self.cluster.by_role("decode"))
-        self.action_space = spaces.Discrete(self.K * self.P * self.D)
+        self.action_space_name = check_action_space(action_space)
+        self.action_space = spaces.Discrete(
+            action_count(self.action_space_name, self.K, self.P, self.D)
+        )
+        self._selected = -1  # two-step: the slot whose pair step is pending
         self._observe_default = self._observe = bool(observations)
         self._cross: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # see _cross_rows
-        self.observation_space = spaces.Dict(
-            {
-                "slots": spaces.Box(0.0, 10.0, (self.K, SLOT_FEATURES), np.float32),
-                "instances": spaces.Box(
-                    0.0, 10.0, (self.P + self.D, INSTANCE_FEATURES), np.float32
-                ),
-                "ratio": spaces.Box(0.0, RATIO_CLIP, (self.K, self.P, self.D), np.float32),
-                "stage": spaces.Box(0.0, 1.0, (3,), np.float32),
-            }
-        )
+        self.observation_space = observation_space(self.K, self.P, self.D, action_space)
         self._latency_cache = LatencyCache(calibration_variant=o.latency_calibration)
         self._horizon_cache: dict[Any, float] = {}
         self.sim: Simulation | None = None
@@ -290,9 +315,11 @@ class PDClusterEnv(
         self._remaining_cache: dict[int, OpenNodes] = {}
         self._planning_wall: list[float] = []  # measured wall seconds per plan ("measured")
         self._step_metrics: tuple[Any, dict[str, float]] | None = None  # see _metrics_so_far
+        self._selected = -1
         inv = self._advance()
         if inv is None:
             raise ValueError("the workload is empty: no scheduling decision ever arises")
+        self._two_step_mask()
         return self._observation(), self._info()
 
     #: Keys ``reset(options=...)`` accepts: ``observations`` (True / False) overrides the
@@ -304,15 +331,24 @@ class PDClusterEnv(
         if self.sim is None or self._ctx is None:
             raise RuntimeError("call reset() before step()")
         action, reward = self._legal_action(action)
-        slot, p, d = self._ctx.unflatten(action)
-        self._pick(slot, p, d)
+        pick = self._decode_action(action)
         self._steps += 1
-        if not self._slot_pending():
+        if pick is None:  # two-step: a slot chosen, its pair step next (nothing changes yet)
+            inv = self.sim.pending[0]
+        elif pick == KEEP:  # two-step: the calls not picked keep their plans
+            picked, slotted = self._ctx.picked, self._slot_calls
+            self._rest = [c for k, c in enumerate(slotted) if not picked[k]] + self._rest
             self._finish_invocation()
             inv = self._advance()
         else:
-            inv = self.sim.pending[0]
-            self._refresh((slot, p, d))
+            self._pick(*pick)
+            if not self._slot_pending():
+                self._finish_invocation()
+                inv = self._advance()
+            else:
+                inv = self.sim.pending[0]
+                self._refresh(pick)
+        self._two_step_mask()
         reward += self._collect_rewards()
         terminated = inv is None
         truncated = self._truncated(terminated, self._steps)
@@ -323,6 +359,30 @@ class PDClusterEnv(
         obs = self._observation() if not terminated else self._terminal_observation()
         info = self._info(final=terminated or truncated)
         return obs, float(reward), terminated, truncated, info
+
+    def _decode_action(self, action: int) -> tuple[int, int, int] | None | tuple[()]:
+        """The pick a legal action makes: (slot, p, d); in the two-step space None after a
+        prefill-stage slot step (its pair step is next) and :data:`KEEP` for the keep action."""
+        ctx = self._ctx
+        assert ctx is not None
+        if self.action_space_name == "flat":
+            return ctx.unflatten(action)
+        if self._selected >= 0:
+            slot, self._selected = self._selected, -1
+            return (slot, *divmod(action, self.D))
+        if action == self.K:
+            return KEEP
+        if ctx.stage == "decode":
+            return (action, int(ctx.planned_prefill[action]), int(ctx.planned_decode[action]))
+        self._selected = action
+        return None
+
+    def _two_step_mask(self) -> None:
+        """Two-step space: the pending step's mask (the projection leaves a flat one)."""
+        if self.action_space_name == "flat" or self._ctx is None:
+            return
+        self._ctx.selected_slot = self._selected
+        self._mask = two_step_mask(self._feasible, self._selected, self.action_space.n)
 
     # -- invocation machinery ----------------------------------------------------------------
     def _advance(self) -> Invocation | None:
@@ -444,8 +504,10 @@ class PDClusterEnv(
         fraction, then the lowest indices. At the decode stage, the slot's locked pair."""
         ctx = self._ctx
         assert ctx is not None
-        legal = self._mask.reshape(self.K, self.P, self.D)
-        slot = int(np.flatnonzero(legal.any(axis=(1, 2)))[0])
+        legal = self._feasible
+        slot = self._selected
+        if slot < 0:
+            slot = int(np.flatnonzero(legal.any(axis=(1, 2)))[0])
         ps, ds = np.nonzero(legal[slot])
         load = ctx.decode_kv_used / ctx.decode_kv_capacity
         best = min(
@@ -455,29 +517,13 @@ class PDClusterEnv(
         return ctx.action(slot, *best)
 
     def _explain_invalid(self, action: int) -> str:
-        if not 0 <= action < self.action_space.n:
-            return f"action {action} is outside Discrete({self.action_space.n})"
         ctx = self._ctx
         assert ctx is not None
-        slot, p, d = ctx.unflatten(action)
-        if not ctx.valid[slot]:
-            why = f"slot {slot} is empty (only {int(ctx.valid.sum())} calls are waiting)"
-        elif ctx.picked[slot]:
-            why = f"slot {slot} ({ctx.call_ids[slot]}) was already picked in this invocation"
-        elif ctx.stage == "decode":
-            why = (
-                f"at the decode stage call {ctx.call_ids[slot]} is locked to prefill "
-                f"{ctx.planned_prefill[slot]}, decode {ctx.planned_decode[slot]}"
-            )
-        else:
-            why = (
-                f"call {ctx.call_ids[slot]} needs {ctx.kv_demand[slot]:.0f} KV tokens but decode "
-                f"instance {d} holds {ctx.decode_kv_capacity[d]:.0f}"
-            )
-        return (
-            f"masked action {action} = (slot {slot}, prefill {p}, decode {d}): {why}. Use "
-            "env.action_masks() or make the env with invalid_action='penalize'."
-        )
+        n = int(self.action_space.n)
+        if self.action_space_name == "flat":
+            return explain_flat(ctx, action, n)
+        why = explain_two_step(ctx, action, self._selected, n, self.D)
+        return f"masked action {action}: {why}. Use env.action_masks()."
 
     # -- rendering (:mod:`envs.pd_cluster.render`) ------------------------------------------------
     def _render_ansi(self) -> str:

@@ -5,6 +5,7 @@ built once per invocation and updated per pick."""
 from __future__ import annotations
 
 import numpy as np
+from gymnasium import spaces
 
 SLOT_FEATURES = 12
 INSTANCE_FEATURES = 9
@@ -16,6 +17,27 @@ LOGGED_SLOT_FEATURES = [2, 3, 5, 6, 7, 10]
 LOGGED_SLOT_SCALES = np.array([10.0, 10.0, 5.0, 5.0, 5.0, 5.0])
 #: The read-only blank observations of ``observations=False`` by space (keys, shapes, dtypes).
 _BLANKS: dict[tuple, list[dict[str, np.ndarray]]] = {}
+
+
+def observation_space(slots: int, prefill: int, decode: int, action_space: str) -> spaces.Dict:
+    """The observation space: ``slots``, ``instances``, ``stage`` and, in the flat action
+    space, ``ratio`` (K, P, D); in the two-step space ``step`` (slot step, pair step),
+    ``selected`` (K,) (one-hot of the slot whose pair step is pending) and ``pair`` (P, D) (its
+    clipped log ratios; 0 at a slot step) instead of ``ratio``: the slot step reads each call's
+    best ratio from ``slots``, the pair step the selected call's ratios."""
+    K, P, D = slots, prefill, decode
+    boxes = {
+        "slots": spaces.Box(0.0, 10.0, (K, SLOT_FEATURES), np.float32),
+        "instances": spaces.Box(0.0, 10.0, (P + D, INSTANCE_FEATURES), np.float32),
+        "stage": spaces.Box(0.0, 1.0, (3,), np.float32),
+    }
+    if action_space == "flat":
+        boxes["ratio"] = spaces.Box(0.0, RATIO_CLIP, (K, P, D), np.float32)
+    else:
+        boxes["step"] = spaces.Box(0.0, 1.0, (2,), np.float32)
+        boxes["selected"] = spaces.Box(0.0, 1.0, (K,), np.float32)
+        boxes["pair"] = spaces.Box(0.0, RATIO_CLIP, (P, D), np.float32)
+    return spaces.Dict(boxes)
 
 
 class ObservationMixin:
@@ -42,11 +64,26 @@ class ObservationMixin:
             [ctx.stage == "prefill", ctx.stage == "decode", len(ctx.picks) / self.K],
             dtype=np.float32,
         )
+        if self.action_space_name == "flat":
+            return {
+                "slots": slots.copy(),
+                "instances": inst.copy(),
+                "ratio": self._ratio_obs.copy(),
+                "stage": stage,
+            }
+        selected = np.zeros(self.K, dtype=np.float32)
+        if self._selected >= 0:
+            selected[self._selected] = 1.0
+            pair = self._ratio_obs[self._selected].copy()
+        else:
+            pair = np.zeros((self.P, self.D), dtype=np.float32)
         return {
             "slots": slots.copy(),
             "instances": inst.copy(),
-            "ratio": self._ratio_obs.copy(),
             "stage": stage,
+            "step": np.array([self._selected < 0, self._selected >= 0], dtype=np.float32),
+            "selected": selected,
+            "pair": pair,
         }
 
     def _blank_observation(self) -> dict[str, np.ndarray]:

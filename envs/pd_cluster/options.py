@@ -21,6 +21,7 @@ from envs.common.options import (
     check_trace,
     check_workload,
 )
+from envs.pd_cluster.actions import check_action_space
 from envs.pd_cluster.workloads import PAPER_WORKLOADS
 from envs.sim import ClusterSpec
 from envs.sim.core.simulation import TOOL_ESTIMATES
@@ -177,6 +178,11 @@ class PDClusterOptions(EnvOptions):
     ``info["decision_context"]`` alone (the experts and baselines); never for a learned
     policy."""
 
+    action_space: str = "flat"
+    """``flat`` (one ``Discrete(K · P · D)`` step per pick; PDCluster-v0) or ``two-step`` (a slot
+    step, with a keep action that ends the invocation, then a pair step at the prefill stage;
+    PDCluster-v1). :mod:`envs.pd_cluster.actions` defines both."""
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.cluster, ClusterSpec):
@@ -199,3 +205,4 @@ class PDClusterOptions(EnvOptions):
         check_bool("prefix_cache_visible", self.prefix_cache_visible)
         check_planning_delay(self.planning_delay, self.planning_delay_scale)
         check_bool("observations", self.observations)
+        check_action_space(self.action_space)

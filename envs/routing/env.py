@@ -171,8 +171,16 @@ class RoutingEnv(
 
     ## Version History
 
-    * v0: the first release: route and migrate decisions, ``slo_basis="request"``, the
-      ``goodserve-4`` preset at load scale 0.35.
+    * v1: ``slo_basis="task"``: the SLO is α × the median run-alone latency (A800) of the
+      request's task (GoodServe §5), not of the request itself. On v0's per-request basis the
+      deadline encodes the true output length: ``implied-triage``, a rule that inverts it, ties
+      the shipped learned router and beats GoodServe by 10 % at α 2, so a learned router there
+      learns the leak, not routing. On v1 two requests that differ only in their true output
+      length look the same (tests/test_routing_v1.py). Measured at α 2 on held-out seeds
+      100–102 (docs/envs/v1-changes.md): goodput per-request → task basis, GoodServe 0.905 →
+      0.836, Preble 0.920 → 0.805, implied-triage 1.024 → 0.900 req/s: GoodServe goes from
+      trailing Preble by 1.7 % to beating it by 3.9 %, implied-triage's lead from 13 % to 8 %.
+    * v0: the per-request SLO basis (``slo_basis="request"``).
 
     ## References
 

@@ -99,8 +99,10 @@ class ComposedPolicy:
     """An ordering rule plus a placement rule (see the module docstring).
 
     At the prefill stage the picked slot is placed by ``placement``; at the decode stage it takes
-    its locked pair. It reads only ``info["decision_context"]`` (``context_only``: evaluation
-    runs it on an env that skips building observations).
+    its locked pair. It acts in either action space (``ctx.action`` encodes the pick); in the
+    two-step space it never takes the keep action, so its picks are those of the flat space. It
+    reads only ``info["decision_context"]`` (``context_only``: evaluation runs it on an env that
+    skips building observations).
 
     :param name: the policy's registry name.
     :param ordering: which slot next.
@@ -120,7 +122,9 @@ class ComposedPolicy:
 
     def act(self, obs: Any, info: dict[str, Any]) -> int:
         ctx = decision_context(info)
-        slot = self.ordering.next_slot(ctx)
+        # A pair step (two-step action space) places the slot this policy chose at the slot
+        # step just before; the ordering rule runs once per pick in either space.
+        slot = ctx.selected_slot if ctx.selected_slot >= 0 else self.ordering.next_slot(ctx)
         if ctx.stage == "decode":
             p, d = locked_pair(ctx, slot)
         else:
