@@ -30,7 +30,7 @@ class RandomPolicy:
 
     def reset(self) -> None:
         self.rng = np.random.default_rng(self.seed)
-        self._pick: tuple[int, int, int] | None = None
+        self._pick = None
 
     def act(self, obs: Any, info: dict[str, Any]) -> int:
         ctx = decision_context(info)

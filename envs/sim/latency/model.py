@@ -276,12 +276,12 @@ class LatencyModel(IterationTimeMixin):
 
         # --- routed experts priced from their physics (calibrations with moe_kernels) ------
         self._moe: MoELayerCost | None = None
-        moe_eff = (
+        moe_kernel = (
             kernel_efficiency(cal.moe_kernels, gpu.family, precision)
             if m.is_moe and cal.moe_kernels
             else None
         )
-        if moe_eff is not None:
+        if moe_kernel is not None:
             self._moe = MoELayerCost(
                 num_layers=layers,
                 hidden_size=m.hidden_size,
@@ -292,7 +292,7 @@ class LatencyModel(IterationTimeMixin):
                 activation_bytes=dtype,
                 peak_flops=linear_peak * self.fraction,
                 hbm_bandwidth=bandwidth,
-                efficiency=moe_eff,
+                efficiency=moe_kernel,
                 # experts sharded over the TP group (expert parallelism over the same GPUs
                 # reads the same bytes per GPU; its load imbalance is not modelled)
                 tp=tp,
