@@ -64,6 +64,7 @@ CLI_ENVS: dict[str, tuple[str, dict[str, str]]] = {
         "servegym/PDCluster-v0",
         {
             "cluster": "cluster",
+            "latency_calibration": "latency_calibration",
             "model": "model",
             "workload": "workload",
             "count": "workload_count",
@@ -82,6 +83,7 @@ CLI_ENVS: dict[str, tuple[str, dict[str, str]]] = {
         "servegym/Routing-v0",
         {
             "cluster": "cluster",
+            "latency_calibration": "latency_calibration",
             "model": "model",
             "workload": "workload",
             "count": "workload_count",
@@ -103,6 +105,7 @@ CLI_ENVS: dict[str, tuple[str, dict[str, str]]] = {
         "servegym/Allocation-v0",
         {
             "cluster": "cluster",
+            "latency_calibration": "latency_calibration",
             "gpus": "gpus",
             "workload": "workload",
             "workflow_rate": "workflow_rate",

@@ -141,6 +141,7 @@ class EvalConfig:
     output_predictor: str | None = env_option(str, "pred")
     predictor_error: float | None = env_option(float, "perr")
     engine: str | None = env_option(str, "eng")
+    latency_calibration: str | None = env_option(str, "cal")
     prefill_mode: str | None = env_option(str, "prefill")
     token_budget: int | None = env_option(int, "budget")
     check_interval: int | None = env_option(int, "tau")

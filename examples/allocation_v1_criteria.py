@@ -1,7 +1,8 @@
 """Per-seed goodput table of an ``evaluate.py --env allocation-v1`` run, and the default
-episode's ranking criteria (docs/envs/allocation-v1.md): on every seed and on the mean, the best
-and worst of the four criteria policies differ by >= 1.2x in goodput and none scores 0; each
-policy's seed-to-seed spread (max - min) is smaller than the gap between the best and the worst.
+episode's ranking criteria (docs/envs/allocation-default-episode.md): on every seed and on the mean,
+the best and worst of the four criteria policies differ by >= 1.2x in goodput and none scores 0;
+each policy's seed-to-seed spread (max - min) is smaller than the gap between the best and the
+worst.
 
     python examples/allocation_v1_criteria.py results/allocation-v1/results.json [--markdown]
 

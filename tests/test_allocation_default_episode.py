@@ -1,5 +1,5 @@
 """servegym/Allocation-v1's default episode: the workflow rate ramps through the knee, and the
-reward ranks allocations (the criteria of docs/envs/allocation-v1.md)."""
+reward ranks allocations (the criteria of docs/envs/allocation-default-episode.md)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,8 @@ def test_v1_checkers_pass_on_the_registered_id():
 @pytest.mark.slow
 def test_v1_default_episode_separates_the_four_policies_on_a_heldout_seed():
     """On held-out seed 200 the best and worst of the four differ by >= 1.2x in goodput and none
-    scores 0 (the issue's per-seed criterion; docs/envs/allocation-v1.md has all seeds)."""
+    scores 0 (the issue's per-seed criterion; docs/envs/allocation-default-episode.md has all
+    seeds)."""
     goodput = {}
     for name in CRITERIA_POLICIES:
         env = gym.make("servegym/Allocation-v1", decision_context=True)

@@ -228,7 +228,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
       3.3 and 4 x the workload's default rate (``rate_ramp=(0.5, 4.0)``, the registered id's
       kwargs in :data:`envs.V1_KWARGS`). Held-out seeds 200-202, RAG on 4 GPUs: goodput
       demand-proportional 1.95, Scepsy 1.14, K8s HPA 0.48, equal split 0.15 wf/s (>= 10x best
-      to worst on each seed; docs/envs/allocation-v1.md).
+      to worst on each seed; docs/envs/allocation-default-episode.md).
 
       Why this default: Scepsy's question is the throughput an allocation serves at bounded
       latency: "we execute the workflows at different arrival rates" and plot "the achieved
