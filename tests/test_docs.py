@@ -23,8 +23,6 @@ NARRATION = re.compile(
     r"\bissue[ -]?\d+|\bsession \d|\b(?:this|that|last|one|fourth|third) session\b|\bnot rerun\b",
     re.IGNORECASE,
 )
-#: Code that keeps its narration for now: envs/sim is being regrouped in parallel.
-NARRATION_EXEMPT = ("envs/sim/",)
 
 
 def _gen_env_pages():
@@ -70,7 +68,7 @@ def test_no_history_narration_in_readme_docs_code_or_file_names() -> None:
     files = [
         f
         for f in _tracked_files()
-        if not f.startswith(("tests/", *NARRATION_EXEMPT))
+        if not f.startswith("tests/")
         and (f == "README.md" or f.endswith((".md", ".py", ".yaml", ".yml", ".sh", ".png")))
         and f != "CHANGELOG.md"
     ]

@@ -84,7 +84,7 @@ class ServegymEnv(gym.Env):
     """Base of the servegym envs (see the module docstring)."""
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
-    #: Every servegym env acts through one ``Discrete(n)`` (DESIGN.md "The MDPs").
+    #: Every servegym env acts through one ``Discrete(n)`` (docs/design.md, "The MDPs").
     action_space: gym.spaces.Discrete
     _mask: np.ndarray
 

@@ -1,7 +1,7 @@
-"""The ablation of issue 30's per-op refit (part of :mod:`envs.sim.calibration.calibrate`'s
-``--ablation``): the whole-prefill check without the smooth GEMM roofline and/or the
-elementwise kernel floor, and the GEMM tables' error near the ridge point under the hard and the
-smooth roofline.
+"""The ablation of the ``smooth-roofline`` per-op fit (part of
+:mod:`envs.sim.calibration.calibrate`'s ``--ablation``): the whole-prefill check without the smooth
+GEMM roofline and/or the elementwise kernel floor, and the GEMM tables' error near the ridge point
+under the hard and the smooth roofline.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from envs.sim.latency.model import Calibration
 
 
 def ablation_calibrations(data_dir: Path, cal: Calibration) -> dict[str, Calibration]:
-    """``cal`` and the variants without each of issue 30's two per-op changes, refitted the way
-    the fit ran before: the hard roofline (GEMM constants refitted at ``p`` = ∞, bf16 and fp8)
+    """``cal`` and the variants without each of the smooth variant's two per-op changes, refitted
+    the ``roofline`` way: the hard roofline (GEMM constants refitted at ``p`` = ∞, bf16 and fp8)
     and no elementwise floor (refitted with the floor fixed at 0 on Vidur rows of >= 256
     tokens). Attention, all-reduce and framework constants stay ``cal``'s.
 

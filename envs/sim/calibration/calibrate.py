@@ -71,8 +71,8 @@ is faster than measured). Every point is held out: the Argonne TTFT rows are of 
 overhead fit never saw, no A100/Hopper GEMM constant is fitted on Vidur or LLMServingSim, and
 each Vidur model's prefills are predicted with the elementwise constants refitted without that
 model. The composed prefills are also compared part by part (GEMMs, attention, all-reduce,
-elementwise; :meth:`LatencyModel.prefill_components`), with the worst |error| against issue 30's
-30 % target. ``--ablation`` repeats the check without the smooth GEMM roofline and/or the
+elementwise; :meth:`LatencyModel.prefill_components`), with the worst |error| against the
+30 % per-op target. ``--ablation`` repeats the check without the smooth GEMM roofline and/or the
 elementwise floor. Not covered: DistServe's coefficients (OPT models, not in the
 catalog), Argonne's GH200 rows (not in the catalog), aiconfigurator's deployment rows (TTFT under
 concurrency >= 2 includes queueing) and InferSim (decode attention and FP8 GEMM only).

@@ -369,8 +369,8 @@ STEP_FACTORS = (3.0, 1.7, 1.3)
 #: iteration overheads or the MoE kernel efficiency as well lowers the error on the rows fitted
 #: but raises it on models left out (leave-one-model-out TPOT median 14.8 % with the frontend
 #: only; 18.8 % adding the per-GPU overhead, 20.5 % adding the MoE efficiency, 26.1 % fitting
-#: all five; measured by the coordinate-search leave-one-model-out this module had until issue
-#: 30, not rerun): those constants absorb model-specific errors and do not transfer. The others
+#: all five; measured by a coordinate-search leave-one-model-out, kept in the git history of
+#: this module): those constants absorb model-specific errors and do not transfer. The others
 #: keep the kernel-level calibration's values (latency_calibration.yaml).
 DEFAULT_FIT = ("frontend_seconds",)
 

@@ -1,5 +1,5 @@
 """The HuggingFace-eager elementwise kernels of LLMServingSim's H100 layer profiles, as a
-property of that measurement (issue 30's per-op check; :mod:`envs.sim.calibration.prefill`).
+property of that measurement (the per-op check; :mod:`envs.sim.calibration.prefill`).
 
 LLMServingSim times a HuggingFace Llama layer op by op with PyTorch hooks
 (``llmservingsim/H100/<model>_tp<k>_layers.csv``; ``SOURCES.md`` §5). Its RMSNorm (upcast,

@@ -268,7 +268,7 @@ def fit_gemm(
     2 µs; then, at the best exponent, steps of 0.01 and 1 µs in a window of ±0.04 and ±3 µs
     around the optimum, re-centred until the optimum stays inside it (the full fine grid at
     every exponent would take minutes). ``full_grid``: the whole fine grid at the one exponent
-    given (the ``"roofline"`` variant's fit, exactly as before issue 30).
+    given (the ``"roofline"`` variant's fit).
 
     :param table: GEMM measurements of one family.
     :param exponents: candidate exponents (``math.inf``: the hard roofline); one value fixes it.
@@ -368,8 +368,8 @@ def elementwise_tables(
 
     :param data_dir: the measured-latency folder.
     :param exclude_vidur_models: Vidur models (``"<org>/<model>"``) left out.
-    :param min_tokens: rows with fewer tokens are left out (256: the fit before issue 30,
-        which had no floor).
+    :param min_tokens: rows with fewer tokens are left out (256: the ``roofline`` fit,
+        which has no floor).
     """
     out = {}
     for sku, (family, gpu) in VIDUR_ELEMENTWISE_GPUS.items():

@@ -52,10 +52,10 @@ class PerOpFit:
         }
 
 
-#: The fit of each per-op calibration variant: ``"roofline"`` is the fit before issue 30 (hard
+#: The fit of each per-op calibration variant: ``"roofline"`` is the paper's fit (hard
 #: roofline on the whole fine grid; elementwise efficiency alone on Vidur rows of >= 256
 #: tokens); ``"smooth-roofline"`` searches the exponent and fits the elementwise floor on every
-#: row (issue 30).
+#: row.
 PER_OP_FITS = {
     "roofline": PerOpFit((math.inf,), True, (0.0,), 256),
     "smooth-roofline": PerOpFit(

@@ -390,7 +390,7 @@ def print_prefill_report(points: Sequence[PrefillPoint], out) -> None:
             print(f"{gen:<11} {key:<36} {s.points:6d} {s.median:+8.1%} {s.worst:+8.1%}", file=out)
 
 
-#: The per-op accuracy target of issue 30: every held-out composed or end-to-end prefill within
+#: The per-op accuracy target: every held-out composed or end-to-end prefill within
 #: this |relative error|.
 PER_OP_TARGET = 0.30
 #: Components of the vLLM-comparable subtotal: the kernels HuggingFace's eager layer (which

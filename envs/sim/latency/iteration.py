@@ -13,7 +13,7 @@ from envs.sim.latency.efficiency import Calibration
 from envs.sim.latency.moe import MoELayerCost, experts_touched
 
 #: Entries of :meth:`LatencyModel.decode_steps_time`'s memo before it is cleared (~0.6 MB).
-#: Issue 32: in a fresh episode its hits are the key a ``decode_steps_within`` bisection just
+#: In a fresh episode its hits are the key a ``decode_steps_within`` bisection just
 #: evaluated (15.2 % of calls with this bound, 15.8 % with 2^17 entries; ``mixed`` x 1,000 on
 #: ``hetero-1``; ``python -m benchmarks.sim_speed --memo-stats``); only re-running the identical
 #: workload hits more, and 2^17 entries per model made a 10,000-workflow soak at a load the

@@ -52,8 +52,8 @@ Sources (read, not copied):
   measured MoE tables keeps its routed experts in the dense roofline (:func:`kernel_efficiency`
   returns None for it).
 - BLIS (inference-sim/inference-sim, the MoE-aware roofline of its latency model, pull request
-  561 and issue 559): touched-expert weight reads, and a roofline MoE term that measured kernels
-  run slower than (about 0.6x in its kernel study), matching the tables above.
+  561 and its discussion #559): touched-expert weight reads, and a roofline MoE term that measured
+  kernels run slower than (about 0.6x in its kernel study), matching the tables above.
 
 Not modelled: expert load imbalance (routing is taken as uniform: real routers are skewed, which
 touches fewer experts but loads the busiest one more; AIConfigurator's power-law tables measure

@@ -1,4 +1,4 @@
-"""Scepsy's Aggregate LLM Pipeline (papers/004 §4) on the simulator: workflow tracing, per-LLM
+"""Scepsy's Aggregate LLM Pipeline (Scepsy §4) on the simulator: workflow tracing, per-LLM
 replay profiling and the pipeline model. The GPU scheduler that searches allocations with it is
 a policy (:mod:`heuristics.allocation.scepsy.search`); the pipeline is a performance model of the
 simulator, so ``servegym/Allocation-v0`` can report its predictions too.

@@ -28,9 +28,9 @@ from envs.sim.latency.efficiency import (
 )
 
 #: Bump when the profiling method changes: invalidates every cached profile.
-#: 2: T_m read at the knee (>= 99 % completion, p50 <= 2x unloaded; issue 29).
+#: 2: T_m read at the knee (>= 99 % completion, p50 <= 2x unloaded).
 #: 3: completion = offered window calls finished by the end of the replay (not in the window).
-#: (Sub-GPU shares' keys also carry their ``neighbour`` mode unless ``static``: issue 29's MPS
+#: (Sub-GPU shares' keys also carry their ``neighbour`` mode unless ``static``: MPS
 #: partitions re-profile those shares only; whole-GPU profiles keep their keys.)
 PROFILE_VERSION = 3
 

@@ -53,7 +53,7 @@ not), then bisects (``refine`` geometric midpoints) between the last sustained a
 unsustained rate. ``T_m`` (``max_throughput``) is the completion rate ``rate · min(1, finished
 / offered)`` at the highest swept rate at and below which every point is sustained. Scepsy §4
 sweeps "from low load to saturation (i.e., maximum throughput)" without saying where saturation
-is read; reading it at deep backlog (the rule before issue 29: ≥ 90 % completion, no latency
+is read; reading it at deep backlog (≥ 90 % completion, no latency
 bound) credited a quarter-GPU verifier share with ~1.26× the rate it serves with a stable queue,
 because throughput keeps creeping up with the backlog's batch size. The knee is where a
 deployment planned on ``T_m`` still has bounded latency. Points above ``T_m`` are kept (for
