@@ -162,7 +162,7 @@ def overlap_report(rows: list, preds0: list[dict]) -> None:
 def long_prompt_report(data_dir: Any) -> None:
     """Section 5: long-prompt prefill of 70B models on Hopper, per-op, both calibrations."""
     from envs.sim.calibration.data import find_data_dir
-    from envs.sim.calibration.prefill import _context_attention_s, prefill_points
+    from envs.sim.calibration.prefill import context_attention_s, prefill_points
     from envs.sim.hardware.catalog import get_gpu, get_model
     from envs.sim.latency.efficiency import CALIBRATION_VARIANTS, load_calibration
     from envs.sim.latency.model import LatencyModel
@@ -191,7 +191,7 @@ def long_prompt_report(data_dir: Any) -> None:
     print("   and one FlashAttention prefill kernel (aiconfigurator, one sequence, one layer):")
     spec = get_model("llama3.1-70b")
     for gpu, folder_name in (("h100-sxm", "h100_sxm"), ("h200", "h200_sxm")):
-        measured = _context_attention_s(folder, folder_name)
+        measured = context_attention_s(folder, folder_name)
         for tp in (4, 8):
             heads, kv = spec.num_heads // tp, spec.num_kv_heads // tp
             cells = []

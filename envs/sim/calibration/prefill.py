@@ -111,7 +111,7 @@ def _framework_overhead_s(cal: Calibration, tp: int, num_seqs: int) -> float:
     )
 
 
-def _context_attention_s(data_dir: Path, folder: str) -> dict[tuple[int, int, int], float]:
+def context_attention_s(data_dir: Path, folder: str) -> dict[tuple[int, int, int], float]:
     """Single-sequence prefill attention of one layer from aiconfigurator, seconds per
     (query heads, KV heads, isl) on one GPU (median of repeated rows)."""
     times: dict[tuple[int, int, int], list[float]] = {}
@@ -214,7 +214,7 @@ def vidur_prefill_points(
     comm, comm_gpu = _nvlink_by_gpu(data_dir)
     points = []
     for sku, (gpu, folder) in VIDUR_GPUS.items():
-        attention = _context_attention_s(data_dir, folder)
+        attention = context_attention_s(data_dir, folder)
         for hf_name, name in VIDUR_MODELS.items():
             path = data_dir / "vidur" / "compute" / sku / hf_name / "mlp.csv"
             if not path.exists():
