@@ -23,9 +23,6 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices
 
-#: Ray's own start-up chatter that would bury the table.
-_INIT_KWARGS = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-
 
 def init_ray(address: str | None = "local") -> Any:
     """The ``ray`` module, connected: a local Ray on this machine's cores for ``"local"`` or
@@ -41,7 +38,10 @@ def init_ray(address: str | None = "local") -> Any:
         ) from exc
     if not ray.is_initialized():
         target = None if address in (None, "local") else address
-        ray.init(address=target, **_INIT_KWARGS)
+        # no dashboard and no worker log forwarding: Ray's start-up chatter would bury the table
+        ray.init(
+            address=target, include_dashboard=False, log_to_driver=False, configure_logging=False
+        )
     return ray
 
 
