@@ -12,7 +12,7 @@ import pytest
 import evaluation
 from agents.checkpoint import resolve_checkpoint
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = ("pd-cluster", "routing", "allocation")
 STEPS = 12
 

@@ -12,7 +12,6 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 import numpy as np
 import pytest
 import torch as th
-from factored_setup import KWARGS, SPEC, hexagent_steps
 from gymnasium import spaces
 from sb3_contrib.common.maskable.buffers import MaskableDictRolloutBuffer
 from stable_baselines3.common.vec_env import DummyVecEnv
@@ -24,16 +23,9 @@ from agents.factored_buffer import open_slots as open_slots_np
 
 
 @pytest.fixture(scope="module")
-def env():
-    e = make_env(SPEC, KWARGS)
-    yield e
-    e.close()
-
-
-@pytest.fixture(scope="module")
-def observations(env):
+def observations(factored_steps):
     """Observations of HexAgent's first steps on seeds 0 and 1."""
-    return [obs for obs, _ in hexagent_steps(env)]
+    return [obs for obs, _ in factored_steps]
 
 
 @pytest.mark.parametrize("n_pairs", [64, 12])
@@ -70,9 +62,13 @@ def _random_batch(policy, observations, seed):
     return obs_t, masks, th.as_tensor(actions), rows
 
 
-def test_taken_slot_rows_score_actions_exactly_as_the_full_mask(env, observations):
+def test_taken_slot_rows_score_actions_exactly_as_the_full_mask(
+    factored_env, factored_spec, observations
+):
     th.manual_seed(0)
-    model = build_model("maskable-ppo-factored", env, SPEC, seed=0, hyperparams={"n_steps": 32})
+    model = build_model(
+        "maskable-ppo-factored", factored_env, factored_spec, seed=0, hyperparams={"n_steps": 32}
+    )
     policy = model.policy
     with th.no_grad():  # non-zero output layers, so every term of the scores matters
         for p in policy.parameters():
@@ -95,22 +91,32 @@ def test_taken_slot_rows_score_actions_exactly_as_the_full_mask(env, observation
         assert all(th.equal(g, h) for g, h in zip(*grads, strict=True))
 
 
-def test_ppo_through_the_compact_buffer_trains_the_same_parameters(env):
+def test_ppo_through_the_compact_buffer_trains_the_same_parameters(
+    factored_env, factored_spec, factored_kwargs
+):
     th.set_num_threads(1)
-    venv_args = [lambda i=i: make_env(SPEC, KWARGS, seed=i, lean=True) for i in range(2)]
+    venv_args = [
+        lambda i=i: make_env(factored_spec, factored_kwargs, seed=i, lean=True) for i in range(2)
+    ]
     params = []
     for buffer in (None, MaskableDictRolloutBuffer):
         hyper = {"n_steps": 24, "batch_size": 16, "target_kl": None}
         if buffer is not None:
             hyper["rollout_buffer_class"] = buffer
         model = build_model(
-            "maskable-ppo-factored", DummyVecEnv(venv_args), SPEC, seed=3, hyperparams=hyper
+            "maskable-ppo-factored",
+            DummyVecEnv(venv_args),
+            factored_spec,
+            seed=3,
+            hyperparams=hyper,
         )
         expected = FactoredRolloutBuffer if buffer is None else buffer
         assert type(model.rollout_buffer) is expected
         model.learn(total_timesteps=96)
         params.append({k: v.clone() for k, v in model.policy.state_dict().items()})
-    moved = build_model("maskable-ppo-factored", env, SPEC, seed=3).policy.state_dict()
+    moved = build_model(
+        "maskable-ppo-factored", factored_env, factored_spec, seed=3
+    ).policy.state_dict()
     assert any(not th.equal(params[0][k], moved[k]) for k in moved)  # training changed them
     assert all(th.equal(params[0][k], params[1][k]) for k in params[0])
 

@@ -10,30 +10,22 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 import numpy as np
 import pytest
 import torch as th
-from factored_setup import KWARGS, SPEC, hexagent_steps
 
-from agents import build_model, make_env
+from agents import build_model
 from agents.factored import FactoredActionPolicy, FactoredMaskableDistribution
 
 
 @pytest.fixture(scope="module")
-def env():
-    e = make_env(SPEC, KWARGS)
-    yield e
-    e.close()
-
-
-@pytest.fixture(scope="module")
-def observations(env):
+def observations(factored_steps):
     """(obs, mask) of HexAgent's first steps, seeds 0 and 1 (several slots open at once)."""
-    return hexagent_steps(env)
+    return factored_steps
 
 
-def models(env):
+def models(env, spec):
     th.set_num_threads(1)
-    flat = build_model("maskable-ppo", env, SPEC, seed=0, hyperparams={"n_steps": 32})
+    flat = build_model("maskable-ppo", env, spec, seed=0, hyperparams={"n_steps": 32})
     fact = build_model(
-        "maskable-ppo-factored", env, SPEC, seed=1, hyperparams={"n_steps": 32, "batch_size": 16}
+        "maskable-ppo-factored", env, spec, seed=1, hyperparams={"n_steps": 32, "batch_size": 16}
     )
     assert isinstance(fact.policy, FactoredActionPolicy)
     # Same extractor weights; random non-zero output layers so every term matters.
@@ -52,8 +44,10 @@ def batch(policy, observations):
     return obs_t, masks
 
 
-def test_factored_log_probs_equal_the_flat_heads_for_every_legal_action(env, observations):
-    flat, fact = models(env)
+def test_factored_log_probs_equal_the_flat_heads_for_every_legal_action(
+    factored_env, factored_spec, observations
+):
+    flat, fact = models(factored_env, factored_spec)
     fact.policy.mlp_extractor.value_net.load_state_dict(
         flat.policy.mlp_extractor.value_net.state_dict()
     )
@@ -76,8 +70,10 @@ def test_factored_log_probs_equal_the_flat_heads_for_every_legal_action(env, obs
     assert (masks.reshape(b, k, -1).any(-1).sum(1) > 1).any()
 
 
-def test_factored_samples_are_legal_and_follow_the_distribution(env, observations):
-    _, fact = models(env)
+def test_factored_samples_are_legal_and_follow_the_distribution(
+    factored_env, factored_spec, observations
+):
+    _, fact = models(factored_env, factored_spec)
     obs, mask = max(observations, key=lambda om: om[1].sum())
     obs_t, _ = fact.policy.obs_to_tensor(obs)
     th.manual_seed(0)
@@ -91,8 +87,10 @@ def test_factored_samples_are_legal_and_follow_the_distribution(env, observation
     assert abs(np.mean(draws == top) - probs[top]) < 0.1
 
 
-def test_deterministic_action_is_the_best_slot_then_its_best_pair(env, observations):
-    flat, fact = models(env)
+def test_deterministic_action_is_the_best_slot_then_its_best_pair(
+    factored_env, factored_spec, observations
+):
+    flat, fact = models(factored_env, factored_spec)
     fe = fact.policy.features_extractor
     for obs, mask in observations[:6]:
         a, _ = fact.predict(obs, deterministic=True, action_masks=mask)
@@ -112,8 +110,8 @@ def test_factored_mask_of_the_wrong_size_is_a_clear_error():
         dist.apply_masking(np.ones(11, dtype=bool))
 
 
-def test_factored_ppo_learns_and_saves_a_loadable_checkpoint(env, tmp_path):
-    _, fact = models(env)
+def test_factored_ppo_learns_and_saves_a_loadable_checkpoint(factored_env, factored_spec, tmp_path):
+    _, fact = models(factored_env, factored_spec)
     fact.learn(total_timesteps=32)
     assert fact.num_timesteps >= 32
     fact.save(tmp_path / "m.zip")

@@ -14,7 +14,7 @@ import yaml
 import envs
 from agents import TRAIN_ENVS, env_kwargs
 
-ZOO_FILE = Path(__file__).resolve().parents[1] / "agents" / "zoo" / "ppo.yml"
+ZOO_FILE = Path(__file__).resolve().parents[2] / "agents" / "zoo" / "ppo.yml"
 #: Keys RL Zoo consumes itself (rl_zoo3.exp_manager); everything else goes to PPO(...).
 ZOO_KEYS = {"policy", "n_envs", "n_timesteps", "env_kwargs", "normalize"}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("plot_pd_load", ROOT / "examples/plot_pd_load.py")
 assert _spec is not None and _spec.loader is not None
 plot_pd_load = importlib.util.module_from_spec(_spec)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README_MAX_LINES = 250
 #: History narration: a work item's number, a work session, measurements "not rerun".
 NARRATION = re.compile(
@@ -147,8 +147,8 @@ def test_site_builds_with_strict_links(tmp_path: Path) -> None:
 
 
 def test_readme_quickstart_is_the_tested_example() -> None:
-    """The README shows examples/quickstart.py verbatim (tests/test_compare.py runs the file;
-    Getting started includes it by reference)."""
+    """The README shows examples/quickstart.py verbatim (tests/evaluation/test_compare.py runs the
+    file; Getting started includes it by reference)."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     quickstart = readme.split("## Quickstart", 1)[1]
     block = quickstart.split("```python\n", 1)[1].split("```", 1)[0]

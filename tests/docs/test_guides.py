@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_first_scheduler import code_blocks, commands  # the one reader of doc commands
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEDULER_GUIDE = ROOT / "docs" / "adding-a-scheduler.md"
 HARDWARE_GUIDE = ROOT / "docs" / "adding-hardware.md"
 #: Left out of the copy: environments, outputs and caches, none of which the guides use.
@@ -77,7 +77,7 @@ def test_scheduler_guide_registers_tests_evaluates_and_trains_its_policies(tmp_p
         "heuristics/pd_cluster/sjf.py",
         "heuristics/routing/routers.py",
         "heuristics/allocation/baselines.py",
-        "tests/test_sjf.py",
+        "tests/heuristics/test_sjf.py",
     ]
     # The guide's import list is the package's, plus the new module.
     listing_head = "from heuristics.pd_cluster import ("
@@ -98,7 +98,8 @@ def test_scheduler_guide_registers_tests_evaluates_and_trains_its_policies(tmp_p
         "-m", "evaluate.py", "evaluate.py", "evaluate.py", "train.py",
     ]  # fmt: skip
     tests = run(cmds[0], repo)
-    # the rule's own test and the generic checks of tests/test_heuristics.py on per-call-sjf
+    # the rule's own test and the generic checks of tests/heuristics/test_heuristics.py on
+    # per-call-sjf
     assert int(re.search(r"(\d+) passed", tests).group(1)) >= 3, tests  # type: ignore[union-attr]
     new_policies = ("per-call-sjf", "most-free-kv", "one-gpu-each")
     for command, policy in zip(cmds[1:4], new_policies, strict=True):

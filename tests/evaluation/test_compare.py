@@ -10,7 +10,7 @@ import pytest
 
 from evaluation import Comparison, EvaluationError, compare
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMALL = {"workload_count": 20}
 
 

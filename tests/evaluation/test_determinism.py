@@ -6,8 +6,9 @@
 * Vector envs: gymnasium's ``AsyncVectorEnv`` (one subprocess per env) and ``SyncVectorEnv``, and
   SB3's ``SubprocVecEnv`` and ``DummyVecEnv`` as ``agents.envs.make_vec_env`` builds them, give
   identical observations, rewards and episode ends for the same seeds and actions.
-* Ray (docs/design.md, "Beyond one machine"): ``tests/test_ray.py`` runs the same evaluate.py
-  grid serially and as Ray tasks and compares the rows (skipped when Ray is not installed).
+* Ray (docs/design.md, "Beyond one machine"): ``tests/evaluation/test_ray.py`` runs the same
+  evaluate.py grid serially and as Ray tasks and compares the rows (skipped when Ray is not
+  installed).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import pytest
 from envs.pd_cluster import PDClusterEnv
 from envs.routing import RoutingEnv
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Fields that legitimately differ between two runs of the same command, per output file:
 #: measured wall-clock time, the run's date, and the command line (it names the output
@@ -102,11 +103,11 @@ def test_evaluate_output_is_identical_across_processes_and_hash_seeds(
 
 
 # -- vector envs -------------------------------------------------------------------------------
-def small_pd() -> gym.Env:
+def small_pd_env() -> gym.Env:
     return PDClusterEnv(workload="mixed", workload_count=2, slots=4, estimate_error=0.2)
 
 
-def small_routing() -> gym.Env:
+def small_routing_env() -> gym.Env:
     return RoutingEnv(workload_count=8, output_predictor="task-mean", check_interval=5)
 
 
@@ -135,7 +136,7 @@ def assert_same_trajectories(a: list[tuple], b: list[tuple]) -> None:
             assert np.array_equal(x, y), f"step {k}: {x} != {y}"
 
 
-@pytest.mark.parametrize("make", [small_pd, small_routing], ids=["pd-cluster", "routing"])
+@pytest.mark.parametrize("make", [small_pd_env, small_routing_env], ids=["pd-cluster", "routing"])
 def test_gymnasium_async_and_sync_vector_envs_agree(make: Any) -> None:
     """Subprocess workers (AsyncVectorEnv) and in-process ones (SyncVectorEnv): same seeds, same
     actions, same steps (through episode ends and autoresets)."""
@@ -183,5 +184,5 @@ def test_sb3_subproc_and_dummy_vector_envs_agree() -> None:
     assert any(s[2].any() for s in trajectories[0]), "no episode ended: lengthen the run"
 
 
-# Ray workers: tests/test_ray.py::test_evaluate_on_ray_gives_the_serial_rows runs the same
-# evaluate.py grid serially and as Ray tasks and compares the rows.
+# Ray workers: tests/evaluation/test_ray.py::test_evaluate_on_ray_gives_the_serial_rows runs the
+# same evaluate.py grid serially and as Ray tasks and compares the rows.

@@ -22,7 +22,7 @@ import evaluate
 import evaluation
 from evaluation import EvalConfig, EvaluationError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COUNT = 8
 
 

@@ -13,7 +13,7 @@ import pytest
 import evaluate
 import evaluation
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def pd_row(policy: str, seed: int, req95: float, req99: float | None, **extra) -> dict:

@@ -115,9 +115,9 @@ def test_init_ray_reuses_the_running_instance() -> None:
     assert init_ray("local") is ray and ray.is_initialized()
 
 
-def test_seeded_ppo_on_ray_actors_trains_the_serial_model() -> None:
+def test_seeded_ppo_on_ray_actors_trains_the_serial_model(
+    ppo_parameters: Any, assert_same_parameters: Any
+) -> None:
     """train.py --ray's rollout path (make_vec_env(vec="ray")): the same seeded MaskablePPO run
     gives bit-identical parameters on Ray actors and in this process (issue 33)."""
-    from test_parallel_rollouts import assert_same, trained_parameters
-
-    assert_same(trained_parameters("dummy"), trained_parameters("ray"))
+    assert_same_parameters(ppo_parameters("dummy"), ppo_parameters("ray"))

@@ -401,7 +401,8 @@ def drive_to_b_arrival() -> tuple[PDClusterEnv, dict[str, Any]]:
     """Place Z (zh -> H200 prefill, za -> A100 prefill) and A by hand; return the env paused at
     B's arrival, where a (waiting behind za) and b are both to be planned."""
     # The hand computation charges a running tool its true latency: tool_estimate="oracle" (the
-    # default, a running mean of finished tools, is checked in test_predictor_visibility.py).
+    # default, a running mean of finished tools, is checked in
+    # envs/pd_cluster/test_predictor_visibility.py).
     env = PDClusterEnv(
         cluster=cluster_from_dict(TINY_CLUSTER, model=MODEL),
         trace=TRACE,

@@ -25,7 +25,7 @@ from traces.validate import validate_records
 
 SEEDS = (0, 1, 2)
 REL_TOL = 0.10
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rate(records) -> float:

@@ -34,7 +34,7 @@ from traces.sources import (
     verify,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODELS = ("small-model", "large-model")
 REFUSED = "http://127.0.0.1:9"  # the discard port: nothing listens, the connection is refused
 

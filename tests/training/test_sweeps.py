@@ -12,7 +12,7 @@ import yaml
 
 from agents import sweeps
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Stands in for train.py: writes an eval_history.json whose req99 is the --bc-lr it was given.
 FAKE_TRAIN = """

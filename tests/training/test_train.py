@@ -105,7 +105,7 @@ def test_final_table_adds_the_best_model_only_when_it_is_not_the_final_one(tmp_p
 
 TRAIN_CONFIGS = sorted(
     p
-    for p in (Path(__file__).resolve().parents[1] / "examples").glob("*.yaml")
+    for p in (Path(__file__).resolve().parents[2] / "examples").glob("*.yaml")
     if "program:" not in p.read_text()  # W&B sweep files configure train.py, they are not configs
 )
 

@@ -20,7 +20,7 @@ from traces.generators.goodserve import TASKS, mooncake_tick_stats, paper_rate
 from traces.validate import validate_records
 
 DATA = Path(
-    os.environ.get("SERVEGYM_DATA", Path(__file__).resolve().parents[2] / "shared" / "traces-raw")
+    os.environ.get("SERVEGYM_DATA", Path(__file__).resolve().parents[4] / "shared" / "traces-raw")
 )
 
 

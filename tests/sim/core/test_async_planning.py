@@ -22,20 +22,6 @@ from traces.schema import LLMNode, ToolNode, Workflow
 MODEL = "llama3.1-70b"
 
 
-def small_pd() -> object:
-    """1 A100 + 1 H200 prefill, 1 A100 + 1 H200 decode."""
-    return cluster_from_dict(
-        {
-            "name": "tiny-pd",
-            "architecture": "pd",
-            "default_model": MODEL,
-            "tensor_parallel": {MODEL: {"a100-80g": 4, "h200": 4}},
-            "prefill": [{"gpu": "a100-80g"}, {"gpu": "h200"}],
-            "decode": [{"gpu": "a100-80g"}, {"gpu": "h200"}],
-        }
-    )
-
-
 def fan(wid: str, arrival: float, inputs: tuple[int, ...], output: int = 8) -> Workflow:
     """Parallel source calls ``s0, s1, ...`` joined by a tool."""
     calls = tuple(LLMNode(f"s{i}", MODEL, n, output) for i, n in enumerate(inputs))
@@ -65,8 +51,8 @@ def finish(sim: Simulation):
     return sim.result()
 
 
-def test_late_plan_never_moves_a_call_that_started_under_the_fallback():
-    sim = Simulation(small_pd(), [fan("w", 0.0, (4000,))], compute_horizons=False)
+def test_late_plan_never_moves_a_call_that_started_under_the_fallback(tiny_pd_cluster):
+    sim = Simulation(tiny_pd_cluster(), [fan("w", 0.0, (4000,))], compute_horizons=False)
     inv = sim.advance()
     assert inv.stage == "prefill"
     (call,) = inv.calls
@@ -85,13 +71,15 @@ def test_late_plan_never_moves_a_call_that_started_under_the_fallback():
     assert stats["started_on_fallback"]["prefill"] == 1
 
 
-def test_late_plan_moves_a_call_still_waiting_when_it_lands():
+def test_late_plan_moves_a_call_still_waiting_when_it_lands(tiny_pd_cluster):
     first = fan("w", 0.0, (6000, 6000, 6000))
-    probe = Simulation(small_pd(), [first], compute_horizons=False)
+    probe = Simulation(tiny_pd_cluster(), [first], compute_horizons=False)
     h200, a100, dec = probe.prefill[1].index, probe.prefill[0].index, probe.decode[0].index
     delay = probe.prefill[1].latency.prefill_time(6000) / 2
     # w's three calls queue on the H200 (blocking plan); v arrives while w/s0 is in prefill.
-    sim = Simulation(small_pd(), [first, fan("v", delay / 2, (500,))], compute_horizons=False)
+    sim = Simulation(
+        tiny_pd_cluster(), [first, fan("v", delay / 2, (500,))], compute_horizons=False
+    )
     inv = sim.advance()
     e0, e1, e2 = inv.calls
     sim.apply([Assignment(c, float(k), h200, dec) for k, c in enumerate((e0, e1, e2))])
@@ -118,8 +106,8 @@ def test_late_plan_moves_a_call_still_waiting_when_it_lands():
     assert stats["plans"] == 1 and stats["skipped"]["prefill"] == 1
 
 
-def test_late_decode_plan_keeps_the_priority_of_a_call_already_decoding():
-    sim = Simulation(small_pd(), [fan("w", 0.0, (300,), output=50)], compute_horizons=False)
+def test_late_decode_plan_keeps_the_priority_of_a_call_already_decoding(tiny_pd_cluster):
+    sim = Simulation(tiny_pd_cluster(), [fan("w", 0.0, (300,), output=50)], compute_horizons=False)
     inv = sim.advance()
     (call,) = inv.calls
     sim.apply([Assignment(call, 7.0, sim.prefill[1].index, sim.decode[1].index)])
@@ -162,10 +150,10 @@ def test_a_landed_plan_reaches_the_calls_it_leaves_out():
     assert stats["started_on_fallback"]["decode"] == 1
 
 
-def test_invocations_of_a_stage_are_absorbed_while_its_plan_is_in_flight():
+def test_invocations_of_a_stage_are_absorbed_while_its_plan_is_in_flight(tiny_pd_cluster):
     delay = 0.2
     records = [fan(f"w{i}", 0.05 * i, (2000, 1500)) for i in range(8)]
-    sim = Simulation(small_pd(), records, compute_horizons=False)
+    sim = Simulation(tiny_pd_cluster(), records, compute_horizons=False)
     applied: dict[str, float] = {}
     triggers = []
     handed_out = 0
@@ -193,10 +181,12 @@ def test_invocations_of_a_stage_are_absorbed_while_its_plan_is_in_flight():
     st.lists(st.tuples(st.floats(0.0, 0.3), st.integers(50, 5000)), min_size=1, max_size=8),
     st.floats(0.001, 0.5),
 )
-def test_every_call_finishes_once_and_a_started_call_keeps_its_instances(arrivals, delay):
+def test_every_call_finishes_once_and_a_started_call_keeps_its_instances(
+    tiny_pd_cluster, arrivals, delay
+):
     arrivals.sort()
     records = [fan(f"w{i}", t, (n, n // 2 + 1)) for i, (t, n) in enumerate(arrivals)]
-    sim = Simulation(small_pd(), records, compute_horizons=False)
+    sim = Simulation(tiny_pd_cluster(), records, compute_horizons=False)
     started: dict[int, tuple[int, int]] = {}
     while (inv := sim.advance()) is not None:
         for c in sim.calls:
@@ -212,11 +202,11 @@ def test_every_call_finishes_once_and_a_started_call_keeps_its_instances(arrival
         assert (c.prefill_instance, c.decode_instance) == pair
 
 
-def test_zero_delay_reproduces_the_blocking_run_exactly():
+def test_zero_delay_reproduces_the_blocking_run_exactly(tiny_pd_cluster):
     records = generate("mixed", seed=0, count=20)
-    blocking = Simulation(small_pd(), records, seed=0).run(EarliestFinishScheduler())
-    zero = Simulation(small_pd(), records, seed=0).run(EarliestFinishScheduler(), 0.0)
-    late = Simulation(small_pd(), records, seed=0).run(EarliestFinishScheduler(), 0.05)
+    blocking = Simulation(tiny_pd_cluster(), records, seed=0).run(EarliestFinishScheduler())
+    zero = Simulation(tiny_pd_cluster(), records, seed=0).run(EarliestFinishScheduler(), 0.0)
+    late = Simulation(tiny_pd_cluster(), records, seed=0).run(EarliestFinishScheduler(), 0.05)
     rows = [dataclasses.astuple(r) for r in blocking.calls]
     assert [dataclasses.astuple(r) for r in zero.calls] == rows
     assert [dataclasses.astuple(r) for r in zero.workflows] == [

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,9 +26,6 @@ from envs.sim.core.protocol import Assignment
 from envs.sim.core.records import CallStore, CallTable, PackedCall
 from envs.sim.core.workflows import DONE, WorkflowRun
 from traces.generators import generate
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_sim_digest import digest  # noqa: E402
 
 
 def _pd(record_store: str = "objects", **kw: Any) -> Simulation:
@@ -100,12 +95,14 @@ def _fields(call: Any) -> tuple:
 
 @pytest.mark.parametrize("make", [_pd, _mono], ids=["pd", "monolithic-migration"])
 @pytest.mark.parametrize("store", ["compact", "disk"])
-def test_packed_store_reproduces_the_object_records_exactly(make: Any, store: str) -> None:
+def test_packed_store_reproduces_the_object_records_exactly(
+    sim_digest, make: Any, store: str
+) -> None:
     ref_sim = make()
     ref = ref_sim.run(_Mover())
     sim = _small_chunks(make(store), spill=store == "disk")
     res = sim.run(_Mover())
-    assert digest(res) == digest(ref)
+    assert sim_digest(res) == sim_digest(ref)
     assert [dataclasses.astuple(r) for r in res.calls] == [
         dataclasses.astuple(r) for r in ref.calls
     ]
@@ -197,13 +194,15 @@ def test_pending_invocations_list_only_waiting_calls() -> None:
     assert checked > 100
 
 
-def test_isolated_time_cache_bound_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_isolated_time_cache_bound_changes_nothing(
+    sim_digest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ref = _pd().run(DefaultScheduler())
     monkeypatch.setattr(sim_estimates, "ISOLATED_CACHE_ENTRIES", 3)
     sim = _pd()
     res = sim.run(DefaultScheduler())
     assert len(sim.estimates._isolated_cache) <= 3
-    assert digest(res) == digest(ref)
+    assert sim_digest(res) == sim_digest(ref)
 
 
 def test_incremental_path_end_max_equals_a_rescan() -> None:

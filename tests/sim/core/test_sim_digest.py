@@ -10,14 +10,13 @@ scheduling in the SGLang preset (its per-iteration CPU overheads hidden behind t
 ``monolithic_sglang_prefix`` alone. Every case pins the ``roofline`` per-op calibration (the
 one the ``-v0`` envs pin), not the simulator's default. A failing digest means the
 simulation now produces different numbers: if that is intended (a fidelity fix, not a speed-up),
-say why in the commit and re-pin with ``python tests/test_sim_digest.py``.
+say why in the commit and re-pin with ``python tests/sim/core/test_sim_digest.py``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import sys
+from typing import Any
 
 import pytest
 
@@ -25,21 +24,6 @@ from envs.sim import DefaultScheduler, Simulation, load_cluster
 from envs.sim.core.scheduler import EarliestFinishScheduler
 from envs.sim.core.simulation import LatencyCache, SimulationResult
 from traces.generators import generate
-
-
-def digest(res: SimulationResult) -> str:
-    """SHA-256 over every record field and metric of ``res`` (not its event count or wall time,
-    which are how the run was computed, not what it produced)."""
-    h = hashlib.sha256()
-    for rec in res.calls:
-        h.update(repr(dataclasses.astuple(rec)).encode())
-    for rec in res.workflows:
-        h.update(repr(dataclasses.astuple(rec)).encode())
-    h.update(repr(sorted(res.metrics.items())).encode())
-    h.update(repr(sorted(res.utilisation.items())).encode())
-    h.update(repr(res.end_time).encode())
-    h.update(repr(res.invocations).encode())
-    return h.hexdigest()
 
 
 def _roofline() -> LatencyCache:
@@ -117,14 +101,16 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_simulation_records_match_pinned_digest(name: str) -> None:
+def test_simulation_records_match_pinned_digest(sim_digest: Any, name: str) -> None:
     run, pinned = CASES[name]
-    assert digest(run()) == pinned, (
+    assert sim_digest(run()) == pinned, (
         f"{name}: the simulation's records changed; if intended, re-pin with "
-        "`python tests/test_sim_digest.py` and say why in the commit"
+        "`python tests/sim/core/test_sim_digest.py` and say why in the commit"
     )
 
 
 if __name__ == "__main__":
+    from conftest import digest  # this folder's conftest.py (the script's directory)
+
     for key, (fn, _) in sorted(CASES.items()):
         print(f"{key}: {digest(fn())}", file=sys.stdout)

@@ -3,7 +3,7 @@
 Each structure that replaces a per-event pass with bookkeeping is checked two ways: its value at
 every step of random runs against the pass it replaces, and a whole run's records against the
 same run with the general code path patched back in (bit-identical, by the digest of
-``tests/test_sim_digest.py``).
+``tests/sim/core/test_sim_digest.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import pytest
 from envs.sim import DefaultScheduler, Simulation, load_cluster
 from envs.sim.core.scheduler import EarliestFinishScheduler
 from envs.sim.engines.batching import BatchEngine, DecodeInstance
-from tests.test_sim_digest import digest
 from traces.generators import generate
 
 
@@ -68,14 +67,14 @@ def test_decode_segment_bookkeeping_equals_a_rescan(monkeypatch, seed):
 
 
 @pytest.mark.parametrize("scheduler", [DefaultScheduler, EarliestFinishScheduler])
-def test_incremental_decode_engine_matches_the_general_one(monkeypatch, scheduler):
+def test_incremental_decode_engine_matches_the_general_one(sim_digest, monkeypatch, scheduler):
     """A P-D run's records are bit-identical with the decode instances' incremental segments and
     with the general engine's per-call passes (the code before issue 32's change)."""
     records = generate("bfcl", seed=4, count=80)
 
     def run() -> str:
         sim = Simulation(load_cluster("hetero-2"), records, seed=4, compute_horizons=False)
-        return digest(sim.run(scheduler()))
+        return sim_digest(sim.run(scheduler()))
 
     fast = run()
     for name in ("_take", "_finish_call", "_next_segment", "_end_decode_segment"):
@@ -83,7 +82,7 @@ def test_incremental_decode_engine_matches_the_general_one(monkeypatch, schedule
     assert run() == fast
 
 
-def test_decode_step_memo_bound_changes_no_number(monkeypatch):
+def test_decode_step_memo_bound_changes_no_number(sim_digest, monkeypatch):
     """The latency models' decode-step memo is a pure cache: a run's records are bit-identical
     with a 3-entry bound (cleared all the time) and an unbounded one."""
     import envs.sim.latency.iteration as iteration
@@ -97,7 +96,7 @@ def test_decode_step_memo_bound_changes_no_number(monkeypatch):
         sim = Simulation(
             load_cluster("hetero-1"), records, seed=5, compute_horizons=False, latency_cache=cache
         )
-        digests.append(digest(sim.run(DefaultScheduler())))
+        digests.append(sim_digest(sim.run(DefaultScheduler())))
         sizes = {len(m._steps_memo) for m in cache._models.values()}
         assert max(sizes) <= bound
     assert digests[0] == digests[1]

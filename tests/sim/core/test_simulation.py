@@ -23,20 +23,6 @@ from traces.schema import LLMNode, Request, ToolNode, Workflow
 MODEL = "llama3.1-70b"
 
 
-def small_pd(model: str = MODEL) -> object:
-    """1 A100 + 1 H200 prefill, 1 A100 + 1 H200 decode: small but heterogeneous."""
-    return cluster_from_dict(
-        {
-            "name": "tiny-pd",
-            "architecture": "pd",
-            "default_model": model,
-            "tensor_parallel": {model: {"a100-80g": 4, "h200": 4}},
-            "prefill": [{"gpu": "a100-80g"}, {"gpu": "h200"}],
-            "decode": [{"gpu": "a100-80g"}, {"gpu": "h200"}],
-        }
-    )
-
-
 def small_mono(model: str = "llama3.1-8b") -> object:
     return cluster_from_dict(
         {
@@ -96,9 +82,9 @@ def timeline(result) -> list[tuple]:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads)
-def test_decode_fast_forward_matches_token_by_token(specs):
+def test_decode_fast_forward_matches_token_by_token(tiny_pd_cluster, specs):
     wfs = build(specs)
-    cl = small_pd()
+    cl = tiny_pd_cluster()
     fast = Simulation(cl, wfs, compute_horizons=False).run(DefaultScheduler())
     slow = Simulation(cl, wfs, compute_horizons=False, token_by_token=True).run(DefaultScheduler())
     assert len(fast.calls) == len(slow.calls)
@@ -142,9 +128,9 @@ def test_kv_capacity_is_never_exceeded_under_pressure():
     assert all(c.decode_end > 0 for c in res.calls)
 
 
-def test_every_call_completes_exactly_once():
+def test_every_call_completes_exactly_once(tiny_pd_cluster):
     wfs = build([(0.05, (500, 1200, 90, 3000, 40))] * 20)
-    sim = Simulation(small_pd(), wfs, compute_horizons=False)
+    sim = Simulation(tiny_pd_cluster(), wfs, compute_horizons=False)
     res = sim.run(DefaultScheduler())
     keys = [(c.workflow_id, c.node_id) for c in res.calls]
     assert len(keys) == len(set(keys)) == 20 * 4
@@ -169,9 +155,9 @@ class InboundAuditor(DefaultScheduler):
         return super().plan(sim, inv)
 
 
-def test_decode_inbound_tracks_planned_calls_until_admission():
+def test_decode_inbound_tracks_planned_calls_until_admission(tiny_pd_cluster):
     wfs = build([(0.01, (3000, 1200, 90, 3000, 40))] * 12)
-    Simulation(small_pd(), wfs, compute_horizons=False).run(InboundAuditor())
+    Simulation(tiny_pd_cluster(), wfs, compute_horizons=False).run(InboundAuditor())
 
 
 class RevealAuditor(DefaultScheduler):
@@ -195,10 +181,10 @@ class RevealAuditor(DefaultScheduler):
         return super().plan(sim, inv)
 
 
-def test_online_reveal_never_exposes_an_unrevealed_node():
+def test_online_reveal_never_exposes_an_unrevealed_node(tiny_pd_cluster):
     wfs = build([(0.02, (800, 300, 2500, 100, 64))] * 15)
     auditor = RevealAuditor()
-    res = Simulation(small_pd(), wfs, compute_horizons=False).run(auditor)
+    res = Simulation(tiny_pd_cluster(), wfs, compute_horizons=False).run(auditor)
     assert auditor.checked > 0
     by_key = {(c.workflow_id, c.node_id): c for c in res.calls}
     for w in wfs:
@@ -219,10 +205,10 @@ def test_horizon_is_at_most_completion_when_run_alone(preset):
         assert 0 < w.horizon <= w.completion_time * (1 + 1e-9)
 
 
-def test_same_seed_gives_identical_records():
+def test_same_seed_gives_identical_records(tiny_pd_cluster):
     wfs = build([(0.03, (700, 1500, 200, 2500, 80))] * 25)
     runs = [
-        Simulation(small_pd(), wfs, seed=s, estimate_error=0.3).run(DefaultScheduler())
+        Simulation(tiny_pd_cluster(), wfs, seed=s, estimate_error=0.3).run(DefaultScheduler())
         for s in (7, 7, 8)
     ]
     a, b, c = (
@@ -233,37 +219,39 @@ def test_same_seed_gives_identical_records():
     assert a != c  # the seed does reach the estimate-error draws
 
 
-def test_workflow_with_cycle_names_the_nodes():
+def test_workflow_with_cycle_names_the_nodes(tiny_pd_cluster):
     wf = Workflow(
         "bad", 0.0, (LLMNode("x", MODEL, 10, 10, ("y",)), LLMNode("y", MODEL, 10, 10, ("x",)))
     )
     with pytest.raises(WorkloadError, match=r"'bad'.*cycle.*'x'"):
-        Simulation(small_pd(), [wf])
+        Simulation(tiny_pd_cluster(), [wf])
 
 
-def test_workflow_with_missing_parent_names_the_node():
+def test_workflow_with_missing_parent_names_the_node(tiny_pd_cluster):
     wf = Workflow("bad", 0.0, (LLMNode("x", MODEL, 10, 10, ("ghost",)),))
     with pytest.raises(WorkloadError, match=r"node 'x'.*unknown parent 'ghost'"):
-        Simulation(small_pd(), [wf])
+        Simulation(tiny_pd_cluster(), [wf])
 
 
-def test_workflow_with_negative_tokens_names_the_node():
+def test_workflow_with_negative_tokens_names_the_node(tiny_pd_cluster):
     wf = Workflow("bad", 0.0, (LLMNode("x", MODEL, 10, -5),))
     with pytest.raises(WorkloadError, match=r"node 'x' has output_tokens=-5"):
-        Simulation(small_pd(), [wf])
+        Simulation(tiny_pd_cluster(), [wf])
 
 
-def test_unsorted_workload_and_unserved_model_are_rejected():
+def test_unsorted_workload_and_unserved_model_are_rejected(tiny_pd_cluster):
     w0 = diamond(0, 1.0, (10, 10, 10, 10, 10))
     w1 = diamond(1, 0.5, (10, 10, 10, 10, 10))
     with pytest.raises(WorkloadError, match="not sorted by arrival"):
-        Simulation(small_pd(), [w0, w1])
+        Simulation(tiny_pd_cluster(), [w0, w1])
     with pytest.raises(WorkloadError, match="needs model 'qwen2.5-14b'"):
-        Simulation(small_pd(), [diamond(0, 0.0, (10, 10, 10, 10, 10), model="qwen2.5-14b")])
+        Simulation(tiny_pd_cluster(), [diamond(0, 0.0, (10, 10, 10, 10, 10), model="qwen2.5-14b")])
 
 
-def test_illegal_plan_raises_and_leaves_state_untouched():
-    sim = Simulation(small_pd(), build([(0.0, (100, 100, 100, 100, 10))]), compute_horizons=False)
+def test_illegal_plan_raises_and_leaves_state_untouched(tiny_pd_cluster):
+    sim = Simulation(
+        tiny_pd_cluster(), build([(0.0, (100, 100, 100, 100, 10))]), compute_horizons=False
+    )
     inv = sim.advance()
     assert inv is not None and inv.stage == "prefill"
     call = inv.calls[0]

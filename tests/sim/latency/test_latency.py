@@ -112,8 +112,8 @@ def test_half_a_gpu_is_slower_and_holds_less_kv():
 
 
 def test_moe_decode_of_one_token_reads_fewer_bytes_than_dense_of_same_size():
-    # the roofline variant keeps the routed experts in the dense roofline (tests/test_moe.py
-    # covers the other variants' MoE cost)
+    # the roofline variant keeps the routed experts in the dense roofline
+    # (tests/sim/latency/test_moe.py covers the other variants' MoE cost)
     moe = LatencyModel.from_names(
         "h200", "qwen3-235b-a22b", tp=8, calibration=load_calibration(variant="roofline")
     )
