@@ -18,7 +18,7 @@ Same parameters, same distribution: :class:`FactoredActionPolicy` reads the same
 :class:`agents.extractors.PDClusterScorer`, so a checkpoint of either policy class loads into
 the other, and for an action mask equal to the observation's legal pairs (the env's, r > 0
 exactly where legal) the log-probabilities agree up to float rounding
-(``tests/test_factored_policy.py``). What differs, by design:
+(``tests/agents/test_factored_policy.py``). What differs, by design:
 
 * **deterministic action** = the most likely slot, then its most likely pair (greedy per head),
   not the joint argmax over all K·P·D actions (which would need every slot's pair scores);
@@ -175,7 +175,7 @@ def _categorical_sample(logits: th.Tensor) -> th.Tensor:
     """One draw per row of ``th.distributions.Categorical(logits=logits).sample()`` for 2-D
     ``logits``, by the same three operations (normalise by ``logsumexp``, ``softmax``,
     ``multinomial``), so the same draws for the same RNG state
-    (``tests/test_factored_buffer.py`` checks it), without the distribution object's argument
+    (``tests/agents/test_factored_buffer.py`` checks it), without the distribution object's argument
     validation and shape bookkeeping (~100 µs per call, as much as the draw itself)."""
     probs = th.softmax(logits - logits.logsumexp(dim=-1, keepdim=True), dim=-1)
     return th.multinomial(probs, 1, True).reshape(-1)

@@ -15,7 +15,7 @@ a = k·P·D + j reads only
 so :class:`FactoredRolloutBuffer` stores exactly those (:class:`TakenSlotRows`, taken from the
 step's observation, action and mask when the step is added) and hands them to
 ``evaluate_actions`` in place of the full mask. The log-probabilities and values are the
-ones the full observation and mask give, bit for bit (``tests/test_factored_buffer.py``): the
+ones the full observation and mask give, bit for bit (``tests/agents/test_factored_buffer.py``): the
 same numbers go through the same operations. Everything else (returns, advantages, the
 minibatch permutation drawn from numpy's global RNG) is sb3-contrib's.
 

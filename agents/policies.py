@@ -44,7 +44,7 @@ def identity_head(latent_dim: int, n_actions: int, chunk: int = 1 << 20) -> nn.I
     per weight and bias entry (``kaiming_uniform_`` then ``uniform_``, one draw per float32
     element, in order). The same count is drawn here through a reusable buffer of ``chunk``
     float64 entries (one float64 uniform consumes two 32-bit draws), so no
-    ``latent_dim x n_actions`` matrix is ever allocated. ``tests/test_policy_head.py`` checks
+    ``latent_dim x n_actions`` matrix is ever allocated. ``tests/agents/test_policy_head.py`` checks
     that the RNG state afterwards equals the real Linear's.
 
     :param latent_dim: the Linear's input width.

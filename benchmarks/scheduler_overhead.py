@@ -9,7 +9,8 @@ Planning time of an invocation = everything HexAgent's planner does for it (Algo
 ratios after every pick, the policy's choices and turning the picks into a plan. The simulator's
 own event processing between invocations is excluded. HexAgent acts on the decision context
 alone, so the env runs with ``observations=False`` (its actions and plans are identical, see
-``tests/test_pd_step_caches.py``); ``--observations`` also builds the learner's observation
+``tests/envs/pd_cluster/test_pd_step_caches.py``); ``--observations`` also builds the learner's
+observation
 at every step and counts it. Times are CPU time of the benchmark's thread (``time.thread_time``:
 what a quiet core gives; the header prints the load average).
 

@@ -4,7 +4,8 @@ A policy is any object with ``reset()`` and ``act(obs, info) -> int`` (:class:`P
 reads only the env's documented ``info["decision_context"]``. A policy that never reads ``obs``
 may say so with a class attribute ``context_only = True`` (every PDCluster heuristic does):
 ``evaluate.py`` then runs its PDCluster episodes without building observations (the reset
-option ``observations=False``; results identical, ``tests/test_eval_context_only.py``). Without
+option ``observations=False``; results identical, ``tests/evaluation/test_eval_context_only.py``).
+Without
 the attribute a policy gets observations, as a learned policy needs. Policies are registered by name
 and env family (Vidur's registry + small-variant shape) and built with :func:`make_policy`.
 PDCluster-v0's ordering × placement composition is :mod:`heuristics.pd_cluster.base`; the

@@ -2,8 +2,8 @@
 packaged catalog (``envs/configs/models.yaml``, :func:`envs.sim.hardware.catalog.model_names`).
 
 They live here, below the simulator, so that validating a trace imports nothing above
-``traces`` (the tower: ... -> ``envs.sim`` -> ``traces``); ``tests/test_trace_schema.py`` checks
-that this list and the catalog agree, so adding a model to the catalog means adding its name
+``traces`` (the tower: ... -> ``envs.sim`` -> ``traces``); ``tests/traces/test_trace_schema.py``
+checks that this list and the catalog agree, so adding a model to the catalog means adding its name
 here. A trace for a catalog extended with your own YAML passes ``known_models`` explicitly
 (``python -m traces.validate FILE --known-models a,b``).
 """

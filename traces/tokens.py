@@ -13,7 +13,7 @@ completion text and ``usage``. Over all 57 prompts and 57 completions,
 
 (prompts alone 0.2297, completions alone 0.2230; per-call ratios 0.19-0.29). The text is
 English mixed with Python code. :func:`calibrate_tokens_per_char` recomputes the value from the
-data directory, and ``tests/test_loaders.py`` checks that it still matches the constant.
+data directory, and ``tests/traces/test_loaders.py`` checks that it still matches the constant.
 
 Caveats: ``cl100k_base`` (100k vocabulary) is close to the Llama-3 tokenizer (128k, also
 tiktoken-based) on English and code; the Llama-2 tokenizer (32k vocabulary) produces more

@@ -28,8 +28,8 @@ class DecisionContext(DecisionContextBase):
     all of those fields are functions of the truth: that is HexAgent's assumption (§5.4 feeds
     per-call output lengths, §7.6 injects error into them), not what a deployed scheduler knows.
     ``task-mean``, ``history``, ``mlp`` and ``moe`` are realistic
-    (tests/test_predictor_visibility.py checks that the truth reaches the observation only
-    through the predictor). Measured
+    (tests/envs/pd_cluster/test_predictor_visibility.py checks that the truth reaches the
+    observation only through the predictor). Measured
     quantities (``elapsed``, ``attained_service``, ...) reflect what happened, as in any real
     system. A revealed tool that has not returned is charged the env's ``tool_estimate``, by
     default a running mean of finished tools, never its true latency.

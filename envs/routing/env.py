@@ -176,7 +176,8 @@ class RoutingEnv(
       deadline encodes the true output length: ``implied-triage``, a rule that inverts it, ties
       the shipped learned router and beats GoodServe by 10 % at α 2, so a learned router there
       learns the leak, not routing. On v1 two requests that differ only in their true output
-      length look the same (tests/test_routing_v1.py). Measured at α 2 on held-out seeds
+      length look the same (tests/envs/routing/test_routing_v1_default.py). Measured at α 2 on
+      held-out seeds
       100–102 (docs/envs/v1-changes.md): goodput per-request → task basis, GoodServe 0.905 →
       0.836, Preble 0.920 → 0.805, implied-triage 1.024 → 0.900 req/s: GoodServe goes from
       trailing Preble by 1.7 % to beating it by 3.9 %, implied-triage's lead from 13 % to 8 %.

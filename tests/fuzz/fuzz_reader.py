@@ -13,7 +13,7 @@ With atheris the reader's modules are instrumented and libFuzzer mutates a seed 
 reaches, with a dictionary of the schema's tokens; it stops after ``--seconds`` and prints
 ``Done N runs in S second(s)``, N being the inputs tried. An input over ``--timeout`` seconds is a
 hang and a crash input is saved as ``crash-*`` under ``--artifacts``. The hypothesis engine (also
-run for a few seconds by ``tests/test_fuzz.py``) draws raw bytes, mutated seed lines and
+run for a few seconds by ``tests/fuzz/test_fuzz.py``) draws raw bytes, mutated seed lines and
 generated JSON records; it is not coverage-guided.
 """
 

@@ -66,7 +66,7 @@ class Featurizer:
         vocabulary and idf, in the same arithmetic as scikit-learn's
         ``TfidfVectorizer.transform`` (float32 counts, ``log(tf) + 1``, times the float64 idf
         rounded to float32, divided by the row's l2 norm summed in float64 in column order), so
-        the result is bit-identical to it (``tests/test_predictors.py``) without its per-call
+        the result is bit-identical to it (``tests/envs/test_predictors.py``) without its per-call
         validation overhead (~1 ms per call, on the router's per-arrival path).
         """
         out = np.zeros((len(calls), self.dim), dtype=np.float32)

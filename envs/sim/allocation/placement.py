@@ -52,7 +52,7 @@ longer has are released.
 
 :func:`fits` / :func:`try_place` run the same heuristic without raising, for action masking (a
 few hundred calls per decision; ~10 replicas on 16 GPUs take well under 0.2 ms, see
-``tests/test_placement.py``).
+``tests/sim/allocation/test_placement.py``).
 
 Example::
 

@@ -64,8 +64,8 @@ lowest-latency sustaining (tp, replicas) and the highest-throughput one, from on
 evaluation per distinct (tp, share, replicas). Each fraction vector then costs a few table
 lookups, and the best over all vectors is exactly the optimum over the whole pruned space (every
 vector × every per-LLM parallelism; :attr:`SearchResult.candidates` counts that space) — checked
-against brute force in ``tests/test_scepsy_search.py``. When the best is not placeable, the
-candidates are generated lazily in rank order (a heap over vectors, merging each vector's
+against brute force in ``tests/heuristics/test_scepsy_search.py``. When the best is not placeable,
+the candidates are generated lazily in rank order (a heap over vectors, merging each vector's
 per-LLM sorted configuration lists — k-best of a sum / of a min), so the fallback is also exact.
 
 **Ablations (§7.4, Fig. 10).** ``fractional=False``: every share is a whole GPU
