@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from gymnasium import spaces
@@ -44,7 +44,7 @@ from envs.sim.core.simulation import LatencyCache, Simulation
 from envs.sim.engines.presets import get_engine, resolve_token_budget
 from envs.sim.hardware.catalog import get_model
 from envs.sim.hardware.cluster import ClusterSpec, Topology, load_cluster
-from traces.schema import LLMNode
+from traces.schema import LLMNode, Workflow
 
 
 def _sub_topology(topo: Topology, gpus: int | None) -> Topology:
@@ -292,7 +292,8 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
         self._apl: Any = None
 
         # The LLMs and their demand: from a traced sample of the workload (fixed seed).
-        sample = GENERATORS[workload](seed=0, count=50)
+        # check_workload admits only Allocation's WORKLOADS: workflow generators
+        sample = cast("list[Workflow]", GENERATORS[workload](seed=0, count=50))
         found = {n.model for wf in sample for n in wf.nodes if isinstance(n, LLMNode)}
         self.models = tuple(sorted(found, key=lambda m: (-get_model(m).total_params, m)))
         if len(self.models) > max_llms:
@@ -317,7 +318,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
         }
         self.min_units: dict[str, int] = {}
         for m in self.models:
-            fits = [self.min_share[(m, t)] * t for t in TP_DEGREES if self.min_share[(m, t)]]
+            fits = [s * t for t in TP_DEGREES if (s := self.min_share[(m, t)])]
             if not fits:
                 raise AllocationError(
                     f"{m} fits no share of a {self.topology.gpu} at TP {TP_DEGREES} within an "
@@ -375,7 +376,7 @@ class AllocationEnv(EpisodeMixin, MaskingMixin, ServingMixin, ObservationMixin, 
 
     def _minimal_option(self, model: str) -> LLMAllocation:
         t, s = min(
-            ((t, self.min_share[(model, t)]) for t in TP_DEGREES if self.min_share[(model, t)]),
+            ((t, s) for t in TP_DEGREES if (s := self.min_share[(model, t)])),
             key=lambda ts: (ts[1] * ts[0], ts[0]),
         )
         return LLMAllocation(model, units=s * t, tp=t, replicas=1)

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from envs.allocation.state import AllocationState
 from envs.allocation.workloads import (
     default_rate,
 )
@@ -42,7 +43,7 @@ def check_ramp(ramp: Any, rate_trace: str | None, periods: int) -> tuple[float, 
     return lo, hi
 
 
-class EpisodeMixin:
+class EpisodeMixin(AllocationState):
     """The episode-building methods of :class:`envs.allocation.env.AllocationEnv`."""
 
     def _schedule(self) -> list[float]:
@@ -85,7 +86,8 @@ class EpisodeMixin:
                 times.append(round(t, 6))
         if not times:
             return []
-        wfs = GENERATORS[self.workload](seed=seed, count=len(times))
+        # check_workload admits only Allocation's WORKLOADS: workflow generators
+        wfs = cast("list[Workflow]", GENERATORS[self.workload](seed=seed, count=len(times)))
         return [dataclasses.replace(w, arrival=a) for w, a in zip(wfs, times, strict=True)]
 
     def _run_alone(self, wf: Workflow) -> float:

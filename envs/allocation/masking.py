@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from envs.allocation.context import AllocationContext
+from envs.allocation.state import AllocationState
 from envs.sim.allocation.allocations import (
     Allocation,
     AllocationError,
@@ -20,7 +21,7 @@ from envs.sim.allocation.allocations import (
 from envs.sim.allocation.placement import place
 
 
-class MaskingMixin:
+class MaskingMixin(AllocationState):
     """The masking methods of :class:`envs.allocation.env.AllocationEnv`."""
 
     # -- masking -----------------------------------------------------------------------------

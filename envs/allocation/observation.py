@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from envs.allocation.context import LLMPeriodMetrics
+from envs.allocation.state import AllocationState
 from envs.sim.core import metrics as sim_metrics
 from envs.sim.hardware.catalog import get_model
 
@@ -22,7 +23,7 @@ SUSTAINABLE_THROUGHPUT = 0.9
 GLOBAL_FEATURES = 10
 
 
-class ObservationMixin:
+class ObservationMixin(AllocationState):
     """The observation, metric and ``info`` methods of
     :class:`envs.allocation.env.AllocationEnv`."""
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from envs.allocation.context import LLMPeriodMetrics
+from envs.allocation.state import AllocationState
 from envs.sim.allocation.allocations import (
     Allocation,
     Placement,
@@ -65,7 +66,7 @@ class _CallLog:
         self.sink.setdefault(call.model, []).append(now - call.revealed_at)
 
 
-class ServingMixin:
+class ServingMixin(AllocationState):
     """The serving methods of :class:`envs.allocation.env.AllocationEnv`."""
 
     # -- serving -----------------------------------------------------------------------------

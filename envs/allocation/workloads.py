@@ -56,8 +56,8 @@ def structure_stats(workflows: Sequence[Workflow]) -> dict[str, tuple[float, flo
             widest[m] = max(widest.get(m, 0), k)
         for m, k in widest.items():
             width.setdefault(m, []).append(k)
-    n = max(1, len(workflows))
-    return {m: (c / n, float(np.mean(width[m]))) for m, c in calls.items()}
+    num = max(1, len(workflows))
+    return {m: (c / num, float(np.mean(width[m]))) for m, c in calls.items()}
 
 
 def spec_for(model: str, gpu: str, tp: int, fraction: float) -> Any:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from envs.pd_cluster.context import DecisionContext
+from envs.pd_cluster.state import PDClusterState
 from envs.sim.core.simulation import (
     Invocation,
 )
@@ -29,8 +30,12 @@ class OpenNodes:
     critical: float = 0.0
 
 
-class ContextBuilderMixin:
+class ContextBuilderMixin(PDClusterState):
     """The context-building methods of :class:`envs.pd_cluster.env.PDClusterEnv`."""
+
+    #: Workflow run index -> its open nodes (declared here, not in PDClusterState: its type
+    #: lives in this module).
+    _remaining_cache: dict[int, OpenNodes]
 
     def _cluster_tables(self) -> None:
         """Per-episode lookup tables of the cluster (instance positions, KV-transfer inverse

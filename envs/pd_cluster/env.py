@@ -333,6 +333,7 @@ class PDClusterEnv(
         action, reward = self._legal_action(action)
         pick = self._decode_action(action)
         self._steps += 1
+        inv: Invocation | None
         if pick is None:  # two-step: a slot chosen, its pair step next (nothing changes yet)
             inv = self.sim.pending[0]
         elif pick == KEEP:  # two-step: the calls not picked keep their plans
@@ -347,6 +348,7 @@ class PDClusterEnv(
                 inv = self._advance()
             else:
                 inv = self.sim.pending[0]
+                assert len(pick) == 3  # KEEP, the empty pick, took the branch above
                 self._refresh(pick)
         self._two_step_mask()
         reward += self._collect_rewards()
@@ -382,7 +384,7 @@ class PDClusterEnv(
         if self.action_space_name == "flat" or self._ctx is None:
             return
         self._ctx.selected_slot = self._selected
-        self._mask = two_step_mask(self._feasible, self._selected, self.action_space.n)
+        self._mask = two_step_mask(self._feasible, self._selected, int(self.action_space.n))
 
     # -- invocation machinery ----------------------------------------------------------------
     def _advance(self) -> Invocation | None:
@@ -452,6 +454,7 @@ class PDClusterEnv(
         ctx = self._ctx
         assert sim is not None and ctx is not None
         inv = self._inv
+        assert inv is not None
         plan: list[Assignment] = []
         decode_stage = inv.stage == "decode"
         for rank, (slot, p, d) in enumerate(ctx.picks):

@@ -4,8 +4,15 @@ built once per invocation and updated per pick."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
 import numpy as np
 from gymnasium import spaces
+
+from envs.pd_cluster.state import PDClusterState
+
+if TYPE_CHECKING:
+    from gymnasium.spaces import Box
 
 SLOT_FEATURES = 12
 INSTANCE_FEATURES = 9
@@ -26,7 +33,7 @@ def observation_space(slots: int, prefill: int, decode: int, action_space: str) 
     clipped log ratios; 0 at a slot step) instead of ``ratio``: the slot step reads each call's
     best ratio from ``slots``, the pair step the selected call's ratios."""
     K, P, D = slots, prefill, decode
-    boxes = {
+    boxes: dict[str, spaces.Space[Any]] = {
         "slots": spaces.Box(0.0, 10.0, (K, SLOT_FEATURES), np.float32),
         "instances": spaces.Box(0.0, 10.0, (P + D, INSTANCE_FEATURES), np.float32),
         "stage": spaces.Box(0.0, 1.0, (3,), np.float32),
@@ -40,7 +47,7 @@ def observation_space(slots: int, prefill: int, decode: int, action_space: str) 
     return spaces.Dict(boxes)
 
 
-class ObservationMixin:
+class ObservationMixin(PDClusterState):
     """The observation methods of :class:`envs.pd_cluster.env.PDClusterEnv`."""
 
     # -- observation -------------------------------------------------------------------------
@@ -95,7 +102,8 @@ class ObservationMixin:
         shapes = getattr(self, "_blank_shapes", None)
         if shapes is None:
             spaces = self.observation_space.items()
-            shapes = self._blank_shapes = tuple((k, box.shape, box.dtype) for k, box in spaces)
+            boxes = [(k, cast("Box", box)) for k, box in spaces]  # observation_space: Box-es
+            shapes = self._blank_shapes = tuple((k, box.shape, box.dtype) for k, box in boxes)
         blanks = _BLANKS.get(shapes)
         if blanks is None:  # module-level, so an env's pickle never carries (writable) copies
             blanks = _BLANKS[shapes] = [

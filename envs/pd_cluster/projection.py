@@ -10,6 +10,7 @@ import sys
 import numpy as np
 
 from envs.pd_cluster.observation import RATIO_CLIP
+from envs.pd_cluster.state import PDClusterState
 from envs.sim.core.workflows import PREFILL, TRANSFER, WAIT_DECODE, Call
 
 #: Invocations with at most this many (slot, p, d) entries are re-projected whole after a pick.
@@ -79,7 +80,7 @@ def earliest_feasible_start(
     return breakpoints[np.minimum(idx, len(breakpoints) - 1)]
 
 
-class DecodeProjectionMixin:
+class DecodeProjectionMixin(PDClusterState):
     """The projection methods of :class:`envs.pd_cluster.env.PDClusterEnv` (its decision-context
     arrays ``decode_free_at``, ``decode_time``, ``projected_ratio`` and the action mask)."""
 

@@ -9,11 +9,12 @@ from typing import Any
 
 import numpy as np
 
+from envs.pd_cluster.state import PDClusterState
 from envs.sim.core import metrics as sim_metrics
 from envs.sim.core.metrics import slowdown_ratio
 
 
-class ResultsMixin:
+class ResultsMixin(PDClusterState):
     """The reward, metric and ``info`` methods of :class:`envs.pd_cluster.env.PDClusterEnv`."""
 
     # -- rewards and results -----------------------------------------------------------------

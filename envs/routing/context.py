@@ -218,20 +218,15 @@ class InstanceMonitor:
         snap = self._snapshot = MonitorSnapshot(
             self.version,
             now,
-            *(
-                _frozen(a)
-                for a in (
-                    self.q,
-                    self.p,
-                    self.d,
-                    self.running,
-                    self.waiting,
-                    self.outstanding,
-                    self.queued_prefill,
-                    self.kv_used,
-                    self.owed_output,
-                )
-            ),
+            _frozen(self.q),
+            _frozen(self.p),
+            _frozen(self.d),
+            _frozen(self.running),
+            _frozen(self.waiting),
+            _frozen(self.outstanding),
+            _frozen(self.queued_prefill),
+            _frozen(self.kv_used),
+            _frozen(self.owed_output),
             _frozen(tpm, copy=False),
         )
         return snap

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from envs.routing.context import RoutingContext
+from envs.routing.state import RoutingState
 from envs.sim.core.simulation import TOKEN_ID_BYTES
 from envs.sim.core.workflows import WAIT_PREFILL, Call
 
@@ -33,8 +34,12 @@ class RiskCheckRows:
     observation: np.ndarray
 
 
-class ContextMixin:
+class ContextMixin(RoutingState):
     """The decision-context methods of :class:`envs.routing.env.RoutingEnv`."""
+
+    #: The open risk check's per-decision arrays (declared here, not in RoutingState: its type
+    #: lives in this module).
+    _rows: RiskCheckRows | None
 
     def _build_context(self, call: Call) -> None:
         """The :class:`RoutingContext` of ``call``'s decision (GoodServe Eq. 2 for every

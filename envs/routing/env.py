@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from gymnasium import spaces
@@ -40,6 +40,7 @@ from envs.sim.core.simulation import (
 from envs.sim.core.workflows import WAIT_PREFILL, Call
 from envs.sim.engines.presets import get_engine, resolve_token_budget
 from envs.sim.hardware.cluster import ClusterSpec, InstanceSpec, load_cluster, scaled_cluster
+from traces.schema import LLMNode
 
 
 @takes_options(RoutingOptions)
@@ -330,7 +331,8 @@ class RoutingEnv(
         self.monitor = InstanceMonitor(self.sim.monolithic, self.ema_alpha)
         self.sim.add_listener(self.monitor)
         self.sim.add_listener(PredictorFeed(self._predictor))
-        nodes = [run.workflow.nodes[0] for run in self.sim.runs]
+        # check_requests admits only one-LLM-call workflows: every first node is an LLMNode
+        nodes = cast("list[LLMNode]", [run.workflow.nodes[0] for run in self.sim.runs])
         self._alone = np.array([self._run_alone(n.input_tokens, n.output_tokens) for n in nodes])
         self._slo = self.slo_scale * self._slo_base(nodes)
         self._reward = make_reward(self.reward_name, len(self.sim.runs), **self.reward_kwargs)

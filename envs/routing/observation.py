@@ -11,13 +11,14 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.routing.context import RoutingContext
+from envs.routing.state import RoutingState
 from envs.routing.workloads import TASKS
 
 REQUEST_FEATURES = 10
 INSTANCE_FEATURES = 14
 
 
-class ObservationMixin:
+class ObservationMixin(RoutingState):
     """The observation method of :class:`envs.routing.env.RoutingEnv`."""
 
     # -- observation -------------------------------------------------------------------------
@@ -112,7 +113,7 @@ def _over_slack(seconds: np.ndarray, slack: float) -> np.ndarray:
     return np.clip(np.asarray(seconds, dtype=float) / slack, 0.0, 10.0)
 
 
-class ExtendedObservationMixin:
+class ExtendedObservationMixin(RoutingState):
     """``observation="extended"``: the default observation plus features no built-in router
     reads (ours, an opt-in variant -- the default observation is unchanged).
 

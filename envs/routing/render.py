@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from envs.common.render import LEGEND_ABOVE, agg_pyplot
+from envs.routing.state import RoutingState
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-class RenderMixin:
+class RenderMixin(RoutingState):
     """The render methods of :class:`envs.routing.env.RoutingEnv`."""
 
     def _render_figure(self) -> Any:

@@ -10,10 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from envs.routing.state import RoutingState
 from envs.sim.core import metrics as sim_metrics
 
 
-class ResultsMixin:
+class ResultsMixin(RoutingState):
     """The reward, metric and ``info`` methods of :class:`envs.routing.env.RoutingEnv`."""
 
     # -- rewards and results -----------------------------------------------------------------

@@ -49,6 +49,11 @@ class OutputPredictor(Protocol):
         """Forget per-episode online state (and reseed random draws when ``seed`` is given)."""
         ...
 
+    def __call__(self, call: Any) -> int:
+        """:meth:`predict` (a predictor is a :class:`~envs.sim.core.simulation.Simulation`
+        ``output_predictor``)."""
+        ...
+
 
 class BasePredictor:
     """Defaults for the protocol: no online state, remaining = max(1, predict − generated).
