@@ -105,6 +105,7 @@ CLI_ENVS: dict[str, tuple[str, dict[str, str]]] = {
         "servegym/Allocation-v0",
         {
             "cluster": "cluster",
+            "rate_ramp": "rate_ramp",
             "latency_calibration": "latency_calibration",
             "gpus": "gpus",
             "workload": "workload",
@@ -124,13 +125,9 @@ CLI_ENVS: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 
-CLI_ENVS["allocation-v1"] = (
-    "servegym/Allocation-v1",
-    {**CLI_ENVS["allocation"][1], "rate_ramp": "rate_ramp"},
-)
-# ``pd-cluster`` and ``routing`` name the -v0 ids (the scripts' defaults); the ``-v0`` and
-# ``-v1`` short names name each id explicitly.
-for _short in ("pd-cluster", "routing"):
+# ``pd-cluster``, ``routing`` and ``allocation`` name the -v0 ids (the scripts' defaults); the
+# ``-v0`` and ``-v1`` short names name each id explicitly.
+for _short in ("pd-cluster", "routing", "allocation"):
     _gym_id, _options = CLI_ENVS[_short]
     CLI_ENVS[f"{_short}-v0"] = (_gym_id, _options)
     CLI_ENVS[f"{_short}-v1"] = (_gym_id.replace("-v0", "-v1"), _options)

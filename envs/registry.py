@@ -15,9 +15,9 @@ Policies are named by strings here (the heuristics are registered in :mod:`heuri
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -98,8 +98,6 @@ class EnvFamily:
     :param train_reward_scale: training envs see the env's reward times this
         (``agents.envs.ScaledReward``), so that returns stay of order one; evaluation reads the
         env's metrics, never the scaled reward.
-    :param policies_of: the family whose registered heuristics act in this env (a newer version
-        of that env, with its action space); None: the heuristics registered for this family.
     """
 
     gym_id: str
@@ -126,7 +124,6 @@ class EnvFamily:
     metrics_note: str = ""
     train_defaults: Mapping[str, Any] = field(default_factory=dict)
     train_reward_scale: float = 1.0
-    policies_of: str | None = None
 
     def __post_init__(self) -> None:
         if self.select not in {m.key for m in self.headline}:
@@ -279,32 +276,27 @@ FAMILIES: dict[str, EnvFamily] = {
 }
 
 
-# Allocation-v1: v0's family with the v1 default episode (envs.V1_KWARGS). It trains
-# on that episode (v0's autoscaling training variant sets a rate trace, which a ramp excludes).
-FAMILIES["allocation-v1"] = dataclasses.replace(
-    FAMILIES["allocation"],
-    gym_id=CLI_ENVS["allocation-v1"][0],
-    options=CLI_ENVS["allocation-v1"][1],
-    paper="Scepsy §7.2 (Fig. 6's throughput sweep as one episode: the rate ramps through the knee)",
-    train_defaults={"workload": "rag_reranker"},
-    policies_of="allocation",
-)
-
-
 def policy_family(name: str) -> str:
-    """The family whose registered heuristics act in family ``name`` (see
-    :attr:`EnvFamily.policies_of`); ``name`` itself when it is not a family."""
-    entry = FAMILIES.get(name)
-    return (entry.policies_of or name) if entry is not None else name
+    """The family whose registered heuristics act in env ``name``: every version of an env
+    (``routing-v1``) takes its family's (``routing``) policies."""
+    return re.sub(r"-v\d+$", "", name)
 
 
 def _versions() -> None:
-    """``<family>-v0`` (the same entry as ``<family>``) and ``<family>-v1`` for PDCluster and
-    Routing. Routing-v1's SLO is the task median, which carries no request's length, so the
-    metrics note says so and ``implied-triage`` (the per-request basis's leak as a rule) is not
-    among its references."""
-    for short in ("pd-cluster", "routing"):
+    """``<family>-v0`` (the same entry as ``<family>``) and ``<family>-v1`` for every family.
+    Allocation-v1 trains on its default episode (v0's autoscaling training variant sets a rate
+    trace, which a ramp excludes). Routing-v1's SLO is the task median, which carries no request's
+    length, so the metrics note says so and ``implied-triage`` (the per-request basis's leak as a
+    rule) is not among its references."""
+    for short in ("pd-cluster", "routing", "allocation"):
         FAMILIES[f"{short}-v0"] = FAMILIES[short]
+    FAMILIES["allocation-v1"] = replace(
+        FAMILIES["allocation"],
+        gym_id=CLI_ENVS["allocation-v1"][0],
+        paper="Scepsy §7.2 (Fig. 6's throughput sweep as one episode: the rate ramps through the "
+        "knee)",
+        train_defaults={"workload": "rag_reranker"},
+    )
     routing = FAMILIES["routing"]
     FAMILIES["pd-cluster-v1"] = replace(
         FAMILIES["pd-cluster"],

@@ -15,6 +15,7 @@ routers' base is :mod:`heuristics.routing.base`; the allocators' is
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
@@ -67,7 +68,7 @@ def register(
 def policies_for(env: str) -> tuple[str, ...]:
     """Names of the registered policies that act in the env family ``env`` (a versioned name,
     ``routing-v1``, is its family's: every version takes the same policies)."""
-    family = env.removesuffix("-v0").removesuffix("-v1")
+    family = re.sub(r"-v\d+$", "", env)
     return tuple(n for n in POLICIES if POLICY_ENVS[n] == family)
 
 
