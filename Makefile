@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-all lint typecheck docs clean venv
+.PHONY: demo test test-all lint typecheck docs clean venv results
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,3 +46,9 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build site *.egg-info
+
+# Every results table and figure of the documentation, stage by stage, resumable
+# (evaluation/report; fragments in results/tables/, cache in results/report/). Needs
+# SERVEGYM_DATA / SERVEGYM_LATENCY_DATA for the stages that read the real traces and measurements.
+results: $(STAMP)
+	$(PY) -m evaluation.report -j 2

@@ -1,0 +1,119 @@
+"""What one stage of ``python -m evaluation.report`` is: the commands that measure a table or a
+figure, and how their output becomes the Markdown fragment the documentation includes.
+
+A stage's commands run from the repository root as ``python ARGV...`` (the interpreter running
+the report). ``{out}`` in an argument is replaced by the stage's own cache folder
+(``results/report/<name>/``), so an ``evaluate.py --out {out}/paper`` run keeps its
+``results.json`` and plots there for :attr:`Stage.render` and :attr:`Stage.figures`.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Lines of a command's output that are not part of a table: where files went and the wall time
+# (they differ run to run and would churn the committed fragment).
+_NOISE = re.compile(r"^(wrote |\d+ runs? in .* wall$|\[.*\] \d+/\d+|.*\d+it/s\]?$)")
+
+
+@dataclass(frozen=True)
+class CommandOutput:
+    """One finished command of a stage.
+
+    :param argv: the arguments after ``python``, placeholders filled.
+    :param stdout: what it printed on standard output.
+    """
+
+    argv: tuple[str, ...]
+    stdout: str
+
+    @property
+    def command(self) -> str:
+        """The command as a reader types it (``python evaluate.py ...``)."""
+        return "python " + shlex.join(self.argv)
+
+    def table_text(self) -> str:
+        """``stdout`` without the lines that change from run to run (files written, timings)."""
+        lines = [ln.rstrip() for ln in self.stdout.splitlines() if not _NOISE.match(ln.strip())]
+        while lines and not lines[-1]:
+            lines.pop()
+        while lines and not lines[0]:
+            lines.pop(0)
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """What :attr:`Stage.render` gets: the stage's cache folder and its commands' outputs."""
+
+    out: Path
+    outputs: tuple[CommandOutput, ...]
+
+
+def text_block(text: str) -> str:
+    """``text`` as a fenced Markdown block (tables printed by the CLIs keep their alignment)."""
+    return f"```text\n{text}\n```"
+
+
+def default_render(run: StageRun) -> str:
+    """Each command's table (its standard output without run-to-run noise) as a text block."""
+    return "\n\n".join(text_block(o.table_text()) for o in run.outputs if o.table_text())
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One table (or figure) of the documentation and the commands that measure it.
+
+    :param name: unique, lower-case words joined by ``-``; the fragment is
+        ``results/tables/<name>.md``, included in a page with
+        ``--8<-- "results/tables/<name>.md"``.
+    :param title: one line saying what is measured (the fragment's heading line).
+    :param commands: each an argument list after ``python`` (``{out}`` = the stage's cache folder).
+    :param minutes: expected wall time on one free core, for the progress estimate.
+    :param render: the fragment's body from the finished run (default: each command's table).
+    :param figures: ``(produced, committed)`` path pairs: ``produced`` relative to the cache folder,
+        ``committed`` relative to the repository root; copied after the commands finish.
+    :param page: the documentation page that includes the fragment (relative to ``docs/``).
+    """
+
+    name: str
+    title: str
+    commands: tuple[tuple[str, ...], ...]
+    minutes: float
+    page: str
+    render: Callable[[StageRun], str] = default_render
+    figures: tuple[tuple[str, str], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", self.name):
+            raise ValueError(f"stage name {self.name!r}: use lower-case words joined by '-'")
+        if not self.commands:
+            raise ValueError(f"stage {self.name!r} has no commands")
+        for argv in self.commands:
+            if not argv or not all(isinstance(a, str) for a in argv):
+                raise ValueError(f"stage {self.name!r}: a command must be a non-empty list of str")
+        if self.minutes <= 0:
+            raise ValueError(f"stage {self.name!r}: minutes must be > 0, got {self.minutes}")
+
+    def argv(self, out: Path) -> list[tuple[str, ...]]:
+        """The commands with ``{out}`` replaced by ``out``."""
+        return [tuple(a.replace("{out}", str(out)) for a in argv) for argv in self.commands]
+
+
+def stage(
+    name: str,
+    title: str,
+    page: str,
+    minutes: float,
+    *commands: str | Sequence[str],
+    render: Callable[[StageRun], str] = default_render,
+    figures: Sequence[tuple[str, str]] = (),
+) -> Stage:
+    """A :class:`Stage` from commands written as shell strings (``"evaluate.py --env routing-v1"``)
+    or argument lists."""
+    argvs = tuple(tuple(shlex.split(c)) if isinstance(c, str) else tuple(c) for c in commands)
+    return Stage(name, title, argvs, minutes, page, render, tuple(figures))

@@ -1,0 +1,137 @@
+"""The report (``python -m evaluation.report``): stages, the resumable cache, the fragments."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from evaluation.report import __main__ as cli
+from evaluation.report import runner
+from evaluation.report.stage import CommandOutput, Stage, stage
+from evaluation.report.stages import all_stages
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A git repository with one code file, standing in for the project root."""
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "code.py").write_text("X = 1\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text("# Page\n")
+    subprocess.run(["git", "add", "."], cwd=tmp_path, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
+        cwd=tmp_path,
+        check=True,
+    )
+    monkeypatch.setattr(runner, "ROOT", tmp_path)
+    return tmp_path
+
+
+def _counting_stage(name: str = "demo") -> Stage:
+    # Each run appends a line to {out}/runs.txt, so the test can count executions.
+    code = (
+        "import sys, pathlib; p = pathlib.Path(sys.argv[1]) / 'runs.txt';"
+        "p.write_text(p.read_text() + 'x' if p.exists() else 'x');"
+        "print('policy  metric'); print('a       1.00'); print('wrote somewhere')"
+    )
+    return stage(name, "A demo table", "page.md", 0.1, ["-c", code, "{out}"])
+
+
+def test_stage_validates_its_fields():
+    with pytest.raises(ValueError, match="lower-case"):
+        stage("Bad Name", "t", "p.md", 1, "evaluate.py")
+    with pytest.raises(ValueError, match="no commands"):
+        Stage("ok", "t", (), 1, "p.md")
+    with pytest.raises(ValueError, match="minutes"):
+        stage("ok", "t", "p.md", 0, "evaluate.py")
+
+
+def test_table_text_drops_run_to_run_noise():
+    out = CommandOutput(("x",), "\nrow 1\nwrote results/a.json\n13 runs in 12 s wall\n\n")
+    assert out.table_text() == "row 1"
+    assert out.command == "python x"
+
+
+def test_a_stage_runs_once_then_comes_from_the_cache(repo):
+    s = _counting_stage()
+    fp, commit = runner.code_fingerprint(), runner.commit_label()
+    first = runner.run_stage(s, fp, commit)
+    assert first.ok and first.cached == 0
+    second = runner.run_stage(s, fp, commit)
+    assert second.ok and second.cached == 1
+    assert (repo / "results/report/demo/runs.txt").read_text() == "x"
+    forced = runner.run_stage(s, fp, commit, force=True)
+    assert forced.cached == 0
+    assert (repo / "results/report/demo/runs.txt").read_text() == "xx"
+
+
+def test_a_code_change_invalidates_the_cache_and_a_docs_change_does_not(repo):
+    fp = runner.code_fingerprint()
+    (repo / "docs" / "page.md").write_text("# Page, edited\n")
+    assert runner.code_fingerprint() == fp
+    assert runner.commit_label().endswith("+uncommitted") is False
+    (repo / "code.py").write_text("X = 2\n")
+    assert runner.code_fingerprint() != fp
+    assert runner.commit_label().endswith("+uncommitted")
+
+
+def test_the_fragment_names_commit_command_and_fingerprint(repo):
+    s = _counting_stage()
+    fp, commit = runner.code_fingerprint(), runner.commit_label()
+    assert runner.run_stage(s, fp, commit).ok
+    text = (repo / "results/tables/demo.md").read_text()
+    assert runner.fragment_fingerprint(repo / "results/tables/demo.md") == fp
+    assert f"commit `{commit}`" in text
+    assert "python -c " in text and "--stages demo" in text
+    table = text.split("```text\n", 1)[1]
+    assert "a       1.00" in table and "wrote somewhere" not in table
+
+
+def test_a_failing_command_is_reported_with_its_stderr(repo):
+    s = stage("broken", "t", "page.md", 0.1, ["-c", "import sys; sys.exit('no trace file')"])
+    res = runner.run_stage(s, runner.code_fingerprint(), runner.commit_label())
+    assert not res.ok and "no trace file" in res.error
+    assert not (repo / "results/tables/broken.md").exists()
+
+
+def test_check_lists_stale_and_missing_fragments(repo, monkeypatch, capsys):
+    s = _counting_stage()
+    monkeypatch.setattr(cli, "all_stages", lambda: [s])
+    assert cli.main(["--check"]) == 1
+    assert "demo: missing" in capsys.readouterr().out
+    assert cli.main(["--stages", "demo"]) == 0
+    assert cli.main(["--check"]) == 0
+    (repo / "code.py").write_text("X = 3\n")
+    assert cli.main(["--check"]) == 1
+    assert "measured under code" in capsys.readouterr().out
+
+
+def test_unknown_stage_names_are_rejected(monkeypatch):
+    monkeypatch.setattr(cli, "all_stages", lambda: [_counting_stage()])
+    with pytest.raises(SystemExit, match="unknown stage"):
+        cli.main(["--stages", "demo,nope"])
+
+
+def test_every_stage_feeds_a_page_that_includes_its_fragment():
+    stages = all_stages()
+    assert stages
+    for s in stages:
+        page = DOCS / s.page
+        assert page.exists(), f"stage {s.name}: no page docs/{s.page}"
+        include = f'--8<-- "results/tables/{s.name}.md"'
+        assert include in page.read_text(), f"docs/{s.page} does not include {include}"
+
+
+def test_every_committed_fragment_has_a_stage_and_names_its_commit():
+    tables = DOCS.parent / "results" / "tables"
+    names = {s.name for s in all_stages()}
+    for path in sorted(tables.glob("*.md")):
+        assert path.stem in names, f"{path} has no stage"
+        assert runner.fragment_fingerprint(path), f"{path} has no generated header"
+        assert re.search(r"Measured at commit `[0-9a-f]{7}`", path.read_text()), path
