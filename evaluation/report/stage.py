@@ -20,6 +20,12 @@ from pathlib import Path
 _NOISE = re.compile(r"^(wrote |\d+ runs? in .* wall$|\[.*\] \d+/\d+|.*\d+it/s\]?$)")
 
 
+# Benchmarks that time the learner (they import agents/).
+_LEARNER_MODULES = frozenset(
+    {"benchmarks.train_speed", "benchmarks.rollout_scale", "benchmarks.eval_scale"}
+)
+
+
 @dataclass(frozen=True)
 class CommandOutput:
     """One finished command of a stage.
@@ -78,6 +84,10 @@ class Stage:
     :param figures: ``(produced, committed)`` path pairs: ``produced`` relative to the cache folder,
         ``committed`` relative to the repository root; copied after the commands finish.
     :param page: the documentation page that includes the fragment (relative to ``docs/``).
+    :param learned: whether a command runs learning code (training, checkpoints, the learner
+        benchmarks); ``None`` decides from the commands (:meth:`uses_learning`). The cache of a
+        stage that does not ignores changes to ``agents/``, ``training/``, ``checkpoints/`` and
+        ``train.py``: ``evaluate.py`` imports them only for ``ckpt:`` policies, W&B and Ray.
     """
 
     name: str
@@ -87,6 +97,7 @@ class Stage:
     page: str
     render: Callable[[StageRun], str] = default_render
     figures: tuple[tuple[str, str], ...] = field(default=())
+    learned: bool | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", self.name):
@@ -98,6 +109,19 @@ class Stage:
                 raise ValueError(f"stage {self.name!r}: a command must be a non-empty list of str")
         if self.minutes <= 0:
             raise ValueError(f"stage {self.name!r}: minutes must be > 0, got {self.minutes}")
+
+    def uses_learning(self) -> bool:
+        """``learned`` if set, else whether a command trains, loads a checkpoint, runs an example
+        script or a learner benchmark, or sends results to W&B or Ray."""
+        if self.learned is not None:
+            return self.learned
+        return any(
+            a == "train.py"
+            or a.startswith(("ckpt:", "examples/", "--wandb", "--ray"))
+            or a in _LEARNER_MODULES
+            for argv in self.commands
+            for a in argv
+        )
 
     def argv(self, out: Path) -> list[tuple[str, ...]]:
         """The commands with ``{out}`` replaced by ``out``."""
@@ -112,8 +136,9 @@ def stage(
     *commands: str | Sequence[str],
     render: Callable[[StageRun], str] = default_render,
     figures: Sequence[tuple[str, str]] = (),
+    learned: bool | None = None,
 ) -> Stage:
     """A :class:`Stage` from commands written as shell strings (``"evaluate.py --env routing-v1"``)
     or argument lists."""
     argvs = tuple(tuple(shlex.split(c)) if isinstance(c, str) else tuple(c) for c in commands)
-    return Stage(name, title, argvs, minutes, page, render, tuple(figures))
+    return Stage(name, title, argvs, minutes, page, render, tuple(figures), learned)

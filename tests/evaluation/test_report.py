@@ -60,13 +60,13 @@ def test_table_text_drops_run_to_run_noise():
 
 def test_a_stage_runs_once_then_comes_from_the_cache(repo):
     s = _counting_stage()
-    fp, commit = runner.code_fingerprint(), runner.commit_label()
-    first = runner.run_stage(s, fp, commit)
+    commit = runner.commit_label()
+    first = runner.run_stage(s, commit)
     assert first.ok and first.cached == 0
-    second = runner.run_stage(s, fp, commit)
+    second = runner.run_stage(s, commit)
     assert second.ok and second.cached == 1
     assert (repo / "results/report/demo/runs.txt").read_text() == "x"
-    forced = runner.run_stage(s, fp, commit, force=True)
+    forced = runner.run_stage(s, commit, force=True)
     assert forced.cached == 0
     assert (repo / "results/report/demo/runs.txt").read_text() == "xx"
 
@@ -83,9 +83,10 @@ def test_a_code_change_invalidates_the_cache_and_a_docs_change_does_not(repo):
 
 def test_the_fragment_names_commit_command_and_fingerprint(repo):
     s = _counting_stage()
-    fp, commit = runner.code_fingerprint(), runner.commit_label()
-    assert runner.run_stage(s, fp, commit).ok
+    commit = runner.commit_label()
+    assert runner.run_stage(s, commit).ok
     text = (repo / "results/tables/demo.md").read_text()
+    fp = runner.code_fingerprint(s.uses_learning())
     assert runner.fragment_fingerprint(repo / "results/tables/demo.md") == fp
     assert f"commit `{commit}`" in text
     assert "python -c " in text and "--stages demo" in text
@@ -95,7 +96,7 @@ def test_the_fragment_names_commit_command_and_fingerprint(repo):
 
 def test_a_failing_command_is_reported_with_its_stderr(repo):
     s = stage("broken", "t", "page.md", 0.1, ["-c", "import sys; sys.exit('no trace file')"])
-    res = runner.run_stage(s, runner.code_fingerprint(), runner.commit_label())
+    res = runner.run_stage(s, runner.commit_label())
     assert not res.ok and "no trace file" in res.error
     assert not (repo / "results/tables/broken.md").exists()
 
@@ -135,3 +136,22 @@ def test_every_committed_fragment_has_a_stage_and_names_its_commit():
         assert path.stem in names, f"{path} has no stage"
         assert runner.fragment_fingerprint(path), f"{path} has no generated header"
         assert re.search(r"Measured at commit `[0-9a-f]{7}`", path.read_text()), path
+
+
+def test_learning_code_invalidates_only_the_stages_that_run_it(repo):
+    (repo / "agents").mkdir()
+    (repo / "agents" / "algo.py").write_text("LR = 1\n")
+    subprocess.run(["git", "add", "."], cwd=repo, check=True)
+    heuristic = runner.code_fingerprint(learning=False)
+    learned = runner.code_fingerprint(learning=True)
+    (repo / "agents" / "algo.py").write_text("LR = 2\n")
+    assert runner.code_fingerprint(learning=False) == heuristic
+    assert runner.code_fingerprint(learning=True) != learned
+
+
+def test_a_stage_uses_learning_when_it_trains_or_loads_a_checkpoint():
+    assert not stage("a", "t", "p.md", 1, "evaluate.py --env routing-v1").uses_learning()
+    assert stage("b", "t", "p.md", 1, "evaluate.py --policies ckpt:checkpoints/x").uses_learning()
+    assert stage("c", "t", "p.md", 1, "train.py --env routing-v1").uses_learning()
+    assert stage("d", "t", "p.md", 1, "-m benchmarks.train_speed").uses_learning()
+    assert stage("e", "t", "p.md", 1, "evaluate.py", learned=True).uses_learning()
