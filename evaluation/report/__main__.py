@@ -33,7 +33,7 @@ def _check(stages: Sequence[Stage]) -> int:
     """Print the stages whose fragment is missing or was measured under other code."""
     stale = []
     for s in stages:
-        fp = code_fingerprint(s.uses_learning())
+        fp = code_fingerprint(s.code_paths())
         path = runner.ROOT / TABLES / f"{s.name}.md"
         got = fragment_fingerprint(path) if path.exists() else None
         if got != fp:

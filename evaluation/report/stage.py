@@ -20,6 +20,17 @@ from pathlib import Path
 _NOISE = re.compile(r"^(wrote |\d+ runs? in .* wall$|\[.*\] \d+/\d+|.*\d+it/s\]?$)")
 
 
+# Code every stage depends on (evaluation/report itself only renders: it is not a cause).
+_CORE_PATHS = (
+    "envs",
+    "heuristics",
+    "evaluation",
+    "traces",
+    "evaluate.py",
+    "pyproject.toml",
+    "setup.py",
+    "_servegym_register.py",
+)
 # Benchmarks that time the learner (they import agents/).
 _LEARNER_MODULES = frozenset(
     {"benchmarks.train_speed", "benchmarks.rollout_scale", "benchmarks.eval_scale"}
@@ -86,8 +97,8 @@ class Stage:
     :param page: the documentation page that includes the fragment (relative to ``docs/``).
     :param learned: whether a command runs learning code (training, checkpoints, the learner
         benchmarks); ``None`` decides from the commands (:meth:`uses_learning`). The cache of a
-        stage that does not ignores changes to ``agents/``, ``training/``, ``checkpoints/`` and
-        ``train.py``: ``evaluate.py`` imports them only for ``ckpt:`` policies, W&B and Ray.
+        stage follows only the code that can change it (:meth:`code_paths`): ``evaluate.py``
+        imports the learning code only for ``ckpt:`` policies, W&B and Ray.
     """
 
     name: str
@@ -122,6 +133,20 @@ class Stage:
             for argv in self.commands
             for a in argv
         )
+
+    def code_paths(self) -> tuple[str, ...]:
+        """The tracked paths whose content can change this stage's numbers: the simulator, the
+        policies, the evaluation code and traces always; ``benchmarks/`` and ``examples/`` when a
+        command runs one of them; the learning code when :meth:`uses_learning`."""
+        args = [a for argv in self.commands for a in argv]
+        paths = list(_CORE_PATHS)
+        if any(a.startswith(("benchmarks.", "benchmarks/")) for a in args):
+            paths.append("benchmarks")
+        if any(a.startswith("examples/") for a in args):
+            paths.append("examples")
+        if self.uses_learning():
+            paths += ["agents", "training", "checkpoints", "train.py", "examples"]
+        return tuple(dict.fromkeys(paths))
 
     def argv(self, out: Path) -> list[tuple[str, ...]]:
         """The commands with ``{out}`` replaced by ``out``."""

@@ -20,7 +20,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 def repo(tmp_path, monkeypatch):
     """A git repository with one code file, standing in for the project root."""
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
-    (tmp_path / "code.py").write_text("X = 1\n")
+    (tmp_path / "envs").mkdir()
+    (tmp_path / "envs" / "code.py").write_text("X = 1\n")
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "page.md").write_text("# Page\n")
     subprocess.run(["git", "add", "."], cwd=tmp_path, check=True)
@@ -76,7 +77,7 @@ def test_a_code_change_invalidates_the_cache_and_a_docs_change_does_not(repo):
     (repo / "docs" / "page.md").write_text("# Page, edited\n")
     assert runner.code_fingerprint() == fp
     assert runner.commit_label().endswith("+uncommitted") is False
-    (repo / "code.py").write_text("X = 2\n")
+    (repo / "envs" / "code.py").write_text("X = 2\n")
     assert runner.code_fingerprint() != fp
     assert runner.commit_label().endswith("+uncommitted")
 
@@ -86,7 +87,7 @@ def test_the_fragment_names_commit_command_and_fingerprint(repo):
     commit = runner.commit_label()
     assert runner.run_stage(s, commit).ok
     text = (repo / "results/tables/demo.md").read_text()
-    fp = runner.code_fingerprint(s.uses_learning())
+    fp = runner.code_fingerprint(s.code_paths())
     assert runner.fragment_fingerprint(repo / "results/tables/demo.md") == fp
     assert f"commit `{commit}`" in text
     assert "python -c " in text and "--stages demo" in text
@@ -108,7 +109,7 @@ def test_check_lists_stale_and_missing_fragments(repo, monkeypatch, capsys):
     assert "demo: missing" in capsys.readouterr().out
     assert cli.main(["--stages", "demo"]) == 0
     assert cli.main(["--check"]) == 0
-    (repo / "code.py").write_text("X = 3\n")
+    (repo / "envs" / "code.py").write_text("X = 3\n")
     assert cli.main(["--check"]) == 1
     assert "measured under code" in capsys.readouterr().out
 
@@ -142,11 +143,20 @@ def test_learning_code_invalidates_only_the_stages_that_run_it(repo):
     (repo / "agents").mkdir()
     (repo / "agents" / "algo.py").write_text("LR = 1\n")
     subprocess.run(["git", "add", "."], cwd=repo, check=True)
-    heuristic = runner.code_fingerprint(learning=False)
-    learned = runner.code_fingerprint(learning=True)
+    plain = stage("a", "t", "p.md", 1, "evaluate.py --env routing-v1").code_paths()
+    learning = stage("b", "t", "p.md", 1, "train.py --env routing-v1").code_paths()
+    heuristic, learned = runner.code_fingerprint(plain), runner.code_fingerprint(learning)
     (repo / "agents" / "algo.py").write_text("LR = 2\n")
-    assert runner.code_fingerprint(learning=False) == heuristic
-    assert runner.code_fingerprint(learning=True) != learned
+    assert runner.code_fingerprint(plain) == heuristic
+    assert runner.code_fingerprint(learning) != learned
+
+
+def test_benchmark_and_example_code_count_only_for_the_stages_that_run_them():
+    plain = stage("a", "t", "p.md", 1, "evaluate.py").code_paths()
+    bench = stage("b", "t", "p.md", 1, "-m benchmarks.sim_speed").code_paths()
+    example = stage("c", "t", "p.md", 1, "examples/plot_pd_load.py").code_paths()
+    assert "benchmarks" not in plain and "examples" not in plain and "envs" in plain
+    assert "benchmarks" in bench and "examples" in example
 
 
 def test_a_stage_uses_learning_when_it_trains_or_loads_a_checkpoint():
