@@ -1,12 +1,14 @@
 """How good are GoodServe's black-box estimates, and why do requests miss? Three audits.
 
-    python -m benchmarks.routing_estimates [--policy goodserve] [--load-scale 0.35]
-        [--slo-scale 2] [--model llama3.1-8b] [--predictor moe] [--seeds 0,1] [--no-checks]
-        [--workload goodserve]
+    python -m benchmarks.routing_estimates [--env routing-v1] [--policy goodserve]
+        [--load-scale 0.35] [--slo-scale 2] [--model llama3.1-8b] [--predictor moe]
+        [--seeds 0,1] [--no-checks] [--workload goodserve]
     python -m benchmarks.routing_estimates --diagnose --policies preble,goodserve [...]
     python -m benchmarks.routing_estimates --capacity --policy least-request --loads 0.1,0.5,1
 
-``--diagnose``: per policy, the episode-end ``info["diagnosis"]`` of Routing-v0
+``--env``: ``routing-v1`` (the default: the task-median SLO basis and the ``smooth-roofline``
+calibration of ``envs.V1_KWARGS``) or ``routing-v0`` (the env class's defaults).
+``--diagnose``: per policy, the episode-end ``info["diagnosis"]``
 (:mod:`envs.routing.diagnosis`) averaged over the seeds: migrations attempted (of them on queued
 requests), requests moved and how many of those met their SLO, misses by cause (under-prediction,
 queueing, prefill, decode) and the routing-time prediction error per task class.
@@ -16,7 +18,7 @@ violations (the load the cluster preset sustains).
 The default audit:
 
 Not a speed benchmark: an audit of the estimate T(r, g) = q_g + (L_in − H_rg)·p_g + L̂_out·d_g
-(GoodServe §3.3 Eq. 2) that every routing decision in ``servegym/Routing-v0`` rests on. For each
+(GoodServe §3.3 Eq. 2) that every routing decision of GoodServe rests on. For each
 request it records, at its routing decision, the estimate for the chosen instance and its three
 terms, then compares them with what happened to the request (times from the simulator's call
 records: queueing = first prefill chunk − arrival, prefill = first chunk → last chunk, decode =
@@ -31,6 +33,14 @@ import argparse
 from typing import Any
 
 import numpy as np
+
+from envs import V1_KWARGS
+
+# What each --env passes on top of RoutingEnv's own defaults (which are Routing-v0's).
+_ENV_KWARGS: dict[str, dict[str, Any]] = {
+    "routing-v0": {},
+    "routing-v1": dict(V1_KWARGS["servegym/Routing-v1"]),
+}
 
 
 def audit(policy_name: str, seeds: list[int], **env_kwargs: Any) -> dict[str, dict[str, float]]:
@@ -86,7 +96,7 @@ def audit(policy_name: str, seeds: list[int], **env_kwargs: Any) -> dict[str, di
 
 
 def _episode(policy_name: str, seed: int, **env_kwargs: Any) -> dict[str, Any]:
-    """The final ``info`` of one Routing-v0 episode under ``policy_name``."""
+    """The final ``info`` of one Routing episode under ``policy_name``."""
     from envs.routing import RoutingEnv
     from heuristics import make_policy
 
@@ -136,6 +146,7 @@ def capacity(policy: str, loads: list[float], seeds: list[int], **env_kwargs: An
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--env", default="routing-v1", choices=sorted(_ENV_KWARGS))
     p.add_argument("--policy", default="goodserve")
     p.add_argument("--model", default="llama3.1-8b")
     p.add_argument("--load-scale", type=float, default=0.35)
@@ -155,6 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
     common = dict(
+        **_ENV_KWARGS[args.env],
         model=args.model,
         workload=args.workload,
         slo_scale=args.slo_scale,
@@ -170,8 +182,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.capacity:
         loads = [float(x) for x in args.loads.split(",")]
         print(
-            f"{args.policy}, {args.workload}, {args.model}, SLO scale {args.slo_scale:g}, seeds "
-            f"{args.seeds}: seed means"
+            f"{args.env}, {args.policy}, {args.workload}, {args.model}, "
+            f"SLO scale {args.slo_scale:g}, seeds {args.seeds}: seed means"
         )
         print(f"{'load':>5} {'req/s':>6} {'p50 s':>6} {'p90 s':>6} {'util':>5} {'viol':>5}")
         from envs.routing import PAPER_RATES
@@ -182,9 +194,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     res = audit(args.policy, seeds, load_scale=args.load_scale, **common)
     print(
-        f"{args.policy}, {args.model}, load {args.load_scale:g}, SLO scale {args.slo_scale:g}, "
-        f"predictor {args.predictor}, seeds {args.seeds}: means per request routed to each GPU "
-        "(seconds; ratio = measured / estimated)"
+        f"{args.env}, {args.policy}, {args.model}, load {args.load_scale:g}, "
+        f"SLO scale {args.slo_scale:g}, predictor {args.predictor}, seeds {args.seeds}: "
+        "means per request routed to each GPU (seconds; ratio = measured / estimated)"
     )
     print(
         f"{'gpu':10} {'n':>5} {'latency':>8} {'est T':>7} {'ratio':>6} | {'queue':>6} "
@@ -202,9 +214,9 @@ def main(argv: list[str] | None = None) -> None:
 
 def _print_diagnosis(res: dict[str, dict], args: argparse.Namespace) -> None:
     print(
-        f"{args.workload}, {args.model}, load {args.load_scale:g}, SLO scale {args.slo_scale:g}, "
-        f"predictor {args.predictor}, seeds {args.seeds}: seed means per episode "
-        f"({args.count} requests)"
+        f"{args.env}, {args.workload}, {args.model}, load {args.load_scale:g}, "
+        f"SLO scale {args.slo_scale:g}, predictor {args.predictor}, seeds {args.seeds}: "
+        f"seed means per episode ({args.count} requests)"
     )
     print(
         "| policy | goodput | viol. | migr. attempted (queued) | moved / met | misses | "
