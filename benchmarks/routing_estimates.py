@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.capacity:
         loads = [float(x) for x in args.loads.split(",")]
         print(
-            f"{args.env}, {args.policy}, {args.workload}, {args.model}, "
+            f"{args.env}, {args.policy}, workload {args.workload}, {args.model}, "
             f"SLO scale {args.slo_scale:g}, seeds {args.seeds}: seed means"
         )
         print(f"{'load':>5} {'req/s':>6} {'p50 s':>6} {'p90 s':>6} {'util':>5} {'viol':>5}")
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _print_diagnosis(res: dict[str, dict], args: argparse.Namespace) -> None:
     print(
-        f"{args.env}, {args.workload}, {args.model}, load {args.load_scale:g}, "
+        f"{args.env}, workload {args.workload}, {args.model}, load {args.load_scale:g}, "
         f"SLO scale {args.slo_scale:g}, predictor {args.predictor}, seeds {args.seeds}: "
         f"seed means per episode ({args.count} requests)"
     )
