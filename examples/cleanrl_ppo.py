@@ -15,9 +15,14 @@ family's training default unless given)::
     python evaluate.py --env routing-v1 --count 200 --seeds 1000000,1000001,1000002 \\
         --policies ckpt:runs/cleanrl_routing-v1/model.zip,goodserve
 
-Measured on the shared 2-core machine (other jobs running; commit and figures in
-docs/training.md, "Train with a standard client"): see that section for the time each run took
-and its metric against the expert.
+Measured at commit 9ddfdc2 on the shared 2-core machine with other jobs running (load average
+8-15; docs/training.md, "Train with a standard client", has the commands and context), seed 0:
+
+* Routing-v1, 200 requests per episode: 11,830 env steps in 18.0 min (18.7 min with the
+  evaluation); goodput 0.848 against GoodServe's 0.872 on seeds 1,000,000-4, -2.7 %: within
+  10 %, where least-request and Preble also are (0.85).
+* PDCluster-v1, Mixed, 30 workflows: 8,194 env steps in 20.6 min (22.4 min in all); Req99 4.80
+  against HexAgent's 1.10 on seeds 1,000,000-2: misses the 10 % target.
 """
 
 from __future__ import annotations
