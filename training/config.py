@@ -152,7 +152,8 @@ UNSET_SHOWN = {"val_episodes": "--eval-episodes", "reference": "the env's expert
 
 #: TrainConfig fields that configure the env (``envs.registry`` option names).
 ENV_OPTIONS = (
-    "cluster", "model", "latency_calibration", "workload", "count", "load_scale", "estimate_error", "slots", "slo_scale",
+    "cluster", "model", "latency_calibration", "workload", "count", "load_scale", "estimate_error",
+    "slots", "slo_scale",
     "slo_basis", "observation", "instances", "output_predictor", "predictor_error", "engine",
     "prefill_mode", "token_budget",
     "check_interval", "migration", "gpus", "workflow_rate", "rate_trace", "rate_window", "periods",
