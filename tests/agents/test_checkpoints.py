@@ -30,14 +30,14 @@ def test_shipped_checkpoint_acts_legally_on_every_default_workload(family: str) 
     entry = evaluation.env_entry(family)
     # count (PDCluster, Routing) and period_seconds (Allocation) only shorten the episode; the
     # spaces are the family's defaults
-    short = {"period_seconds": 10.0} if family == "allocation" else {"count": 6}
+    short = {"period_seconds": 10.0} if family.startswith("allocation") else {"count": 6}
     config = evaluation.EvalConfig(env=family, policies=(spec,), quiet=True, **short)
     policy = None
     for workload in entry.workloads:
         env = evaluation.make_env(config, workload)
         # loading is the slow part; the workloads share the spaces. A policy that computes an
         # opt-in observation reads the env it was loaded for: load it per env.
-        if policy is None or policy.observe is not None:
+        if policy is None or policy.observe is not None or isinstance(policy, FlatOnTwoStep):
             policy = evaluation.resolve_policy(spec, env, family)
         if isinstance(policy, FlatOnTwoStep):  # the v0 PDCluster model in v1's two-step space
             assert family == "pd-cluster" and env.unwrapped.action_space_name == "two-step"
