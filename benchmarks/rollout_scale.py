@@ -118,7 +118,11 @@ def run(
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--env", default="pd-cluster", help="trainable env families, comma-separated")
+    ap.add_argument(
+        "--env",
+        default="pd-cluster-v0",
+        help="trainable env families, comma-separated (default: the measured pd-cluster-v0)",
+    )
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--steps", type=int, default=400, help="vectorised steps timed per row")
     ap.add_argument("--backends", default="subproc,ray")

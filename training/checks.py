@@ -29,7 +29,8 @@ def check_config(cfg: TrainConfig) -> None:
         raise TrainError(
             f"--env {cfg.env!r} is not trainable"
             # a family's plain name before its versioned alias
-            f"{did_you_mean(cfg.env, [e for e in TRAIN_ENVS if not e.endswith('-v1')])}; known: "
+            f"{did_you_mean(cfg.env, [e for e in TRAIN_ENVS if e[-3:] not in ('-v0', '-v1')])}; "
+            "known: "
             f"{sorted(TRAIN_ENVS)}"
         )
     spec = TRAIN_ENVS[cfg.env]
