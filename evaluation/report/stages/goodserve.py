@@ -162,7 +162,7 @@ STAGES = [
         "goodserve-paper",
         "GoodServe Fig. 6 on Routing-v1: every router, SLO scale α 1–3",
         "reproductions/goodserve.md",
-        11,
+        5,
         f"{_EVAL} {_SWEEP} --policies {','.join(_ROUTERS)} --out {{out}}/paper",
         render=_paper_grid,
         figures=[
@@ -173,7 +173,7 @@ STAGES = [
         "goodserve-ablations",
         "GoodServe's ablations on Routing-v1 at α 2 and 3 (GoodServe §5, Fig. 7)",
         "reproductions/goodserve.md",
-        4,
+        2,
         f"{_EVAL} --sweep slo_scale=2,3 --policies goodserve,goodserve-no-migration "
         "--out {out}/default",
         *(
@@ -190,7 +190,7 @@ STAGES = [
         "goodserve-diagnosis",
         "Why requests miss on Routing-v1 at α = 3: misses by cause, migrations, Eq. 2 per GPU",
         "reproductions/goodserve.md",
-        2,
+        1,
         f"{_BENCH} --diagnose --slo-scale 3 --policies {_DIAGNOSED}",
         *(f"{_BENCH} --policy {p} --slo-scale 3" for p in ("goodserve", "preble")),
         render=_diagnosis,
@@ -199,14 +199,14 @@ STAGES = [
         "goodserve-capacity",
         "The load goodserve-4 sustains on Routing-v1: least-request latency vs load (α = 2)",
         "reproductions/goodserve.md",
-        1,
+        0.5,
         f"{_BENCH} --capacity --policy least-request --loads 0.2,0.35,0.5,0.7,1.0",
     ),
     stage(
         "routing-v1-slo-basis",
         "What the per-request SLO basis leaks: goodput at α = 2, v0 vs v1",
         "envs/v1-changes.md",
-        2,
+        1.5,
         *(
             f"evaluate.py --quiet --env {env} --seeds {SEEDS} --slo-scale 2 "
             f"--policies goodserve,preble,implied-triage{extra} --out {{out}}/{folder}"
