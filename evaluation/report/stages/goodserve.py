@@ -203,6 +203,13 @@ STAGES = [
         f"{_BENCH} --capacity --policy least-request --loads 0.2,0.35,0.5,0.7,1.0",
     ),
     stage(
+        "goodserve-predictors",
+        "Output-length predictors on the goodserve workload (GoodServe Fig. 8)",
+        "reproductions/goodserve.md",
+        0.5,
+        "-m envs.common.predictors --report",
+    ),
+    stage(
         "routing-v1-slo-basis",
         "What the per-request SLO basis leaks: goodput at α = 2, v0 vs v1",
         "envs/v1-changes.md",
