@@ -49,18 +49,34 @@ def _goodput(rows: Sequence[dict[str, Any]]) -> dict[str, dict[int, float]]:
     return out
 
 
+def _policies(workload: str) -> tuple[str, ...]:
+    """The ramp table's policies run on ``workload``: Ayo's allocation on beam search is the
+    equal split's (both LLMs are engines), so it runs on RAG only."""
+    return tuple(p for p in POLICIES if not (p == "ayo" and workload == "beam_search"))
+
+
 def _ramp_command(workload: str, gpus: int) -> str:
     rate = BASE_RATE[workload] * gpus / 4
     return (
         f"evaluate.py --quiet --env allocation-v1 --workload {workload} --gpus {gpus} "
-        f"--workflow-rate {rate:g} --seeds {HELDOUT} --policies {','.join(POLICIES)} "
+        f"--workflow-rate {rate:g} --seeds {HELDOUT} --policies {','.join(_policies(workload))} "
         f"--out {{out}}/{workload}-{gpus}"
     )
 
 
+def _gpus_per_llm(allocations: Sequence[str]) -> str:
+    """``llama3-8b 1 → 2 → 3 GPUs; ...``: each LLM's GPUs per period."""
+    per: dict[str, list[str]] = defaultdict(list)
+    for line in allocations:
+        for part in line.split(": ", 1)[1].split("; "):
+            model, rest = part.split(": ", 1)
+            per[model].append(f"{float(rest.split()[0]):g}")
+    return "; ".join(f"{m} {' → '.join(v)}" for m, v in per.items())
+
+
 def _ramp_table(run: StageRun) -> str:
     """Goodput per (workload, pool) and policy, with Scepsy's ratio over each baseline, then
-    Scepsy's allocation per period (its APL's choice as the rate ramps)."""
+    Scepsy's allocation per period (its APL's choice as the rate ramps) and K8s HPA's GPUs."""
     head = ["workload, GPUs (ramp, wf/s)", *(f"`{p}`" for p in POLICIES)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     plans = []
@@ -73,21 +89,25 @@ def _ramp_table(run: StageRun) -> str:
             cells = [f"{workload}, {gpus} ({lo * rate:g} → {hi * rate:g})"]
             ours = by["scepsy"]["metrics"]["goodput"]
             for p in POLICIES:
+                if p not in by:
+                    cells.append("= `naive-equal`")
+                    continue
                 m = by[p]["metrics"]
                 g, lat = m["goodput"], m["latency_mean"]
                 ratio = "" if p == "scepsy" else f" ({ours / g:.2f}×)" if g > 0 else " (∞)"
                 cells.append(f"{g:.3f} / {lat:.1f}{ratio}")
             lines.append("| " + " | ".join(cells) + " |")
             plans.append(
-                f"- {workload}, {gpus} GPUs: "
-                + "; ".join(a.split(": ", 1)[1] for a in _distinct(by["scepsy"]["allocations"]))
+                f"- {workload}, {gpus} GPUs: `scepsy` "
+                + "; ".join(_distinct(by["scepsy"]["allocations"]))
+                + f". `k8s-hpa` GPUs per period: {_gpus_per_llm(by['k8s-hpa']['allocations'])}."
             )
     return (
         "Cells: goodput over the ramp episode (workflows/s within SLO) / mean latency of the "
         "finished workflows (s); in brackets Scepsy's goodput over the policy's.\n\n"
         + "\n".join(lines)
-        + "\n\nScepsy's allocation as the rate ramps (each distinct one, in period order):\n\n"
-        + "\n".join(plans)
+        + "\n\nThe allocations (Scepsy's each time it changes, in period order; K8s HPA's GPUs per "
+        "LLM per period):\n\n" + "\n".join(plans)
     )
 
 
@@ -166,11 +186,6 @@ _RAG_POLICIES = (
     "scepsy,k8s-hpa,naive-equal,demand-proportional,aegaeon-3p1d,aegaeon-2p2d,aegaeon-1p3d,ayo,"
     "scepsy-reactive,scepsy-sticky,scepsy-parallelism-only,scepsy-fractional-only"
 )
-# Ayo's allocation on beam search is the equal split's (both LLMs are engines).
-_BEAM_POLICIES = (
-    "scepsy,k8s-hpa,naive-equal,demand-proportional,aegaeon-3p1d,aegaeon-2p2d,aegaeon-1p3d,"
-    "scepsy-fractional-only,scepsy-parallelism-only"
-)
 
 STAGES = [
     stage(
@@ -188,14 +203,6 @@ STAGES = [
         "envs/allocation-default-episode.md",
         4,
         _CRITERIA_RUN.format(workload="rag_reranker", policies=_RAG_POLICIES),
-        render=_criteria_table,
-    ),
-    stage(
-        "allocation-v1-criteria-beam",
-        "Allocation-v1 default episode on beam search, held-out seeds 200-202 (4 GPUs)",
-        "envs/allocation-default-episode.md",
-        5,
-        _CRITERIA_RUN.format(workload="beam_search", policies=_BEAM_POLICIES),
         render=_criteria_table,
     ),
     stage(
