@@ -187,13 +187,15 @@ _RAG_POLICIES = (
     "scepsy-reactive,scepsy-sticky,scepsy-parallelism-only,scepsy-fractional-only"
 )
 
+# The ramp stage's minutes include Scepsy profiling its LLMs for the smooth-roofline calibration
+# (about 15 of them, once per machine: cached in ~/.cache/servegym/scepsy-profiles).
 STAGES = [
     stage(
         "scepsy-ramp-goodput",
         "Scepsy against K8s HPA, Aegaeon, Ayo and the equal split on Allocation-v1 at 4, 8 and "
         "16 GPUs (the rate ramp scaled with the pool; held-out seed 1,000,000)",
         "reproductions/scepsy.md",
-        25,
+        28,
         *(_ramp_command(w, g) for w in BASE_RATE for g in SIZES),
         render=_ramp_table,
     ),
@@ -201,7 +203,7 @@ STAGES = [
         "allocation-v1-criteria",
         "Allocation-v1 default episode on held-out seeds 200-202 (RAG + reranker, 4 GPUs)",
         "envs/allocation-default-episode.md",
-        4,
+        2,
         _CRITERIA_RUN.format(workload="rag_reranker", policies=_RAG_POLICIES),
         render=_criteria_table,
     ),
@@ -210,7 +212,7 @@ STAGES = [
         "K8s HPA at a constant 4 RAG workflows/s on 8 GPUs (smooth-roofline, held-out seed "
         "1,000,000)",
         "reproductions/scepsy.md",
-        3,
+        1,
         "examples/allocation_hpa_timeline.py --workload rag_reranker --gpus 8 --workflow-rate 4 "
         "--latency-calibration smooth-roofline --out {out}/hpa_timeline.png",
         figures=[("hpa_timeline.png", "docs/allocation_hpa_timeline.png")],
