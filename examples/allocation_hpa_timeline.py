@@ -1,4 +1,4 @@
-"""K8s HPA on Allocation-v0 over time: replicas, GPU utilisation and queue per LLM per period.
+"""K8s HPA on the Allocation env over time: replicas, GPU utilisation and queue per LLM per period.
 
 Scepsy §7.2 blames Kubernetes' loss on oscillation: "scaling up too much and then scaling down
 because the request queues are empty, therefore ending up oscillating between allocations". This
@@ -9,6 +9,9 @@ calls in flight per replica, with Scepsy's allocation for the same rate as a das
 
     python examples/allocation_hpa_timeline.py --workload rag_reranker --gpus 4 \\
         --workflow-rate 1.0 --periods 40 --seed 1000000 --out docs/allocation_hpa_timeline.png
+
+``--latency-calibration`` prices the work as the env's option does (``roofline``, the class
+default and Allocation-v0's; ``smooth-roofline``, Allocation-v1's).
 """
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ from heuristics.allocation import KubernetesHPA, ScepsyPolicy
 
 
 def hpa_timeline(
-    workload: str, gpus: int, rate: float, periods: int, period_s: float, seed: int
+    workload: str,
+    gpus: int,
+    rate: float,
+    periods: int,
+    period_s: float,
+    seed: int,
+    latency_calibration: str = "roofline",
 ) -> dict[str, Any]:
     """Run ``k8s-hpa`` and return per-period ``time`` (s), and per LLM ``replicas``,
     ``busy`` (measured GPU utilisation, 0–1) and ``in_flight`` (calls per replica), plus
@@ -33,6 +42,7 @@ def hpa_timeline(
         workflow_rate=rate,
         periods=periods,
         period_seconds=period_s,
+        latency_calibration=latency_calibration,
     )
     policy = KubernetesHPA()
     policy.reset()
@@ -50,7 +60,9 @@ def hpa_timeline(
                 out["in_flight"].setdefault(m, []).append(met.in_flight if met else 0.0)
         obs, _, done, _, info = env.step(policy.act(obs, info))
     out["metrics"] = info["metrics"]
-    scepsy_env = AllocationEnv(workload=workload, gpus=gpus, workflow_rate=rate)
+    scepsy_env = AllocationEnv(
+        workload=workload, gpus=gpus, workflow_rate=rate, latency_calibration=latency_calibration
+    )
     _, sinfo = scepsy_env.reset(seed=seed)
     plan = ScepsyPolicy().plan(sinfo["decision_context"])
     out["scepsy"] = {
@@ -93,9 +105,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--periods", type=int, default=40)
     ap.add_argument("--period-seconds", type=float, default=15.0)
     ap.add_argument("--seed", type=int, default=1_000_000)
+    ap.add_argument("--latency-calibration", default="roofline")
     ap.add_argument("--out", default="docs/allocation_hpa_timeline.png")
     a = ap.parse_args(argv)
-    tl = hpa_timeline(a.workload, a.gpus, a.workflow_rate, a.periods, a.period_seconds, a.seed)
+    tl = hpa_timeline(
+        a.workload,
+        a.gpus,
+        a.workflow_rate,
+        a.periods,
+        a.period_seconds,
+        a.seed,
+        a.latency_calibration,
+    )
     for m in tl["replicas"]:
         rs = tl["replicas"][m]
         changes = sum(1 for x, y in zip(rs, rs[1:], strict=False) if x != y)
@@ -107,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     title = (
         f"K8s HPA, {a.workload}, {a.gpus} GPUs, {a.workflow_rate:g} wf/s, seed {a.seed} "
-        f"({a.periods} syncs of {a.period_seconds:g} s)"
+        f"({a.periods} syncs of {a.period_seconds:g} s, {a.latency_calibration})"
     )
     plot(tl, a.out, title)
     print(f"wrote {a.out}")

@@ -31,6 +31,8 @@ CORE_PATHS = (
     "setup.py",
     "_servegym_register.py",
 )
+# CLI family name -> its package under envs/ and heuristics/.
+_FAMILY_PACKAGES = {"pd-cluster": "pd_cluster", "routing": "routing", "allocation": "allocation"}
 # Benchmarks that time the learner (they import agents/).
 _LEARNER_MODULES = frozenset(
     {"benchmarks.train_speed", "benchmarks.rollout_scale", "benchmarks.eval_scale"}
@@ -134,12 +136,45 @@ class Stage:
             for a in argv
         )
 
+    def families(self) -> set[str] | None:
+        """The env packages (``pd_cluster``, ``routing``, ``allocation``) this stage's commands
+        run, or None when a command may run any (one that is not ``evaluate.py`` or
+        ``train.py``, or names no ``--env``: benchmarks and examples pick their own envs).
+        ``evaluate.py`` without ``--env`` runs the default family (PDCluster)."""
+        found: set[str] = set()
+        for argv in self.commands:
+            if not argv or argv[0] not in ("evaluate.py", "train.py"):
+                return None
+            if "--leaderboard" in argv:
+                continue
+            env = next(
+                (argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--env"),
+                next((a.split("=", 1)[1] for a in argv if a.startswith("--env=")), None),
+            )
+            if env is None and argv[0] == "train.py":
+                return None
+            key = re.sub(r"-v\d+$", "", env or "pd-cluster")
+            if key not in _FAMILY_PACKAGES:
+                return None
+            found.add(_FAMILY_PACKAGES[key])
+        return found
+
     def code_paths(self) -> tuple[str, ...]:
-        """The tracked paths whose content can change this stage's numbers: the simulator, the
-        policies, the evaluation code and traces always; ``benchmarks/`` and ``examples/`` when a
-        command runs one of them; the learning code when :meth:`uses_learning`."""
+        """The tracked paths whose content can change this stage's numbers (git pathspecs): the
+        simulator, the policies, the evaluation code and traces always, without the other
+        families' env and heuristics packages when :meth:`families` knows them; ``benchmarks/``
+        and ``examples/`` when a command runs one of them; the learning code when
+        :meth:`uses_learning`."""
         args = [a for argv in self.commands for a in argv]
-        paths = list(CORE_PATHS)
+        families = self.families()
+        if families is None:
+            paths = list(CORE_PATHS)
+        else:  # another family's env and heuristics packages cannot move this stage's numbers
+            others = [f for f in _FAMILY_PACKAGES.values() if f not in families]
+            paths = [
+                *CORE_PATHS,
+                *(f":!{top}/{f}" for f in others for top in ("envs", "heuristics")),
+            ]
         if any(a.startswith(("benchmarks.", "benchmarks/")) for a in args):
             paths.append("benchmarks")
         if any(a.startswith("examples/") for a in args):

@@ -165,3 +165,19 @@ def test_a_stage_uses_learning_when_it_trains_or_loads_a_checkpoint():
     assert stage("c", "t", "p.md", 1, "train.py --env routing-v1").uses_learning()
     assert stage("d", "t", "p.md", 1, "-m benchmarks.train_speed").uses_learning()
     assert stage("e", "t", "p.md", 1, "evaluate.py", learned=True).uses_learning()
+
+
+def test_another_familys_env_package_does_not_invalidate_a_stage(repo):
+    for fam in ("routing", "pd_cluster"):
+        (repo / "envs" / fam).mkdir()
+        (repo / "envs" / fam / "env.py").write_text("A = 1\n")
+    subprocess.run(["git", "add", "."], cwd=repo, check=True)
+    pd = stage("a", "t", "p.md", 1, "evaluate.py --env pd-cluster-v1")
+    routing = stage("b", "t", "p.md", 1, "evaluate.py --env routing-v1 --seeds 0")
+    assert pd.families() == {"pd_cluster"} and routing.families() == {"routing"}
+    assert stage("c", "t", "p.md", 1, "evaluate.py --seeds 0").families() == {"pd_cluster"}
+    assert stage("d", "t", "p.md", 1, "-m benchmarks.sim_speed").families() is None
+    before_pd, before_routing = (runner.code_fingerprint(s.code_paths()) for s in (pd, routing))
+    (repo / "envs" / "routing" / "env.py").write_text("A = 2\n")
+    assert runner.code_fingerprint(pd.code_paths()) == before_pd
+    assert runner.code_fingerprint(routing.code_paths()) != before_routing
