@@ -163,8 +163,8 @@ class Stage:
         """The tracked paths whose content can change this stage's numbers (git pathspecs): the
         simulator, the policies, the evaluation code and traces always, without the other
         families' env and heuristics packages when :meth:`families` knows them; ``benchmarks/``
-        and ``examples/`` when a command runs one of them; the learning code when
-        :meth:`uses_learning`."""
+        when a command runs a benchmark; the files under ``examples/`` a command names; the
+        learning code when :meth:`uses_learning`."""
         args = [a for argv in self.commands for a in argv]
         families = self.families()
         if families is None:
@@ -177,10 +177,9 @@ class Stage:
             ]
         if any(a.startswith(("benchmarks.", "benchmarks/")) for a in args):
             paths.append("benchmarks")
-        if any(a.startswith("examples/") for a in args):
-            paths.append("examples")
+        paths += [a for a in args if a.startswith("examples/")]  # the scripts and configs run
         if self.uses_learning():
-            paths += ["agents", "training", "checkpoints", "train.py", "examples"]
+            paths += ["agents", "training", "checkpoints", "train.py"]
         return tuple(dict.fromkeys(paths))
 
     def argv(self, out: Path) -> list[tuple[str, ...]]:

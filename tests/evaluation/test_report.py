@@ -156,7 +156,7 @@ def test_benchmark_and_example_code_count_only_for_the_stages_that_run_them():
     bench = stage("b", "t", "p.md", 1, "-m benchmarks.sim_speed").code_paths()
     example = stage("c", "t", "p.md", 1, "examples/plot_pd_load.py").code_paths()
     assert "benchmarks" not in plain and "examples" not in plain and "envs" in plain
-    assert "benchmarks" in bench and "examples" in example
+    assert "benchmarks" in bench and "examples/plot_pd_load.py" in example
 
 
 def test_a_stage_uses_learning_when_it_trains_or_loads_a_checkpoint():
