@@ -7,9 +7,15 @@ two additions:
 
 1. **Critic warm-up.** The first updates of :meth:`TeacherPPO.learn` fit only the critic (the
    value MLP and value head; the shared features extractor and the actor are frozen) on the
-   rollouts the cloned policy itself collects, for at least ``critic_warmup_min`` and at most
-   ``critic_warmup_max`` rollouts, stopping once the critic's explained variance on the rollout
-   just collected reaches ``critic_warmup_ev``. The actor is unchanged by this phase.
+   rollouts the cloned policy itself collects. With ``critic_reset`` (default) the first of
+   them re-initialises the critic's layers and folds the standardisation of their input,
+   measured on that rollout, into the first layer, and starts the head's bias at the mean
+   return: after behaviour cloning the extractor's value features can be far larger than
+   one (Routing: per-dimension sd ~4), so the critic's tanh layers are saturated, it outputs
+   one constant and no gradient reaches it (explained variance 0 for a whole run). It fits
+   for at least ``critic_warmup_min`` and at most ``critic_warmup_max`` rollouts, stopping
+   once the critic's explained variance on the rollout just collected reaches
+   ``critic_warmup_ev``. The actor is unchanged by this phase.
 2. **A KL anchor to the clone.** When learning starts, a frozen copy of the policy (the clone)
    becomes the anchor; every PPO minibatch adds ``β · KL(π_θ ‖ π_anchor)`` (exact, over the
    legal actions of each state) to the loss. ``β`` falls linearly from ``kl_coef`` to
@@ -93,6 +99,7 @@ class TeacherPPO(MaskablePPO):
     :param critic_warmup_epochs: passes over a rollout in a warm-up update.
     :param critic_warmup_lr: Adam step size of the warm-up's own optimizer.
     :param detach_critic: the PPO value loss does not train the shared features extractor.
+    :param critic_reset: the warm-up starts from a re-initialised critic on standardised inputs.
     :param args, kwargs: ``MaskablePPO``'s.
     """
 
@@ -108,6 +115,7 @@ class TeacherPPO(MaskablePPO):
         critic_warmup_epochs: int = 10,
         critic_warmup_lr: float = 1e-3,
         detach_critic: bool = True,
+        critic_reset: bool = True,
         **kwargs: Any,
     ) -> None:
         kl_coef_at(0, 1, kl_coef, kl_coef_final, kl_decay)  # checks the schedule's values
@@ -130,6 +138,7 @@ class TeacherPPO(MaskablePPO):
         self.critic_warmup_epochs = int(critic_warmup_epochs)
         self.critic_warmup_lr = float(critic_warmup_lr)
         self.detach_critic = bool(detach_critic)
+        self.critic_reset = bool(critic_reset)
         self.anchor: Any = None
         self._warmup_done = 0
         self._warming = True
@@ -178,9 +187,43 @@ class TeacherPPO(MaskablePPO):
             return
         self._train_ppo()
 
+    def _critic_layers(self) -> list[th.nn.Linear]:
+        """The critic's Linear layers in order (value MLP, then value head)."""
+        pol = self.policy
+        mods = [*pol.mlp_extractor.value_net.modules(), *pol.value_net.modules()]
+        return [m for m in mods if isinstance(m, th.nn.Linear)]
+
+    def reset_critic(self) -> None:
+        """Re-initialise the critic's layers on standardised inputs (module docstring): the
+        first Linear's input mean and sd over the rollout buffer are folded into its weights
+        (w / sd, b − w·mean / sd) and the head's bias is the buffer's mean return."""
+        layers = self._critic_layers()
+        inputs: list[th.Tensor] = []
+        hook = layers[0].register_forward_pre_hook(lambda _m, a: inputs.append(a[0].detach()))
+        try:
+            with th.no_grad():
+                for data in self.rollout_buffer.get(self.batch_size):
+                    features = self.policy.extract_features(
+                        data.observations, self.policy.vf_features_extractor
+                    )
+                    self.policy.mlp_extractor.forward_critic(features)  # type: ignore[arg-type]
+        finally:
+            hook.remove()
+        x = th.cat(inputs)
+        mean, sd = x.mean(0), x.std(0).clamp_min(1e-3)
+        with th.no_grad():
+            for layer in layers:
+                layer.reset_parameters()
+            first = layers[0]
+            first.weight.div_(sd)
+            first.bias.sub_(first.weight @ mean)
+            layers[-1].bias.fill_(float(np.mean(self.rollout_buffer.returns)))
+
     def _train_critic(self) -> None:
         buf = self.rollout_buffer
         ev_before = float(explained_variance(buf.values.flatten(), buf.returns.flatten()))
+        if self.critic_reset and self._warmup_done == 0:
+            self.reset_critic()
         params = self.critic_parameters()
         if not hasattr(self, "_critic_opt"):
             self._critic_opt = th.optim.Adam(params, lr=self.critic_warmup_lr)

@@ -145,3 +145,30 @@ def test_detached_critic_sends_no_value_gradient_to_the_shared_extractor(detach)
     grads = [p.grad for p in model.policy.features_extractor.parameters()]
     reached = any(g is not None and bool(g.abs().sum() > 0) for g in grads)
     assert reached is not detach
+
+
+def critic_values(model) -> th.Tensor:
+    """The critic's values over the rollout buffer."""
+    out = []
+    with th.no_grad():
+        for data in model.rollout_buffer.get(16):
+            out.append(model.policy.predict_values(data.observations).flatten())
+    return th.cat(out)
+
+
+def test_critic_reset_unsaturates_a_saturated_critic_and_keeps_the_actor():
+    model = teacher_model(critic_warmup_max=0, critic_warmup_min=0)
+    model.learn(32)
+    with th.no_grad():  # a saturated critic: every tanh unit at ±1, one constant value
+        for layer in model._critic_layers()[:-1]:
+            layer.bias.fill_(1e4)
+    assert critic_values(model).std() < 1e-4
+    actor = actor_state(model)
+    model.reset_critic()
+    values = critic_values(model)
+    assert values.std() > 1e-3
+    assert values.mean().item() == pytest.approx(
+        float(model.rollout_buffer.returns.mean()), abs=1.0
+    )
+    for name, before in actor.items():
+        assert th.equal(before, dict(model.policy.named_parameters())[name]), name
