@@ -94,21 +94,21 @@ register_algo(
     ),
 )
 register_algo(
+    "ppo",
+    AlgoSpec(
+        "stable_baselines3:PPO",
+        masked=False,
+        policy=ActionScoresActorCriticPolicy,
+        defaults=PPO_DEFAULTS,
+    ),
+)
+register_algo(
     "teacher-ppo",
     AlgoSpec(
         "agents.teacher_ppo:TeacherPPO",
         masked=True,
         policy=ActionScoresPolicy,
         # MaskablePPO's defaults plus the warm-up and KL anchor's (agents.teacher_ppo)
-        defaults=PPO_DEFAULTS,
-    ),
-)
-register_algo(
-    "ppo",
-    AlgoSpec(
-        "stable_baselines3:PPO",
-        masked=False,
-        policy=ActionScoresActorCriticPolicy,
         defaults=PPO_DEFAULTS,
     ),
 )
