@@ -102,6 +102,16 @@ register_algo(
         defaults=PPO_DEFAULTS,
     ),
 )
+register_algo(
+    "teacher-ppo",
+    AlgoSpec(
+        "agents.teacher_ppo:TeacherPPO",
+        masked=True,
+        policy=ActionScoresPolicy,
+        # MaskablePPO's defaults plus the warm-up and KL anchor's (agents.teacher_ppo)
+        defaults=PPO_DEFAULTS,
+    ),
+)
 
 
 def algo_spec(name: str) -> AlgoSpec:

@@ -182,9 +182,9 @@ def trained_observation(path: str | Path, model: Any, env: Any) -> Any:
 
 def _extended_widths(env: Any, option: str) -> tuple[int, ...]:
     """Extra columns per observation key (in the space's key order) of ``option``."""
-    from envs.routing.observation import EXTENDED_INSTANCE_FEATURES, EXTENDED_REQUEST_FEATURES
+    from envs.routing.observation import EXTRA_FEATURES
 
-    extra = {"request": EXTENDED_REQUEST_FEATURES, "instances": EXTENDED_INSTANCE_FEATURES}
+    extra = dict(zip(("request", "instances"), EXTRA_FEATURES[option], strict=True))
     return tuple(extra.get(k, 0) for k in env.observation_space.spaces)
 
 

@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parent
 
 
 def families() -> list[str]:
-    """The env families with a shipped checkpoint (``allocation``, ``pd-cluster``, ``routing``)."""
+    """The shipped checkpoints by directory name (``allocation``, ``pd-cluster``, ``routing``,
+    ``routing-v1-candidate``)."""
     return sorted(p.name for p in ROOT.iterdir() if (p / "model.zip").is_file())
 
 

@@ -32,7 +32,8 @@ class TrainConfig:
         documented in the env's options dataclass (``envs.<family>.options``), which
         ``--help`` quotes.
     :param algo: RL algorithm (``agents.ALGOS``); ``maskable-ppo`` samples only legal actions,
-        ``ppo`` learns them (illegal ones are penalised).
+        ``ppo`` learns them (illegal ones are penalised), ``teacher-ppo`` is maskable-ppo with a
+        critic warm-up and a decaying KL anchor to the behaviour clone (``agents.teacher_ppo``).
     :param bc_expert: policy to behaviour-clone before RL (unset: the env family's expert;
         ``none``: RL from scratch).
     :param reference: the policy the table's gain lines are computed against and the learning

@@ -113,7 +113,9 @@ class RoutingEnv(
       minute)/15
 
     ``observation="extended"`` (an opt-in variant of ours) appends 3 request and 4 instance
-    columns (:class:`envs.routing.observation.ExtendedObservationMixin`). With
+    columns (:class:`envs.routing.observation.ExtendedObservationMixin`); ``observation="queue"``
+    (ours too) appends 1 and 4 more, the prefill queue the black-box EMAs lag
+    (``ExtendedObservationMixin._observation_queue``). With
     ``decision_context=True``, ``info["decision_context"]`` is the structured state
     (:class:`envs.routing.context.RoutingContext`) that experts act on
     (``env.decision_context()`` returns it either way); neither carries a request's true output

@@ -80,10 +80,22 @@ class ObservationMixin(RoutingState):
 
 # -- opt-in: observation="extended" (ours) ------------------------------------------
 #: Names of the observation options of Routing-v0 (the env's ``observation=`` keyword).
-OBSERVATIONS = ("default", "extended")
+OBSERVATIONS = ("default", "extended", "queue")
 #: Extra columns of ``observation="extended"``, appended after the default ones.
 EXTENDED_REQUEST_FEATURES = 3
 EXTENDED_INSTANCE_FEATURES = 4
+#: Extra columns of ``observation="queue"``, appended after the extended ones.
+QUEUE_REQUEST_FEATURES = 1
+QUEUE_INSTANCE_FEATURES = 4
+#: Per option, the (request, instance) columns it adds to the default observation.
+EXTRA_FEATURES = {
+    "default": (0, 0),
+    "extended": (EXTENDED_REQUEST_FEATURES, EXTENDED_INSTANCE_FEATURES),
+    "queue": (
+        EXTENDED_REQUEST_FEATURES + QUEUE_REQUEST_FEATURES,
+        EXTENDED_INSTANCE_FEATURES + QUEUE_INSTANCE_FEATURES,
+    ),
+}
 #: Cap of ρ, the deadline-implied over the predicted decode time.
 RHO_MAX = 20.0
 
@@ -95,9 +107,9 @@ def observation_space(m: int, observation: str = "default") -> spaces.Dict:
     """
     if observation not in OBSERVATIONS:
         raise ValueError(f"observation must be one of {OBSERVATIONS}, got {observation!r}")
-    extended = observation == "extended"
-    n_req = REQUEST_FEATURES + (EXTENDED_REQUEST_FEATURES if extended else 0)
-    n_inst = INSTANCE_FEATURES + (EXTENDED_INSTANCE_FEATURES if extended else 0)
+    extra_req, extra_inst = EXTRA_FEATURES[observation]
+    n_req = REQUEST_FEATURES + extra_req
+    n_inst = INSTANCE_FEATURES + extra_inst
     return spaces.Dict(
         {
             "request": spaces.Box(0.0, 10.0, (n_req,), np.float32),
@@ -156,8 +168,8 @@ class ExtendedObservationMixin(RoutingState):
     def _bind_observation(self, observation: str) -> None:
         """``self._observe``: the observation method of the option ``observation``."""
         self.observation = observation
-        extended = observation == "extended"
-        self._observe = self._observation_extended if extended else self._observation
+        methods = {"extended": self._observation_extended, "queue": self._observation_queue}
+        self._observe = methods.get(observation, self._observation)
 
     def _alone_per_instance(self) -> list[Any]:
         """Per instance, its GPU's run-alone model (built once per env)."""
@@ -202,6 +214,43 @@ class ExtendedObservationMixin(RoutingState):
         n_feasible = max(1, int(np.count_nonzero(ctx.feasible)))
         req[1] = np.count_nonzero(can) / n_feasible
         req[2] = not can.any()
+        return {
+            "request": np.concatenate([base["request"], req]),
+            "instances": np.concatenate([base["instances"], extra], axis=1),
+        }
+
+    def _observation_queue(self) -> dict[str, np.ndarray]:
+        """``observation="queue"`` (ours, opt-in): the extended observation plus the queue
+        columns :func:`heuristics.routing.goodserve.queue_aware` reads, which the black-box
+        EMAs lag. Functions of prompt lengths and predicted output lengths only (no true
+        output length). Extra instance columns, with W_g = queued_prefill_tokens_g · p_g (the
+        prompt tokens waiting for prefill on g at g's prefill rate) and
+        q'_g = max(q_g, W_g):
+
+        * W_g / slack;
+        * (Eq. 2 estimate − q_g + q'_g) / slack: the queue-aware estimate (at a migrate
+          decision the current instance keeps its estimate);
+        * 1 if t + that estimate ≤ deadline;
+        * log1p(outstanding_output_tokens_g) / 15: the predicted output tokens still owed on g.
+
+        Extra request column: the share of feasible instances whose queue-aware estimate meets
+        the deadline.
+        """
+        base = self._observation_extended()
+        ctx = self._ctx
+        assert ctx is not None
+        wait = ctx.queued_prefill_tokens * ctx.p
+        estimate = ctx.estimate - ctx.q + np.maximum(ctx.q, wait)
+        if ctx.kind == "migrate" and ctx.current >= 0:
+            estimate[ctx.current] = ctx.estimate[ctx.current]
+        meets = (ctx.time + estimate <= ctx.deadline) & np.asarray(ctx.feasible, dtype=bool)
+        extra = np.zeros((self.M, QUEUE_INSTANCE_FEATURES), dtype=np.float32)
+        extra[:, 0] = _over_slack(wait, ctx.slack)
+        extra[:, 1] = _over_slack(estimate, ctx.slack)
+        extra[:, 2] = meets
+        extra[:, 3] = np.clip(np.log1p(ctx.outstanding_output_tokens) / 15, 0.0, 10.0)
+        n_feasible = max(1, int(np.count_nonzero(ctx.feasible)))
+        req = np.array([np.count_nonzero(meets) / n_feasible], dtype=np.float32)
         return {
             "request": np.concatenate([base["request"], req]),
             "instances": np.concatenate([base["instances"], extra], axis=1),

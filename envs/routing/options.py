@@ -110,9 +110,10 @@ class RoutingOptions(EnvOptions):
     (GoodServe §3.3)."""
 
     observation: str = "default"
-    """The observation layout: ``default`` (the table in the env docstring) or ``extended``
+    """The observation layout: ``default`` (the table in the env docstring), ``extended``
     (ours: 3 more request and 4 more instance columns,
-    ``envs.routing.observation.ExtendedObservationMixin``)."""
+    ``envs.routing.observation.ExtendedObservationMixin``) or ``queue`` (ours: ``extended``
+    plus 1 request and 4 instance columns on the prefill queue)."""
 
     reward: str = "goodput"
     """``goodput`` (+1 per request finished within its SLO), ``slowdown``, ``lateness`` or

@@ -248,7 +248,7 @@ def test_help_documents_every_option_with_its_allowed_values(capsys):
         training.parse_args(["--help"])
     out = " ".join(capsys.readouterr().out.split())
     # argparse may wrap a hyphenated name after its hyphen ("maskable-ppo- factored")
-    assert "One of: maskable-ppo, maskable-ppo-factored, ppo" in out.replace("- ", "-")
+    assert "One of: maskable-ppo, maskable-ppo-factored, ppo, teacher-ppo" in out.replace("- ", "-")
     assert "One of: subproc, dummy" in out
     assert "py:MODULE:FACTORY" in out and "every policy: atlas" in out
     for option in ("--hidden", "--vec", "--bc-expert", "--baselines", "--algo"):

@@ -56,6 +56,25 @@ def test_requests_that_differ_only_in_true_output_length_look_identical_at_the_d
     assert same == (slo_basis is None)
 
 
+@pytest.mark.parametrize("observation", ["extended", "queue"])
+def test_the_opt_in_observations_leak_no_true_output_length_at_the_default(observation):
+    short = _route_observations(_burst(700), observation=observation)
+    long = _route_observations(_burst(2500), observation=observation)
+    assert short[0]["instances"].shape[1] > 14  # the option's columns are there
+    for a, b in zip(short, long, strict=True):
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_queue_observation_shows_the_prefill_queue_the_emas_lag():
+    obs = _route_observations(_burst(700), observation="queue")
+    # after four requests went to instance 0 (and none finished), instance 0's prefill wait
+    # column (the first queue column, after 14 default and 4 extended ones) is positive and
+    # the other instances' is zero
+    wait = obs[-1]["instances"][:, 18]
+    assert wait[0] > 0 and not wait[1:].any()
+
+
 def test_a_good_and_a_bad_router_earn_different_rewards_at_the_default():
     returns = {}
     for name in ("goodserve", "random-route"):
