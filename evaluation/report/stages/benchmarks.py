@@ -28,7 +28,7 @@ STAGES = [
         "bench-scheduler-overhead",
         "HexAgent planning time per invocation on hetero-1 (HexAgent Table 6)",
         "benchmarks/index.md",
-        3.2,
+        3.8,
         "-m benchmarks.scheduler_overhead --clusters hetero-1",
     ),
     stage(
