@@ -91,7 +91,8 @@ def _serving_render(run: StageRun) -> str:
         f"{name}: {next(ln for ln in lines if ln.startswith('fitted on every row')).rstrip(':')}"
         for name, lines in blocks.items()
     ]
-    targets, units = [], []
+    targets: list[str] = []
+    units: list[str] = []
     for scheme in ("model", "engine", "gpu"):
         part = default[default.index(f"leave one {scheme} out:") :]
         for line in part:
