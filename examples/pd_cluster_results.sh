@@ -31,7 +31,7 @@ STAGES=${STAGES:-"main predictors load threshold async prefix"}
 COUNT_FLAG=${COUNT:+--count $COUNT}
 RAY_FLAG=${RAY:+--ray}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
-ev() { $PY evaluate.py --quiet --seeds "$SEEDS" $COUNT_FLAG $RAY_FLAG "$@"; }
+ev() { $PY evaluate.py --quiet --env pd-cluster-v0 --seeds "$SEEDS" $COUNT_FLAG $RAY_FLAG "$@"; }
 
 both_families=per-call-fcfs,workflow-fcfs,workflow-llf,atlas,per-call-fcfs+earliest-finish,workflow-fcfs+earliest-finish,workflow-llf+earliest-finish,atlas+earliest-finish,hexagent
 POLICIES=${POLICIES:-$both_families}
