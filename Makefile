@@ -50,5 +50,6 @@ clean:
 # Every results table and figure of the documentation, stage by stage, resumable
 # (evaluation/report; fragments in results/tables/, cache in results/report/). Needs
 # SERVEGYM_DATA / SERVEGYM_LATENCY_DATA for the stages that read the real traces and measurements.
+# The Vidur cross-check (stage peer-vidur) also needs SERVEGYM_VIDUR_PYTHON (docs/benchmarks/peer-vidur.md).
 results: $(STAMP)
 	$(PY) -m evaluation.report -j 2

@@ -510,6 +510,11 @@ def _parser() -> argparse.ArgumentParser:
         help="hyper-parameter search of Vidur's predictors (see GRIDS)",
     )
     ap.add_argument("--work-dir", type=Path, default=None, help="traces and Vidur outputs")
+    ap.add_argument(
+        "--require-vidur",
+        action="store_true",
+        help="exit with an error when no Python with Vidur is found (default: servegym side only)",
+    )
     return ap
 
 
@@ -529,6 +534,11 @@ def main(argv: list[str] | None = None) -> int:
             overlap_scheduling=args.overlap_scheduling,
         )
         vidur_python = find_vidur_python(args.vidur_python)
+        if vidur_python is None and args.require_vidur:
+            raise PeerConfigError(
+                "--require-vidur: no Python with vidur found; pass --vidur-python or set "
+                "SERVEGYM_VIDUR_PYTHON (see docs/benchmarks/peer-vidur.md, Running it)"
+            )
         if not 0 < args.load <= 1.5:
             raise PeerConfigError(f"--load {args.load}; expected a share in (0, 1.5]")
         profiles = args.vidur_data / "compute" / GPUS[setup.gpu][0] / MODELS[setup.model][1]

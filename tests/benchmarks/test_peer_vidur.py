@@ -168,6 +168,16 @@ def test_without_vidur_only_servegym_runs_and_the_install_steps_are_printed(
     assert (tmp_path / "trace-20.csv").is_file()
 
 
+def test_require_vidur_without_vidur_is_an_error_naming_the_flag(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("SERVEGYM_VIDUR_PYTHON", raising=False)
+    monkeypatch.setattr(pv.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SystemExit) as exc:
+        pv.main(["--count", "5", "--rate", "5", "--require-vidur", "--work-dir", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "--require-vidur" in capsys.readouterr().err
+    assert not (tmp_path / "trace-5.csv").exists()
+
+
 def test_bad_options_are_errors_that_name_them(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("SERVEGYM_VIDUR_PYTHON", raising=False)
     monkeypatch.setattr(pv.importlib.util, "find_spec", lambda name: None)
