@@ -1,7 +1,7 @@
 """PDCluster's action spaces side by side: stock MaskablePPO speed and episode lengths.
 
     python -m benchmarks.pd_action_space [--slots 256] [--rollouts 1] [--threads 1]
-        [--spaces two-step,flat] [--episodes 0,1] [--skip-ppo] [--skip-episodes]
+        [--spaces two-step,flat] [--episodes 0,1] [--skip-ppo] [--skip-episodes] [--exit-zero]
 
 **Speed.** For each action space (``flat``: ``servegym/PDCluster-v0``; ``two-step``:
 ``servegym/PDCluster-v1``) at the default workload (hetero-1, ``mixed``, 100 workflows) and
@@ -12,7 +12,8 @@ and the model's first update), then ``--rollouts`` measured rollouts with their 
 on a busy 2-core machine idle OpenMP threads spin-wait). Printed: env steps per second of wall
 time and per second of process CPU time (the machine is shared: other processes inflate the
 wall time, hardly the CPU time), the two-step / flat ratio, and PASS/FAIL of the two-step row
-(CPU) against the target of >= 500 steps/s.
+(CPU) against the target of >= 500 steps/s; the exit status is 1 on FAIL unless ``--exit-zero``
+(``python -m evaluation.report`` records the verdict with the load average it ran under).
 
 **Episode lengths.** Per reset seed in ``--episodes``, one whole default episode (K = 256) of
 a uniformly random legal action (what an untrained masked policy does: every legal action,
@@ -101,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", default="0,1", help="reset seeds of the length runs")
     parser.add_argument("--skip-ppo", action="store_true")
     parser.add_argument("--skip-episodes", action="store_true")
+    parser.add_argument(
+        "--exit-zero", action="store_true", help="exit 0 even when the speed target fails"
+    )
     args = parser.parse_args(argv)
     import torch
 
@@ -136,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"{policy:10} {space:10} {seed:4d} {steps:7d} {keeps:6d} {wall:7.1f}",
                         flush=True,
                     )
-    return 0 if ok else 1
+    return 0 if ok or args.exit_zero else 1
 
 
 if __name__ == "__main__":
