@@ -7,8 +7,8 @@ merged: e.g. two policy subsets, or one run per cluster) and draws Req99 (mean o
 scale when a panel spans more than 3×) against ``load_scale``. The paper's speed-blind
 baselines are dashed, their earliest-finish (speed-aware) variants solid in the same colour,
 HexAgent bold: where a dashed line and its solid twin part, placement explains the gap; where
-the solid lines part from each other, ordering does. ``examples/pd_cluster_results.sh`` (stage
-``load``) makes the inputs.
+the solid lines part from each other, ordering does. ``evaluate.py --env pd-cluster-v1
+--sweep load_scale=0.5,1,2,4 --out DIR`` makes the inputs (``DIR/results.json``).
 """
 
 from __future__ import annotations
