@@ -3,8 +3,9 @@
     python -m benchmarks.pd_action_space [--slots 256] [--rollouts 1] [--threads 1]
         [--spaces two-step,flat] [--episodes 0,1] [--skip-ppo] [--skip-episodes] [--exit-zero]
 
-**Speed.** For each action space (``flat``: ``servegym/PDCluster-v0``; ``two-step``:
-``servegym/PDCluster-v1``) at the default workload (hetero-1, ``mixed``, 100 workflows) and
+**Speed.** For each action space (``two-step``: ``servegym/PDCluster-v1``; ``flat``: the same
+env with ``action_space="flat"``, PDCluster-v0's space, so the two differ in the space alone)
+at the default workload (hetero-1, ``mixed``, 100 workflows) and
 ``--slots`` K, sb3-contrib's MaskablePPO with its stock ``MultiInputPolicy`` and default
 settings (n_steps 2,048, batch 64, 10 epochs) learns one warm-up rollout (the env's first reset
 and the model's first update), then ``--rollouts`` measured rollouts with their updates
@@ -36,7 +37,9 @@ import numpy as np
 
 import envs  # noqa: F401  (registers the ids)
 
-IDS = {"flat": "servegym/PDCluster-v0", "two-step": "servegym/PDCluster-v1"}
+ENV_ID = "servegym/PDCluster-v1"
+#: gym.make keyword arguments of each action space on ENV_ID.
+SPACES: dict[str, dict[str, Any]] = {"flat": {"action_space": "flat"}, "two-step": {}}
 TARGET = 500.0
 
 
@@ -44,7 +47,7 @@ def ppo_speed(space: str, slots: int, rollouts: int) -> tuple[float, float]:
     """(wall steps/s, CPU steps/s) of stock MaskablePPO learning on ``space``."""
     from sb3_contrib import MaskablePPO
 
-    env = gym.make(IDS[space], slots=slots)
+    env = gym.make(ENV_ID, slots=slots, **SPACES[space])
     model = MaskablePPO("MultiInputPolicy", env, seed=0, device="cpu", verbose=0)
     model.learn(model.n_steps)  # warm-up: first reset, first update
     steps = rollouts * model.n_steps
@@ -61,7 +64,7 @@ def episode_length(space: str, policy: str, seed: int) -> tuple[int, int, float]
     registered heuristic)."""
     from heuristics import make_policy
 
-    env = gym.make(IDS[space], decision_context=True).unwrapped
+    env = gym.make(ENV_ID, decision_context=True, **SPACES[space]).unwrapped
     rng = np.random.default_rng(seed)
     expert = None if policy in ("random", "new-then-keep") else make_policy(policy)
     if expert is not None:
@@ -134,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'policy':10} {'space':10} {'seed':>4} {'steps':>7} {'keeps':>6} {'wall s':>7}")
         for seed in (int(s) for s in args.episodes.split(",")):
             for policy in ("random", "hexagent", "new-then-keep"):
-                for space in IDS if policy != "new-then-keep" else ("two-step",):
+                for space in SPACES if policy != "new-then-keep" else ("two-step",):
                     steps, keeps, wall = episode_length(space, policy, seed)
                     print(
                         f"{policy:10} {space:10} {seed:4d} {steps:7d} {keeps:6d} {wall:7.1f}",
