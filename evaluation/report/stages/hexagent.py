@@ -66,7 +66,7 @@ STAGES = [
         "HexAgent vs both baseline families on PDCluster-v1 (hetero-1, Llama-3.1-70B, ShareGPT, "
         "BFCL and Mixed at the paper's workflow counts and rates, seed 0)",
         "reproductions/hexagent.md",
-        25,
+        27,
         *(
             f"evaluate.py --quiet --env pd-cluster-v1 --cluster hetero-1 --model llama3.1-70b "
             f"--workload {w} --policies {FAMILIES} --seeds 0 --out {{out}}/{w}"
@@ -79,7 +79,7 @@ STAGES = [
         "PDCluster's flat (v0) and two-step (v1) action spaces: stock MaskablePPO steps/s "
         "(K = 256) and the length of one default episode (seed 0)",
         "envs/v1-changes.md",
-        10,
+        8,
         "-m benchmarks.pd_action_space --episodes 0 --exit-zero",
     ),
 ]
