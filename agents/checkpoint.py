@@ -119,6 +119,8 @@ def load_policy(
         torch.set_num_threads(torch_threads)
     model = load_model(str(resolve_checkpoint(path)))
     if env is not None:
+        if flat_on_two_step(model, env):
+            return FlatOnTwoStep(model, f"ckpt:{path}", env)
         if model.action_space != env.action_space:
             raise ValueError(
                 f"model {str(path)!r} acts in {model.action_space} but the env's action space is "
@@ -184,3 +186,58 @@ def _extended_widths(env: Any, option: str) -> tuple[int, ...]:
 
     extra = {"request": EXTENDED_REQUEST_FEATURES, "instances": EXTENDED_INSTANCE_FEATURES}
     return tuple(extra.get(k, 0) for k in env.observation_space.spaces)
+
+
+def flat_on_two_step(model: Any, env: Any) -> bool:
+    """Whether ``model`` was trained on PDCluster's flat space (v0: ``Discrete(K·P·D)`` and the
+    flat observation) and ``env`` is the same cluster and slot count in the two-step space (v1)."""
+    from envs.pd_cluster.observation import observation_space
+
+    base = getattr(env, "unwrapped", env)
+    if getattr(base, "action_space_name", None) != "two-step":
+        return False
+    K, P, D = base.K, base.P, base.D
+    return bool(
+        getattr(model.action_space, "n", None) == K * P * D
+        and model.observation_space == observation_space(K, P, D, "flat")
+    )
+
+
+class FlatOnTwoStep(SB3Policy):
+    """A model trained on PDCluster-v0's flat space acting in PDCluster-v1's two-step space.
+
+    At a slot step it reads the flat observation and mask of the same decision from the env
+    (``PDClusterEnv.flat_observation``: v1's observation drops the (K, P, D) ``ratio`` the model
+    reads), takes its flat argmax ``k·P·D + p·D + d`` and steps slot ``k``; at the pair step that
+    follows a prefill-stage slot step it steps ``p·D + d``. That is the rule the experts and
+    baselines act by in both spaces, so the model makes the same picks on v1 as on v0 (same
+    calibration) and never takes the keep action. The env is read directly: load one policy per
+    env (as evaluate.py does).
+
+    :param model: the loaded SB3 model (flat action space).
+    :param name: display name.
+    :param env: the two-step PDCluster env it acts in.
+    """
+
+    def __init__(self, model: Any, name: str, env: Any):
+        super().__init__(model, name)
+        self.env = getattr(env, "unwrapped", env)
+        self._pair: int | None = None
+
+    def reset(self) -> None:
+        self._pair = None
+
+    def act(self, obs: Any, info: dict[str, Any]) -> int:
+        """Slot ``k`` of the flat choice at a slot step, its pair ``p·D + d`` at the pair step."""
+        if obs["step"][1] > 0:  # pair step of the slot chosen just before
+            if self._pair is None:
+                raise RuntimeError(f"policy {self.name!r} is at a pair step it did not start")
+            pair, self._pair = self._pair, None
+            return pair
+        flat_obs, mask = self.env.flat_observation()
+        if self.masked:
+            action, _ = self.model.predict(flat_obs, deterministic=True, action_masks=mask)
+        else:
+            action, _ = self.model.predict(flat_obs, deterministic=True)
+        slot, self._pair = divmod(int(action), self.env.P * self.env.D)
+        return slot

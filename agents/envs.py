@@ -27,6 +27,7 @@ import numpy as np
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, CombinedExtractor
 
 from agents.extractors import PDClusterScorer, RoutingScorer, SetPoolingExtractor
+from envs import DEFAULT_VERSION
 from envs.registry import FAMILIES
 
 #: First held-out evaluation seed; training resets draw seeds below it.
@@ -68,19 +69,22 @@ class TrainEnvSpec:
 #: Per trainable env family: its features extractor and policy head. Its Gymnasium id, options,
 #: training defaults and reward scale are the family's (``envs.registry``).
 _EXTRACTORS: dict[str, tuple[type[BaseFeaturesExtractor], dict[str, Any], bool]] = {
-    "pd-cluster": (PDClusterScorer, {"hidden": 32}, True),
-    "routing": (RoutingScorer, {"hidden": 32}, True),
-    "allocation": (SetPoolingExtractor, {"hidden": 32, "valid_columns": {"llms": 0}}, False),
+    "pd-cluster-v0": (PDClusterScorer, {"hidden": 32}, True),
+    "routing-v0": (RoutingScorer, {"hidden": 32}, True),
+    "allocation-v0": (SetPoolingExtractor, {"hidden": 32, "valid_columns": {"llms": 0}}, False),
     # PDCluster-v1's two-step space has no per-(k, p, d) scores: SB3's stock extractor and head
     "pd-cluster-v1": (CombinedExtractor, {}, False),
     "routing-v1": (RoutingScorer, {"hidden": 32}, True),
 }
-_EXTRACTORS["allocation-v1"] = _EXTRACTORS["allocation"]  # v1 changes the episode, not the spaces
+_EXTRACTORS["allocation-v1"] = _EXTRACTORS["allocation-v0"]  # v1 changes the episode, not spaces
+for _short in ("pd-cluster", "routing", "allocation"):  # the plain name: the default version
+    _EXTRACTORS[_short] = _EXTRACTORS[f"{_short}-{DEFAULT_VERSION}"]
 
 #: Training-only env options (not ``evaluate.py`` flags): Routing-v0's opt-in observation
 #: (a ``ckpt:`` policy trained with it computes it itself, ``agents.checkpoint``).
 _TRAIN_ONLY_OPTIONS: dict[str, dict[str, str]] = {
     "routing": {"observation": "observation"},
+    "routing-v0": {"observation": "observation"},
     "routing-v1": {"observation": "observation"},
 }
 

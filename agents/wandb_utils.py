@@ -63,6 +63,18 @@ def init_run(
     return run
 
 
+def where(run: Any) -> str:
+    """Where ``run`` goes, in one line: the offline directory and the ``wandb sync`` command
+    that uploads it, the online run's URL, or that W&B is disabled."""
+    mode = getattr(getattr(run, "settings", None), "mode", "disabled")
+    if getattr(run, "disabled", False) or mode == "disabled":
+        return "W&B: disabled (--wandb offline or online to record the run)"
+    if mode == "offline" or getattr(run, "offline", False):
+        directory = getattr(run.settings, "sync_dir", None) or str(Path(run.dir).parent)
+        return f"W&B: offline run in {directory}; upload it with: wandb sync {directory}"
+    return f"W&B: online run at {getattr(run, 'url', None) or '(no URL)'}"
+
+
 def log_comparison(
     run: Any,
     rows: Sequence[Mapping[str, Any]],

@@ -1,9 +1,12 @@
 """Training rollouts on 1, 2, 4 workers: env steps per second with SB3's ``SubprocVecEnv`` and
-with Ray actors (``agents.distributed.RayVecEnv``), and the speed-up over one worker.
+with Ray actors (``agents.distributed.RayVecEnv``), and the speed-up over one worker and over
+one env in this process (``dummy``, the serial reference).
 
-    python -m benchmarks.rollout_scale [--env pd-cluster] [--workers 1,2,4] [--steps 400]
-        [--backends subproc,ray] [--json FILE]
+    python -m benchmarks.rollout_scale [--env pd-cluster[,routing-v1,...]] [--workers 1,2,4]
+        [--steps 400] [--backends dummy,subproc,ray] [--json FILE]
 
+Several ``--env`` families run in one process, one after the other, so their ratios share the
+machine's load.
 Each measurement builds ``n`` training envs exactly as ``train.py`` does
 (``agents.make_vec_env``: the env family's training defaults, env ``i`` seeded ``seed + i``),
 resets them, then times ``--steps`` vectorised steps: each step asks every env for its action
@@ -65,8 +68,9 @@ def rollout_rate(
 def run(
     env: str, workers: Sequence[int], steps: int, backends: Sequence[str], seed: int = 0
 ) -> list[dict[str, Any]]:
-    """One row per (backend, workers): env steps/s and the speed-up over the backend's one
-    worker (and over ``dummy``, one env in this process, when measured)."""
+    """One row per (backend, workers): env steps/s, the speed-up over the backend's one worker
+    (``speedup``) and, when ``dummy`` is among ``backends``, over one env in this process
+    (``vs_serial``; ``dummy`` is then measured first)."""
     import training
     from agents import env_kwargs, train_env_spec
 
@@ -84,26 +88,41 @@ def run(
             ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
         init_ray("local")
     rows: list[dict[str, Any]] = []
-    for backend in backends:
+    serial: float | None = None
+    ordered = sorted(backends, key=lambda b: b != "dummy")  # the serial reference first
+    for backend in ordered:
         base: float | None = None
         for n in workers:
             rate = rollout_rate(env, kwargs, n, steps, backend, seed)
             base = rate if base is None else base
-            rows.append(
-                {
-                    "backend": backend,
-                    "workers": n,
-                    "env_steps_per_s": round(rate, 1),
-                    "speedup": round(rate / base, 2),
-                }
+            if backend == "dummy" and n == 1:
+                serial = rate
+            row = {
+                "env": env,
+                "backend": backend,
+                "workers": n,
+                "env_steps_per_s": round(rate, 1),
+                "speedup": round(rate / base, 2),
+            }
+            versus = ""
+            if serial is not None:
+                row["vs_serial"] = round(rate / serial, 2)
+                versus = f", {rate / serial:.2f}× one env in this process"
+            rows.append(row)
+            print(
+                f"{env:>14} {backend:>8} × {n}: {rate:8.1f} env steps/s  "
+                f"({rate / base:.2f}× one worker{versus})"
             )
-            print(f"{backend:>8} × {n}: {rate:8.1f} env steps/s  ({rate / base:.2f}× one worker)")
     return rows
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--env", default="pd-cluster", help="a trainable env family")
+    ap.add_argument(
+        "--env",
+        default="pd-cluster-v0",
+        help="trainable env families, comma-separated (default: the measured pd-cluster-v0)",
+    )
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--steps", type=int, default=400, help="vectorised steps timed per row")
     ap.add_argument("--backends", default="subproc,ray")
@@ -118,7 +137,12 @@ def main(argv: list[str] | None = None) -> None:
         except ImportError:
             print("ray is not installed (pip install -e '.[ray]'): measuring subproc only")
             backends = [b for b in backends if b != "ray"]
-    rows = run(args.env, workers, args.steps, backends, args.seed)
+    rows = [
+        row
+        for env in args.env.split(",")
+        if env
+        for row in run(env, workers, args.steps, backends, args.seed)
+    ]
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)

@@ -106,7 +106,7 @@ def recorded_observations(kwargs: dict[str, Any], n: int) -> list[tuple[dict, np
     """The first ``n`` (observation, action mask) pairs of HexAgent's episode on seed 0."""
     from heuristics import make_policy
 
-    env = make_env(train_env_spec("pd-cluster"), kwargs)
+    env = make_env(train_env_spec("pd-cluster-v0"), kwargs)
     expert = make_policy("hexagent")
     obs, info = env.reset(seed=0)
     out = []
@@ -191,7 +191,7 @@ def measure(
     from sb3_contrib.common.maskable.distributions import MaskableCategoricalDistribution
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    spec = train_env_spec("pd-cluster")
+    spec = train_env_spec("pd-cluster-v0")
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     clock = time.process_time
@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"unknown configs {unknown}; known: {', '.join(by_name)}")
     configs = [by_name[n] for n in names]
     slot_counts = [int(k) for k in args.slots.split(",")]
-    spec = train_env_spec("pd-cluster")
+    spec = train_env_spec("pd-cluster-v0")
     if args.json:  # the reference's subprocess: one configuration, one K, one JSON line
         kwargs = env_kwargs(
             spec, {"workload": "mixed", "count": args.count, "slots": slot_counts[0]}

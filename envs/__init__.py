@@ -14,6 +14,7 @@ own; a ``-v1`` id changes the defaults in :data:`V1_KWARGS` (``-v0`` stays regis
 The rules every env follows (actions, masks, ``info``, rendering) are in :mod:`envs.common.base`.
 """
 
+import re
 import warnings
 from typing import Any
 
@@ -125,12 +126,29 @@ CLI_ENVS: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 
-# ``pd-cluster``, ``routing`` and ``allocation`` name the -v0 ids (the scripts' defaults); the
-# ``-v0`` and ``-v1`` short names name each id explicitly.
+#: The version the plain short names (``routing``) and the scripts' defaults mean.
+DEFAULT_VERSION = "v1"
+
+# ``pd-cluster``, ``routing`` and ``allocation`` name the :data:`DEFAULT_VERSION` ids; the
+# ``-v0`` and ``-v1`` short names name each id explicitly (``routing-v0`` reproduces v0).
 for _short in ("pd-cluster", "routing", "allocation"):
-    _gym_id, _options = CLI_ENVS[_short]
+    _gym_id, _options = CLI_ENVS.pop(_short)
     CLI_ENVS[f"{_short}-v0"] = (_gym_id, _options)
     CLI_ENVS[f"{_short}-v1"] = (_gym_id.replace("-v0", "-v1"), _options)
+    CLI_ENVS[_short] = CLI_ENVS[f"{_short}-{DEFAULT_VERSION}"]
+
+
+def versioned_name(name: str) -> str:
+    """The explicit ``-vN`` short name of an env given by short name or Gymnasium id:
+    ``routing`` -> ``routing-v1`` (:data:`DEFAULT_VERSION`), ``servegym/Routing-v0`` ->
+    ``routing-v0``.
+
+    :raises ValueError: for an unknown name (see :func:`env_short_name`).
+    """
+    short = env_short_name(name)
+    if re.search(r"-v\d+$", short):
+        return short
+    return f"{short}-{DEFAULT_VERSION}"
 
 
 def env_short_name(name: str) -> str:
@@ -145,7 +163,7 @@ def env_short_name(name: str) -> str:
     if name in CLI_ENVS:
         return name
     bare = name.removeprefix("envs:")
-    for short, (gym_id, _) in CLI_ENVS.items():  # the first short name of an id: its family's
+    for short, (gym_id, _) in CLI_ENVS.items():  # the first short name of an id: its -vN name
         if bare == gym_id:
             return short
     known = list(dict.fromkeys([*CLI_ENVS, *(gym_id for gym_id, _ in CLI_ENVS.values())]))

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from envs import CLI_ENVS
+from envs import CLI_ENVS, DEFAULT_VERSION
 from envs.common.base import did_you_mean
 
 if TYPE_CHECKING:
@@ -140,11 +140,13 @@ class EnvFamily:
 
 
 def _family(name: str, **description: Any) -> EnvFamily:
-    gym_id, options = CLI_ENVS[name]
+    gym_id, options = CLI_ENVS[f"{name}-v0"]
     return EnvFamily(gym_id=gym_id, options=options, **description)
 
 
-#: The env families by short name (the ``--env`` of ``evaluate.py`` and ``train.py``).
+#: The env families by short name (the ``--env`` of ``evaluate.py`` and ``train.py``). The
+#: entries written out here describe each family's ``-v0``; :func:`_versions` adds the ``-v0``
+#: and ``-v1`` names and points the plain name at ``envs.DEFAULT_VERSION`` (``-v1``).
 FAMILIES: dict[str, EnvFamily] = {
     "pd-cluster": _family(
         "pd-cluster",
@@ -283,7 +285,8 @@ def policy_family(name: str) -> str:
 
 
 def _versions() -> None:
-    """``<family>-v0`` (the same entry as ``<family>``) and ``<family>-v1`` for every family.
+    """``<family>-v0`` (the entry written out in :data:`FAMILIES`) and ``<family>-v1`` for
+    every family; the plain ``<family>`` becomes the ``envs.DEFAULT_VERSION`` entry.
     Allocation-v1 trains on its default episode (v0's autoscaling training variant sets a rate
     trace, which a ramp excludes). Routing-v1's SLO is the task median, which carries no request's
     length, so the metrics note says so and ``implied-triage`` (the per-request basis's leak as a
@@ -318,6 +321,8 @@ def _versions() -> None:
             "included)"
         ),
     )
+    for short in ("pd-cluster", "routing", "allocation"):
+        FAMILIES[short] = FAMILIES[f"{short}-{DEFAULT_VERSION}"]
 
 
 _versions()

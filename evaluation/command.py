@@ -19,6 +19,7 @@ from evaluation.plots import plot_attainment, plot_curve, plot_sweep
 from evaluation.ray_grid import PartialEvaluation
 from evaluation.resolve import (
     checkpoint_settings,
+    checkpoint_warnings,
     command_for,
     default_out_dir,
     resolve_config,
@@ -71,6 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"--{name.replace('_', '-')} {value}: from the checkpoint's config.json (the "
                     f"setting it was trained with; the default is {getattr(plain, name)})"
                 )
+        for warning in checkpoint_warnings(config):
+            print(warning, file=sys.stderr)
         if quick:
             print(f"no arguments: running the quick suite ({command_for(config)})")
         for note in trace_notes(config):

@@ -88,20 +88,37 @@ def resolve_config(config: EvalConfig) -> EvalConfig:
 SPACE_OPTIONS = ("cluster", "slots", "instances", "gpus", "units_per_gpu")
 
 
-def checkpoint_settings(config: EvalConfig, policies: Sequence[str]) -> dict[str, Any]:
-    """The :data:`SPACE_OPTIONS` values the ``ckpt:`` policies among ``policies`` were trained
-    with (``config.json`` beside each model) that ``config`` leaves unset.
+def trained_env(trained: dict[str, Any]) -> str:
+    """The explicit ``-vN`` name of the env a run config (``config.json``) trained on; a plain
+    family name (configs written before train.py recorded the version) is ``-v0``."""
+    from envs import env_short_name
 
-    :raises EvaluationError: if ``config`` sets one to another value, or two checkpoints
-        disagree; the message names the flag to change.
+    name = str(trained.get("env", ""))
+    try:
+        short = env_short_name(name)
+    except ValueError:
+        return name
+    return short if re.search(r"-v\d+$", short) else f"{short}-v0"
+
+
+def checkpoint_configs(
+    config: EvalConfig, policies: Sequence[str]
+) -> list[tuple[str, Path, dict[str, Any]]]:
+    """``(spec, config.json path, run config)`` of each ``ckpt:`` policy among ``policies``
+    that has a ``config.json``.
+
+    :raises EvaluationError: for an unreadable config, or a checkpoint trained on another env
+        family (a checkpoint runs on any version of its own family, see
+        :func:`checkpoint_warnings`).
     """
-    entry = env_entry(config.env)
-    found: dict[str, tuple[Any, str]] = {}
+    from agents.checkpoint import checkpoint_config
+    from envs import versioned_name
+    from envs.registry import policy_family
+
+    out = []
     for spec in policies:
         if not spec.startswith("ckpt:"):
             continue
-        from agents.checkpoint import checkpoint_config
-
         path = checkpoint_config(spec.removeprefix("ckpt:"))
         if not path.is_file():
             continue
@@ -114,10 +131,26 @@ def checkpoint_settings(config: EvalConfig, policies: Sequence[str]) -> dict[str
                 f"{spec}: {path} is not a train.py run config (expected a JSON object of "
                 f"options, got {type(trained).__name__})"
             )
-        if trained.get("env", config.env) != config.env:
+        env = trained_env({"env": config.env, **trained})
+        if policy_family(env) != policy_family(versioned_name(config.env)):
             raise EvaluationError(
                 f"{spec} was trained on --env {trained['env']} ({path}), not {config.env}"
             )
+        out.append((spec, path, trained))
+    return out
+
+
+def checkpoint_settings(config: EvalConfig, policies: Sequence[str]) -> dict[str, Any]:
+    """The :data:`SPACE_OPTIONS` values the ``ckpt:`` policies among ``policies`` were trained
+    with (``config.json`` beside each model) that ``config`` leaves unset.
+
+    :raises EvaluationError: if ``config`` sets one to another value, two checkpoints
+        disagree (the message names the flag to change), or a checkpoint was trained on another
+        env family.
+    """
+    entry = env_entry(config.env)
+    found: dict[str, tuple[Any, str]] = {}
+    for spec, path, trained in checkpoint_configs(config, policies):
         for name in SPACE_OPTIONS:
             value = trained.get(name)
             if name not in entry.options or value is None:
@@ -136,6 +169,58 @@ def checkpoint_settings(config: EvalConfig, policies: Sequence[str]) -> dict[str
                 )
             found[name] = (value, spec)
     return {n: v for n, (v, _) in found.items() if getattr(config, n) is None}
+
+
+#: Recorded env options whose difference from a checkpoint's training setting
+#: :func:`checkpoint_warnings` names (besides the env version and the workloads).
+WARNED_OPTIONS = (
+    "count", "load_scale", "slo_basis", "slo_scale", "latency_calibration", "rate_ramp",
+    "workflow_rate", "rate_trace", "periods", "period_seconds",
+)  # fmt: skip
+
+
+def checkpoint_warnings(config: EvalConfig) -> list[str]:
+    """One warning per ``ckpt:`` policy of the resolved ``config`` whose training setting
+    (``config.json``) differs from the evaluated one, naming each difference: the env version
+    (``routing-v0`` -> ``routing-v1``), workloads it never trained on, and the
+    :data:`WARNED_OPTIONS` (an option the run config leaves unset, or predates, is the trained
+    version's default). The checkpoint still runs: on any version of its family whose spaces it
+    can act in (``agents.checkpoint.load_policy``)."""
+    from envs import versioned_name
+
+    evaluated = versioned_name(config.env)
+    entry = env_entry(evaluated)
+    now = env_defaults(evaluated)
+    out = []
+    for spec, path, trained in checkpoint_configs(config, config.policies or ()):
+        version = trained_env(trained) if trained.get("env") else evaluated
+        then = env_defaults(version)
+        diffs = [] if version == evaluated else [f"env {version} -> {evaluated}"]
+        choice = (trained.get("randomize") or {}).get("workload", {})
+        seen = set(choice.get("choice", ())) if isinstance(choice, dict) else set()
+        seen |= {trained["workload"]} if trained.get("workload") else set()
+        unseen = [w for w in config.workloads or () if seen and w not in seen]
+        if unseen:
+            diffs.append(f"workload {','.join(unseen)} (trained on {','.join(sorted(seen))})")
+        for name in WARNED_OPTIONS:
+            if name not in entry.options:
+                continue
+            before = trained.get(name)
+            before = then.get(name) if before is None else before
+            after = getattr(config, name)
+            after = now.get(name) if after is None else after
+            if isinstance(before, list):
+                before = tuple(before)
+            if before != after:
+                flag = name.replace("_", "-")
+                shown = [("the default" if v is None else fmt_value(v)) for v in (before, after)]
+                diffs.append(f"{flag} {shown[0]} -> {shown[1]}")
+        if diffs:
+            out.append(
+                f"warning: {spec} was trained in another setting ({path}); it runs with: "
+                + "; ".join(diffs)
+            )
+    return out
 
 
 def is_trace(workload: str) -> bool:

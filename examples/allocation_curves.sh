@@ -37,7 +37,7 @@ RATES_beam_search_4=${RATES_beam_search_4:-0.25,0.5,0.75,1.0,1.15,1.27,1.45,1.65
 RATES_beam_search_8=${RATES_beam_search_8:-0.5,1.0,1.5,2.0,2.3,2.55,2.9,3.3}
 RATES_beam_search_16=${RATES_beam_search_16:-1.0,2.0,2.9,3.9,4.4,4.9,5.6,6.4}
 SEEDS=${SEEDS:-0,1}
-COMMON="--env allocation --period-seconds 15 --apl-info true --seeds $SEEDS --quiet"
+COMMON="--env allocation-v0 --period-seconds 15 --apl-info true --seeds $SEEDS --quiet"
 for wl in $WORKLOADS; do
   for g in $SIZES; do
     var=RATES_${wl}_${g}
@@ -54,7 +54,7 @@ curves=$(for wl in $WORKLOADS; do for g in $SIZES; do echo "$OUT/alloc-$wl-$g/re
 has apl && $PY -m heuristics.allocation.scepsy.report $curves \
   --apl-rates 0.2,0.5,0.8 | grep -- "--sweep" | while IFS=: read -r key sweep; do
   wl=${key%%,*}; g=$(echo "$key" | sed 's/.*, \([0-9]*\) GPUs/\1/')
-  $PY evaluate.py --env allocation --workload $wl --gpus $g --policies scepsy --periods 24 \
+  $PY evaluate.py --env allocation-v0 --workload $wl --gpus $g --policies scepsy --periods 24 \
     --period-seconds 15 --warmup-seconds 120 --apl-info true $sweep --seeds ${APL_SEEDS:-0,1,2} --quiet \
     --out $OUT/alloc-apl-$wl-$g
 done

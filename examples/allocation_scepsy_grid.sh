@@ -38,7 +38,7 @@ RATES_beam_search_4=0.05,0.1,0.2,0.4
 RATES_beam_search_8=0.1,0.2,0.4,0.8
 # 16 GPUs RAG: Scepsy served the doubled grid's top rate 12 within SLO on training seed 0
 # (11.88 wf/s), so the peak was not bracketed; 16 is one more grid step. That check:
-#   python evaluate.py --env allocation --workload rag_reranker --gpus 16 --seeds 0 \
+#   python evaluate.py --env allocation-v0 --workload rag_reranker --gpus 16 --seeds 0 \
 #     --policies scepsy --periods 24 --period-seconds 15 --warmup-seconds 120 \
 #     --sweep workflow_rate=12
 RATES_rag_reranker_16=2,4,8,12,16
@@ -56,46 +56,46 @@ HPA_STEADY="--periods 40 --period-seconds 15 --warmup-seconds 300"
 for wl in $WORKLOADS; do
   grid=GRID_$wl
   # the env's default rate: the highest grid rate every policy serves >= 25 % of within SLO
-  has select && $PY evaluate.py --env allocation --workload $wl --gpus 4 --policies $POLICIES \
+  has select && $PY evaluate.py --env allocation-v0 --workload $wl --gpus 4 --policies $POLICIES \
     --seeds 0 --sweep workflow_rate=${!grid} --quiet --out $OUT/alloc29-select-$wl
   for g in $SIZES; do
     # the env's quick episode (one 120-s period) at the default rate, held-out seed
-    has default && $PY evaluate.py --env allocation --workload $wl --gpus $g --seeds $HELDOUT \
+    has default && $PY evaluate.py --env allocation-v0 --workload $wl --gpus $g --seeds $HELDOUT \
       --policies $POLICIES,scepsy-full-capacity --apl-info true --quiet \
       --out $OUT/alloc29-default-$wl-$g
     # steady state at the default rate
-    has steady && $PY evaluate.py --env allocation --workload $wl --gpus $g --seeds $HELDOUT \
+    has steady && $PY evaluate.py --env allocation-v0 --workload $wl --gpus $g --seeds $HELDOUT \
       --policies naive-equal,demand-proportional,scepsy,scepsy-full-capacity --periods 24 \
       --period-seconds 15 --warmup-seconds 120 --apl-info true --quiet \
       --out $OUT/alloc29-steady-$wl-$g
-    has steady && $PY evaluate.py --env allocation --workload $wl --gpus $g --seeds $HELDOUT \
+    has steady && $PY evaluate.py --env allocation-v0 --workload $wl --gpus $g --seeds $HELDOUT \
       --policies k8s-hpa --periods 40 --period-seconds 15 --warmup-seconds 300 --quiet \
       --out $OUT/alloc29-steady-hpa-$wl-$g
     rates=RATES_${wl}_${g}
-    has curves && $PY evaluate.py --env allocation --workload $wl --gpus $g --seeds $HELDOUT \
+    has curves && $PY evaluate.py --env allocation-v0 --workload $wl --gpus $g --seeds $HELDOUT \
       --policies naive-equal,scepsy $STEADY \
       --apl-info true --sweep workflow_rate=${!rates} --quiet --out $OUT/alloc29-curve-$wl-$g
-    has curves && $PY evaluate.py --env allocation --workload $wl --gpus $g --seeds $HELDOUT \
+    has curves && $PY evaluate.py --env allocation-v0 --workload $wl --gpus $g --seeds $HELDOUT \
       --policies k8s-hpa $HPA_STEADY \
       --sweep workflow_rate=${!rates} --quiet --out $OUT/alloc29-curve-hpa-$wl-$g
     baselines=BASELINES_$wl
-    has basecurves && $PY evaluate.py --env allocation --workload $wl --gpus $g \
+    has basecurves && $PY evaluate.py --env allocation-v0 --workload $wl --gpus $g \
       --seeds $HELDOUT --policies ${!baselines} $STEADY --sweep workflow_rate=${!rates} --quiet \
       --out $OUT/alloc29-curve-base-$wl-$g
-    has f10 && $PY evaluate.py --env allocation --workload $wl --gpus $g --seeds $HELDOUT \
+    has f10 && $PY evaluate.py --env allocation-v0 --workload $wl --gpus $g --seeds $HELDOUT \
       --policies scepsy --units-per-gpu 10 --apl-info true --quiet \
       --out $OUT/alloc29-f10-default-$wl-$g
-    has f10 && $PY evaluate.py --env allocation --workload $wl --gpus $g --seeds $HELDOUT \
+    has f10 && $PY evaluate.py --env allocation-v0 --workload $wl --gpus $g --seeds $HELDOUT \
       --policies scepsy --units-per-gpu 10 $STEADY --apl-info true \
       --sweep workflow_rate=${!rates} --quiet --out $OUT/alloc29-f10-curve-$wl-$g
   done
 done
 if has combined; then
   wl=rag_beam_combined g=$COMBINED_GPUS
-  $PY evaluate.py --env allocation --workload $wl --gpus $g --seeds $HELDOUT \
+  $PY evaluate.py --env allocation-v0 --workload $wl --gpus $g --seeds $HELDOUT \
     --policies naive-equal,scepsy $STEADY --apl-info true \
     --sweep workflow_rate=$RATES_rag_beam_combined --quiet --out $OUT/alloc29-curve-$wl-$g
-  $PY evaluate.py --env allocation --workload $wl --gpus $g --seeds $HELDOUT \
+  $PY evaluate.py --env allocation-v0 --workload $wl --gpus $g --seeds $HELDOUT \
     --policies k8s-hpa $HPA_STEADY --sweep workflow_rate=$RATES_rag_beam_combined --quiet \
     --out $OUT/alloc29-curve-hpa-$wl-$g
   $PY -m heuristics.allocation.scepsy.report $OUT/alloc29-curve-$wl-$g/results.json \

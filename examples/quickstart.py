@@ -4,7 +4,7 @@ from sb3_contrib import MaskablePPO
 import evaluation
 
 # Train a router on short episodes (50 requests) of GoodServe's problem.
-env = gym.make("servegym/Routing-v0", workload_count=50)
+env = gym.make("servegym/Routing-v1", workload_count=50)
 model = MaskablePPO("MultiInputPolicy", env, n_steps=128, batch_size=64, seed=0)
 model.learn(total_timesteps=256)
 
@@ -12,5 +12,5 @@ model.learn(total_timesteps=256)
 # on the same held-out episodes.
 policies = [model, "ckpt:routing", "goodserve", "least-request"]
 seeds = [1_000_000, 1_000_001]
-result = evaluation.compare(policies, "servegym/Routing-v0", seeds, workload_count=50)
+result = evaluation.compare(policies, "servegym/Routing-v1", seeds, workload_count=50)
 print(result.text)

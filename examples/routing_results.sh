@@ -29,19 +29,19 @@ ROUTERS=random-route,power-of-two,round-robin,least-request,lowest-tpm,preble,ll
 ALPHAS=slo_scale=1,1.5,2,2.5,3
 
 if has paper; then
-  $PY evaluate.py --quiet --env routing --sweep $ALPHAS --seeds "$SEEDS" \
+  $PY evaluate.py --quiet --env routing-v0 --sweep $ALPHAS --seeds "$SEEDS" \
     --policies $ROUTERS --out "$OUT/routing-paper"
   cp "$OUT/routing-paper/goodput_vs_slo_scale_goodserve.png" docs/routing_goodput_vs_slo_scale.png
 fi
 if has sessions; then
-  $PY evaluate.py --quiet --env routing --workload goodserve-sessions --load-scale 0.3 \
+  $PY evaluate.py --quiet --env routing-v0 --workload goodserve-sessions --load-scale 0.3 \
     --sweep $ALPHAS --seeds "$SEEDS" --policies $ROUTERS --out "$OUT/routing-sessions"
 fi
 if has ablations; then
   for opt in "--output-predictor moe-residual" "--output-predictor history" \
              "--output-predictor oracle" "--migration kv"; do
     name=$(echo "$opt" | tr -d ' -' )
-    $PY evaluate.py --quiet --env routing --sweep slo_scale=2,3 --seeds "$SEEDS" \
+    $PY evaluate.py --quiet --env routing-v0 --sweep slo_scale=2,3 --seeds "$SEEDS" \
       --policies goodserve $opt --out "$OUT/routing-ablation-$name"
   done
   for a in 2 3; do

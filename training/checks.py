@@ -1,14 +1,18 @@
 """Options checked before any work starts: values (:func:`check_config`), then what needs a
 built env (:func:`check_run`: the env resets, every policy loads, ``--hyperparams`` fit the
-algorithm); and the policies a run is compared against (:func:`baselines_of`).
+algorithm); the policies a run is compared against (:func:`baselines_of`); and the warnings a
+run prints about itself (:func:`schedule_warnings`, :func:`clone_warnings`).
 """
 
 from __future__ import annotations
 
 import inspect
 from dataclasses import asdict
+from typing import Any
 
-from envs.registry import family
+import numpy as np
+
+from envs.registry import Metric, family
 from training.config import ENV_OPTIONS, VECS, TrainConfig, TrainError, short_repr
 
 
@@ -25,7 +29,8 @@ def check_config(cfg: TrainConfig) -> None:
         raise TrainError(
             f"--env {cfg.env!r} is not trainable"
             # a family's plain name before its versioned alias
-            f"{did_you_mean(cfg.env, [e for e in TRAIN_ENVS if not e.endswith('-v1')])}; known: "
+            f"{did_you_mean(cfg.env, [e for e in TRAIN_ENVS if e[-3:] not in ('-v0', '-v1')])}; "
+            "known: "
             f"{sorted(TRAIN_ENVS)}"
         )
     spec = TRAIN_ENVS[cfg.env]
@@ -182,3 +187,124 @@ def baselines_of(cfg: TrainConfig) -> tuple[str, ...]:
     if expert is not None and expert not in ("none", reference, *chosen):
         chosen += (expert,)  # the policy being cloned belongs in the table
     return chosen
+
+
+def rollout_size(cfg: TrainConfig) -> int:
+    """Env steps per rollout of the run's algorithm: ``n_steps`` (its default, or
+    ``--hyperparams``) times ``--n-envs`` for an on-policy algorithm, else ``--n-envs`` (one
+    vectorised step)."""
+    from agents import algo_spec
+
+    spec = algo_spec(cfg.algo)
+    params = inspect.signature(spec.load_class().__init__).parameters
+    if "n_steps" not in params:
+        return cfg.n_envs
+    hp = {**spec.machinery, **spec.defaults, **cfg.hyperparams}
+    return int(hp.get("n_steps", params["n_steps"].default)) * cfg.n_envs
+
+
+def schedule_warnings(timesteps: int, eval_every: int, rollout: int) -> list[str]:
+    """What the RL stage will do that ``--timesteps`` and ``--eval-every`` do not say.
+
+    An on-policy learner collects whole rollouts of ``rollout`` env steps until it has
+    ``timesteps`` or more, so it runs ``ceil(timesteps / rollout) × rollout`` steps; the
+    validation evaluations fire at the first step past each multiple of ``eval_every`` and once
+    at the end of RL (``agents.callbacks.PeriodicEvalCallback``).
+
+    :param timesteps: ``--timesteps`` (0: behaviour cloning only, nothing to say).
+    :param eval_every: ``--eval-every``.
+    :param rollout: :func:`rollout_size`.
+    :return: one message per surprise (empty when the schedule is what the options say).
+    """
+    if timesteps <= 0:
+        return []
+    runs = -(-timesteps // rollout) * rollout
+    during = list(range(eval_every, runs + 1, eval_every))
+    warnings = []
+    if timesteps < eval_every:
+        curve = f"one at step {during[0]} and " if during else ""
+        warnings.append(
+            f"--timesteps {timesteps} < --eval-every {eval_every}: no evaluation curve, only "
+            f"{curve}the end-of-RL evaluation on the validation seeds; set --eval-every to "
+            f"timesteps / k (e.g. {max(1, timesteps // 4)}) for a curve of k points"
+        )
+    if runs != timesteps:
+        asked = [s for s in during if s <= timesteps]
+        extra = [s for s in during if s > timesteps]
+        warnings.append(
+            f"--timesteps {timesteps} is not a multiple of the rollout ({rollout} env steps: "
+            f"n_steps × n_envs): RL runs {runs} steps, evaluating at "
+            f"{_steps(asked + extra) or 'no interval'} and at the end"
+            + (f" (evaluation at {_steps(extra)} beyond --timesteps)" if extra else "")
+            + f"; --timesteps {runs} or {max(rollout, runs - rollout)} says what runs"
+        )
+    return warnings
+
+
+def _steps(steps: list[int]) -> str:
+    """``[10, 20, 30]`` -> ``"steps 10, 20, 30"``; empty for none."""
+    return ("step " if len(steps) == 1 else "steps ") + ", ".join(map(str, steps)) if steps else ""
+
+
+def chance_accuracy(masks: Any) -> float:
+    """The accuracy of a uniform pick among the legal actions, averaged over demonstrated
+    states: mean of 1 / (legal actions) over the rows of ``masks`` (``agents.bc.PaddedRows`` or
+    an (N, n_actions) boolean array)."""
+    rows = getattr(masks, "rows", masks)
+    counts = np.array([max(1, int(np.count_nonzero(row))) for row in rows], dtype=float)
+    return float(np.mean(1.0 / counts)) if counts.size else float("nan")
+
+
+def clone_warnings(
+    accuracy: float,
+    chance: float,
+    clone: float,
+    random: float,
+    metric: Metric,
+) -> list[str]:
+    """Why a behaviour clone should not be trusted: its accuracy at or below ``chance``, or
+    its validation ``metric`` worse than a random legal policy's.
+
+    :param accuracy: the last epoch's share of the expert's actions the clone ranks first.
+    :param chance: :func:`chance_accuracy` of the demonstrations.
+    :param clone: the clone's ``metric`` (mean over the validation seeds).
+    :param random: :class:`RandomLegalPolicy`'s ``metric`` on the same seeds.
+    :param metric: the family's selection metric (its direction).
+    """
+    warnings = []
+    if accuracy <= chance:
+        warnings.append(
+            f"behaviour cloning: accuracy {accuracy:.3f} is at or below chance ({chance:.3f}, "
+            f"a uniform pick among the legal actions): the clone has not learned the expert; "
+            f"more --bc-episodes and --bc-epochs help"
+        )
+    worse = clone < random if metric.better == "higher" else clone > random
+    if worse:
+        warnings.append(
+            f"behaviour cloning: the clone's {metric.key} {clone:.3f} is worse than a random "
+            f"legal policy's {random:.3f} on the validation seeds ({metric.better} is better)"
+        )
+    return warnings
+
+
+class RandomLegalPolicy:
+    """A uniform pick among the legal actions (``info["action_mask"]``), seeded per episode
+    by its ``reset`` count: the floor a clone must clear."""
+
+    name = "random-legal"
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+        self.episodes = 0
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self) -> None:
+        self.rng = np.random.default_rng([self.seed, self.episodes])
+        self.episodes += 1
+
+    def act(self, obs: Any, info: dict[str, Any]) -> int:
+        """:raises ValueError: if ``info`` has no ``action_mask``."""
+        mask = info.get("action_mask") if isinstance(info, dict) else None
+        if mask is None:
+            raise ValueError("random-legal policy needs info['action_mask'] to act")
+        return int(self.rng.choice(np.flatnonzero(mask)))

@@ -97,11 +97,12 @@ def parse_args(argv: list[str]) -> TrainConfig:
             help=f"{help_text} (default: {shown})",
         )
     args = p.parse_args(argv)
-    from envs import env_short_name
+    from envs import versioned_name
 
     try:
-        # a gym id (servegym/Routing-v0) or a short name; ``routing-v0`` is ``routing``
-        args.env = env_short_name(args.env).removesuffix("-v0")
+        # a gym id (servegym/Routing-v0) or a short name, recorded with its version
+        # (``routing`` -> ``routing-v1``), so config.json says which version trained the model
+        args.env = versioned_name(args.env)
     except ValueError:
         pass  # check_config names the trainable envs
     cfg = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})

@@ -6,6 +6,7 @@ the env family's training defaults (``envs.registry``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
 import math
@@ -81,6 +82,7 @@ class TrainConfig:
     env: str = "pd-cluster"
     cluster: str | None = None
     model: str | None = None
+    latency_calibration: str | None = None
     workload: str | None = None
     count: int | None = None
     load_scale: float | None = None
@@ -150,7 +152,8 @@ UNSET_SHOWN = {"val_episodes": "--eval-episodes", "reference": "the env's expert
 
 #: TrainConfig fields that configure the env (``envs.registry`` option names).
 ENV_OPTIONS = (
-    "cluster", "model", "workload", "count", "load_scale", "estimate_error", "slots", "slo_scale",
+    "cluster", "model", "latency_calibration", "workload", "count", "load_scale", "estimate_error",
+    "slots", "slo_scale",
     "slo_basis", "observation", "instances", "output_predictor", "predictor_error", "engine",
     "prefill_mode", "token_budget",
     "check_interval", "migration", "gpus", "workflow_rate", "rate_trace", "rate_window", "periods",
@@ -350,9 +353,14 @@ def resolve(cfg: TrainConfig) -> TrainConfig:
     """``cfg`` with unset env options and ``bc_expert`` filled in: the env family's training
     defaults (``envs.registry``: ``train_defaults``), then its evaluation defaults (cluster,
     model, first workload, expert), then the env's own keyword defaults. Options the env does
-    not take stay None."""
+    not take stay None. ``env`` becomes its explicit ``-vN`` name (``routing`` ->
+    ``routing-v1``), so ``config.json`` records which version trained the model."""
     import evaluation
     from agents import train_env_spec
+    from envs import versioned_name
+
+    with contextlib.suppress(ValueError):  # check_config names the trainable envs
+        cfg = replace(cfg, env=versioned_name(cfg.env))
 
     spec = train_env_spec(cfg.env)
     entry = family(cfg.env)

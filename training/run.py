@@ -19,7 +19,14 @@ import numpy as np
 
 from envs.registry import EnvFamily, Metric, family
 from evaluation.config import unique
-from training.checks import baselines_of
+from training.checks import (
+    RandomLegalPolicy,
+    baselines_of,
+    chance_accuracy,
+    clone_warnings,
+    rollout_size,
+    schedule_warnings,
+)
 from training.compare import (
     eval_config,
     evaluate_model,
@@ -28,6 +35,13 @@ from training.compare import (
     mean_metrics,
 )
 from training.config import TrainConfig
+
+
+def warn(report: dict[str, Any], message: str) -> None:
+    """Print ``message`` to stderr as a warning and record it in ``report["warnings"]``
+    (``eval.json``)."""
+    print(f"train.py: warning: {message}", file=sys.stderr)
+    report.setdefault("warnings", []).append(message)
 
 
 def abandon(out: Path, created: bool) -> None:
@@ -74,7 +88,7 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:
     from stable_baselines3.common.utils import set_random_seed
 
     from agents import algo_spec, env_kwargs, eval_seeds, make_env, train_env_spec
-    from agents.wandb_utils import init_run
+    from agents.wandb_utils import init_run, where
 
     start = time.perf_counter()
     torch.set_num_threads(cfg.torch_threads)
@@ -97,6 +111,10 @@ def train(cfg: TrainConfig, argv: Sequence[str]) -> int:
         project=cfg.wandb_project,
     )
     report: dict[str, Any] = {"config": asdict(cfg), "eval_seeds": list(seeds), "command": command}
+    report["wandb"] = where(run)
+    print(f"      {report['wandb']}")
+    for message in schedule_warnings(cfg.timesteps, cfg.eval_every, rollout_size(cfg)):
+        warn(report, message)
     # the MDP trained and evaluated, by its name and keyword arguments: gym.make(id, **kwargs)
     report["env"] = {"id": spec.gym_id, "kwargs": dict(kwargs)}
     print(f"      env: gym.make({spec.gym_id!r}, **{kwargs!r})")
@@ -281,7 +299,23 @@ def _behaviour_cloning(r: _Run, model: Any, eval_env: Any) -> None:
     else:
         teacher_rows = evaluation.evaluate(eval_config(cfg, (teacher_name,), r.val_seeds))
         teacher = mean_metrics(teacher_rows, teacher_name, metrics)
-    for label, vals in (("BC clone", bc_metrics), (f"teacher {cfg.bc_expert}", teacher)):
+    random_rows = [
+        {"policy": "random-legal", **evaluation.run_episode(eval_env, RandomLegalPolicy(s), s)}
+        for s in r.val_seeds
+    ]
+    random = mean_metrics(random_rows, "random-legal", metrics)
+    chance = chance_accuracy(demos.masks)
+    select = r.entry.select_metric
+    accuracy = history[-1]["accuracy"] if history else float("nan")
+    for message in clone_warnings(
+        accuracy, chance, bc_metrics[select.key], random[select.key], select
+    ):
+        warn(r.report, message)
+    for label, vals in (
+        ("BC clone", bc_metrics),
+        (f"teacher {cfg.bc_expert}", teacher),
+        ("random legal policy", random),
+    ):
         print(
             f"      {label + ' (validation seeds)':>36}: "
             + "  ".join(f"{k} {v:.3f}" for k, v in vals.items())
@@ -294,6 +328,8 @@ def _behaviour_cloning(r: _Run, model: Any, eval_env: Any) -> None:
         "history": history,
         "eval": bc_metrics,
         "teacher_eval": teacher,
+        "random_eval": random,
+        "chance_accuracy": chance,
         "expert_episodes": demos.episodes[: cfg.bc_episodes],
     }
     for k, v in bc_metrics.items():
@@ -423,3 +459,6 @@ def _print_summary(r: _Run, learned: Sequence[str]) -> None:
         f"wrote {out}/{{model.zip, config.json, eval.json, table.txt}} in "
         f"{report['wall_seconds']:.0f} s"
     )
+    print(report["wandb"])
+    for message in report.get("warnings", ()):
+        print(f"train.py: warning (above): {message}", file=sys.stderr)

@@ -173,3 +173,27 @@ class ObservationMixin(PDClusterState):
             self._inst_static = np.asarray(rows, dtype=np.float32)
             self._gpu_memory = np.asarray(mem, dtype=np.float32)
         return self._inst_static
+
+    def flat_observation(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The flat space's (PDCluster-v0's) observation and action mask at the current decision:
+        what a policy trained on ``Discrete(K·P·D)`` acts on. In the two-step space it is read
+        at a slot step (the pick's decision point; a pair step places the slot chosen there), and
+        its flat action ``k·P·D + p·D + d`` is taken as slot step ``k`` then, at the prefill
+        stage, pair step ``p·D + d`` (the rule every expert and baseline acts by in both spaces).
+
+        :raises RuntimeError: without observations (``observations=False``) or a pending
+            decision.
+        """
+        if not self._observe or self._ctx is None:
+            raise RuntimeError(
+                "flat_observation() needs a pending decision of an env built with observations"
+            )
+        obs = self._observation()
+        if self.action_space_name != "flat":
+            obs = {
+                "slots": obs["slots"],
+                "instances": obs["instances"],
+                "ratio": self._ratio_obs.copy(),
+                "stage": obs["stage"],
+            }
+        return obs, self._feasible.reshape(-1).copy()

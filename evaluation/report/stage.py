@@ -21,7 +21,7 @@ _NOISE = re.compile(r"^(wrote |\d+ runs? in .* wall$|\[.*\] \d+/\d+|.*\d+it/s\]?
 
 
 # Code every stage depends on (evaluation/report itself only renders: it is not a cause).
-_CORE_PATHS = (
+CORE_PATHS = (
     "envs",
     "heuristics",
     "evaluation",
@@ -139,7 +139,7 @@ class Stage:
         policies, the evaluation code and traces always; ``benchmarks/`` and ``examples/`` when a
         command runs one of them; the learning code when :meth:`uses_learning`."""
         args = [a for argv in self.commands for a in argv]
-        paths = list(_CORE_PATHS)
+        paths = list(CORE_PATHS)
         if any(a.startswith(("benchmarks.", "benchmarks/")) for a in args):
             paths.append("benchmarks")
         if any(a.startswith("examples/") for a in args):

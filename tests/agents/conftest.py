@@ -16,7 +16,7 @@ from heuristics import make_policy
 @pytest.fixture(scope="session")
 def factored_spec() -> Any:
     """The PDCluster training spec the factorised head is built for."""
-    return TRAIN_ENVS["pd-cluster"]
+    return TRAIN_ENVS["pd-cluster-v0"]
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,7 @@ from agents.callbacks import PeriodicEvalCallback
 from agents.extractors import RoutingScorer, SetPoolingExtractor
 from heuristics import make_policy
 
-SPEC = TRAIN_ENVS["pd-cluster"]
+SPEC = TRAIN_ENVS["pd-cluster-v0"]  # the flat space the scorer extractor reads
 KWARGS = env_kwargs(SPEC, {"cluster": "hetero-1", "workload": "mixed", "count": 4, "slots": 4})
 
 

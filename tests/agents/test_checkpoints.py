@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import evaluation
-from agents.checkpoint import resolve_checkpoint
+from agents.checkpoint import FlatOnTwoStep, resolve_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = ("pd-cluster", "routing", "allocation")
@@ -22,25 +22,28 @@ def _in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)  # the spec is the path a user types in a fresh clone
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", [*FAMILIES, *(f"{f}-v0" for f in FAMILIES)])
 def test_shipped_checkpoint_acts_legally_on_every_default_workload(family: str) -> None:
-    spec = f"ckpt:checkpoints/{family}"
-    assert (ROOT / "checkpoints" / family / "model.zip").is_file()
-    assert (ROOT / "checkpoints" / family / "README.md").is_file()
+    spec = f"ckpt:checkpoints/{family.removesuffix('-v0')}"
+    assert (ROOT / "checkpoints" / family.removesuffix("-v0") / "model.zip").is_file()
+    assert (ROOT / "checkpoints" / family.removesuffix("-v0") / "README.md").is_file()
     entry = evaluation.env_entry(family)
     # count (PDCluster, Routing) and period_seconds (Allocation) only shorten the episode; the
     # spaces are the family's defaults
-    short = {"period_seconds": 10.0} if family == "allocation" else {"count": 6}
+    short = {"period_seconds": 10.0} if family.startswith("allocation") else {"count": 6}
     config = evaluation.EvalConfig(env=family, policies=(spec,), quiet=True, **short)
     policy = None
     for workload in entry.workloads:
         env = evaluation.make_env(config, workload)
         # loading is the slow part; the workloads share the spaces. A policy that computes an
         # opt-in observation reads the env it was loaded for: load it per env.
-        if policy is None or policy.observe is not None:
+        if policy is None or policy.observe is not None or isinstance(policy, FlatOnTwoStep):
             policy = evaluation.resolve_policy(spec, env, family)
-        assert policy.model.action_space == env.action_space
-        if policy.observe is None:
+        if isinstance(policy, FlatOnTwoStep):  # the v0 PDCluster model in v1's two-step space
+            assert family == "pd-cluster" and env.unwrapped.action_space_name == "two-step"
+        else:
+            assert policy.model.action_space == env.action_space
+        if policy.observe is None and not isinstance(policy, FlatOnTwoStep):
             assert policy.model.observation_space == env.observation_space
         policy.reset()
         obs, info = env.reset(seed=1_000_000)

@@ -112,7 +112,7 @@ def test_sparse_and_dense_give_the_same_gradients(seed):
 
 
 def test_trained_sparse_checkpoint_reloads_and_acts_like_the_dense_form(tmp_path):
-    spec = TRAIN_ENVS["pd-cluster"]
+    spec = TRAIN_ENVS["pd-cluster-v0"]
     kwargs = env_kwargs(spec, {"cluster": "hetero-1", "workload": "mixed", "count": 4, "slots": 4})
     env = make_env(spec, kwargs)
     th.set_num_threads(1)

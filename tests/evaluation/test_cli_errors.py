@@ -34,7 +34,7 @@ def test_a_policy_of_another_env_names_its_env_and_this_envs_policies():
         evaluation.resolve_policy("hexagent", env)
     text = str(err.value)
     assert "acts in 'pd-cluster'" in text and "goodserve" in text
-    assert "hexagent" not in text.split("policies for env 'routing':")[1]
+    assert "hexagent" not in text.split("policies for env 'routing-v0':")[1]
 
 
 def test_acting_on_another_envs_context_names_both_envs_not_the_option_already_set():

@@ -28,7 +28,7 @@ class FirstLegal:
 
 def test_compare_runs_every_policy_on_the_same_episodes_and_tabulates_them() -> None:
     result = compare(
-        ["goodserve", "least-request", FirstLegal()], env="routing", seeds=[0, 1], **SMALL
+        ["goodserve", "least-request", FirstLegal()], env="routing-v0", seeds=[0, 1], **SMALL
     )
     assert isinstance(result, Comparison)
     rows, text = result

@@ -63,7 +63,7 @@ def test_only_context_only_policies_on_pdcluster_get_the_option() -> None:
 @pytest.mark.parametrize("spec", ["hexagent", "workflow-llf"])
 def test_results_are_identical_with_and_without_observations(spec: str) -> None:
     config = evaluation.resolve_config(
-        EvalConfig(env="pd-cluster", workloads=("mixed",), policies=(spec,), seeds=(0,), count=8)
+        EvalConfig(env="pd-cluster-v0", workloads=("mixed",), policies=(spec,), seeds=(0,), count=8)
     )
     env = make_env(config, "mixed")
     wrapped: list[ReadsObservation] = []

@@ -331,7 +331,7 @@ def test_per_env_defaults_fill_unset_options() -> None:
     assert pd.workloads == ("sharegpt", "bfcl", "lats", "mixed")
     assert pd.policies == evaluation.PAPER_POLICIES and pd.slots == 256 and pd.load_scale == 1.0
     assert pd.slo_scale is None
-    routing = evaluation.resolve_config(EvalConfig(env="routing"))
+    routing = evaluation.resolve_config(EvalConfig(env="routing-v0"))
     assert (routing.cluster, routing.model, routing.reference) == (
         "goodserve-4",
         "llama3.1-8b",

@@ -36,18 +36,21 @@ def test_misspelt_routing_names_get_did_you_mean_with_the_valid_names(option, va
 
 
 @pytest.mark.parametrize(
-    ("name", "short"),
+    ("name", "short", "recorded"),
     [
-        ("routing", "routing"),
-        ("servegym/Routing-v0", "routing"),
-        ("envs:servegym/PDCluster-v0", "pd-cluster"),
-        ("servegym/Allocation-v0", "allocation"),
+        ("routing", "routing", "routing-v1"),
+        ("servegym/Routing-v0", "routing-v0", "routing-v0"),
+        ("envs:servegym/PDCluster-v0", "pd-cluster-v0", "pd-cluster-v0"),
+        ("servegym/Allocation-v0", "allocation-v0", "allocation-v0"),
+        ("servegym/Allocation-v1", "allocation", "allocation-v1"),
     ],
 )
-def test_env_is_accepted_by_gym_id_or_short_name(name, short):
+def test_env_is_accepted_by_gym_id_or_short_name(name, short, recorded):
+    """evaluate.py takes the short name (the plain one for the default version, v1); train.py
+    records the explicit version (its config.json says which version trained the model)."""
     assert evaluation.canonical_env(name) == short
     assert evaluation.parse_args(["--env", name]).env == short
-    assert training.parse_args(["--env", name]).env == short
+    assert training.parse_args(["--env", name]).env == recorded
 
 
 def test_misspelt_env_names_the_closest_and_all_envs():

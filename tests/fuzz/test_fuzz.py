@@ -232,7 +232,7 @@ def test_checkpoint_for_another_slot_count_is_rejected_by_both_commands(tmp_path
     import train
     from agents import build_model, env_kwargs, make_env, train_env_spec
 
-    spec = train_env_spec("pd-cluster")
+    spec = train_env_spec("pd-cluster-v0")  # the flat space: K·P·D actions
     env = make_env(spec, env_kwargs(spec, {"slots": 2, "count": 2, "workload": "sharegpt"}))
     model_zip = tmp_path / "slots2" / "model.zip"
     model_zip.parent.mkdir()
@@ -240,8 +240,23 @@ def test_checkpoint_for_another_slot_count_is_rejected_by_both_commands(tmp_path
     env.close()
     out = tmp_path / "out"
     commands = [
-        (evaluate.main, ["--policies", f"ckpt:{model_zip}", "--workload", "sharegpt"]),
-        (train.main, ["--bc-expert", f"ckpt:{model_zip}", "--wandb", "disabled", "--vec", "dummy"]),
+        (
+            evaluate.main,
+            ["--env", "pd-cluster-v0", "--policies", f"ckpt:{model_zip}", "--workload", "sharegpt"],
+        ),
+        (
+            train.main,
+            [
+                "--env",
+                "pd-cluster-v0",
+                "--bc-expert",
+                f"ckpt:{model_zip}",
+                "--wandb",
+                "disabled",
+                "--vec",
+                "dummy",
+            ],
+        ),
     ]
     for main, argv in commands:
         stderr = io.StringIO()

@@ -170,8 +170,8 @@ def test_per_env_defaults_fill_unset_options():
     [
         (["--env", "routing", "--slots", "4"], "does not take --slots"),
         (["--env", "pd-cluster", "--slo-scale", "2"], "does not take --slo-scale"),
-        (["--env", "routing", "--bc-expert", "hexagent"], "for env 'routing'"),
-        (["--env", "pd-cluster", "--baselines", "round-robin"], "for env 'pd-cluster'"),
+        (["--env", "routing", "--bc-expert", "hexagent"], "for env 'routing-v1'"),
+        (["--env", "pd-cluster", "--baselines", "round-robin"], "for env 'pd-cluster-v1'"),
     ],
 )
 def test_options_and_policies_of_another_env_are_rejected(argv, match):
@@ -228,7 +228,7 @@ def test_allocation_smoke_run_trains_without_special_casing(tmp_path, monkeypatc
     monkeypatch.setattr(ScepsyPolicy, "plan", DemandProportional.plan)
     out = tmp_path / "run"
     argv = [
-        "--env", "allocation", "--gpus", "4", "--periods", "2", "--period-seconds", "20",
+        "--env", "allocation-v0", "--gpus", "4", "--periods", "2", "--period-seconds", "20",
         "--workflow-rate", "1.0", "--bc-episodes", "1", "--bc-epochs", "1",
         "--bc-expert", "demand-proportional", "--timesteps", "64", "--n-envs", "2", "--vec",
         "dummy", "--eval-episodes", "1", "--eval-every", "32", "--ckpt-every", "64",
