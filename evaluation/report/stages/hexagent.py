@@ -76,8 +76,8 @@ STAGES = [
     ),
     stage(
         "pd-action-space",
-        "PDCluster's flat (v0) and two-step (v1) action spaces: stock MaskablePPO steps/s "
-        "(K = 256) and the length of one default episode (seed 0)",
+        "PDCluster-v1 with the flat (PDCluster-v0's) and the two-step action space: stock "
+        "MaskablePPO steps/s (K = 256) and the length of one default episode (seed 0)",
         "envs/v1-changes.md",
         8,
         "-m benchmarks.pd_action_space --episodes 0 --exit-zero",
