@@ -1,6 +1,6 @@
 """Req99 against load for every PDCluster policy, one panel per (cluster, workload).
 
-    python examples/plot_pd_load.py RESULTS.json [RESULTS.json ...] --out results/pd_req99_vs_load.png
+    python examples/plot_pd_load.py RESULTS.json [...] --out results/pd_req99_vs_load.png
 
 Reads the ``results.json`` of ``evaluate.py --sweep load_scale=...`` runs (several files are
 merged: e.g. two policy subsets, or one run per cluster) and draws Req99 (mean over seeds; log
