@@ -66,7 +66,7 @@ STAGES = [
         "HexAgent vs both baseline families on PDCluster-v1 (hetero-1, Llama-3.1-70B, ShareGPT, "
         "BFCL and Mixed at the paper's workflow counts and rates, seed 0)",
         "reproductions/hexagent.md",
-        27,
+        15,
         *(
             f"evaluate.py --quiet --env pd-cluster-v1 --cluster hetero-1 --model llama3.1-70b "
             f"--workload {w} --policies {FAMILIES} --seeds 0 --out {{out}}/{w}"
@@ -79,7 +79,7 @@ STAGES = [
         "PDCluster-v1 with the flat (PDCluster-v0's) and the two-step action space: stock "
         "MaskablePPO steps/s (K = 256) and the length of one default episode (seed 0)",
         "envs/v1-changes.md",
-        8,
+        5,
         "-m benchmarks.pd_action_space --episodes 0 --exit-zero",
     ),
 ]
