@@ -1,10 +1,11 @@
 """PDCluster's action spaces side by side: stock MaskablePPO speed and episode lengths.
 
     python -m benchmarks.pd_action_space [--slots 256] [--rollouts 1] [--threads 1]
-        [--spaces two-step,flat] [--episodes 0,1] [--skip-ppo] [--skip-episodes]
+        [--spaces two-step,flat] [--episodes 0,1] [--skip-ppo] [--skip-episodes] [--exit-zero]
 
-**Speed.** For each action space (``flat``: ``servegym/PDCluster-v0``; ``two-step``:
-``servegym/PDCluster-v1``) at the default workload (hetero-1, ``mixed``, 100 workflows) and
+**Speed.** For each action space (``two-step``: ``servegym/PDCluster-v1``; ``flat``: the same
+env with ``action_space="flat"``, PDCluster-v0's space, so the two differ in the space alone)
+at the default workload (hetero-1, ``mixed``, 100 workflows) and
 ``--slots`` K, sb3-contrib's MaskablePPO with its stock ``MultiInputPolicy`` and default
 settings (n_steps 2,048, batch 64, 10 epochs) learns one warm-up rollout (the env's first reset
 and the model's first update), then ``--rollouts`` measured rollouts with their updates
@@ -12,7 +13,8 @@ and the model's first update), then ``--rollouts`` measured rollouts with their 
 on a busy 2-core machine idle OpenMP threads spin-wait). Printed: env steps per second of wall
 time and per second of process CPU time (the machine is shared: other processes inflate the
 wall time, hardly the CPU time), the two-step / flat ratio, and PASS/FAIL of the two-step row
-(CPU) against the target of >= 500 steps/s.
+(CPU) against the target of >= 500 steps/s; the exit status is 1 on FAIL unless ``--exit-zero``
+(``python -m evaluation.report`` records the verdict with the load average it ran under).
 
 **Episode lengths.** Per reset seed in ``--episodes``, one whole default episode (K = 256) of
 a uniformly random legal action (what an untrained masked policy does: every legal action,
@@ -35,7 +37,9 @@ import numpy as np
 
 import envs  # noqa: F401  (registers the ids)
 
-IDS = {"flat": "servegym/PDCluster-v0", "two-step": "servegym/PDCluster-v1"}
+ENV_ID = "servegym/PDCluster-v1"
+#: gym.make keyword arguments of each action space on ENV_ID.
+SPACES: dict[str, dict[str, Any]] = {"flat": {"action_space": "flat"}, "two-step": {}}
 TARGET = 500.0
 
 
@@ -43,7 +47,7 @@ def ppo_speed(space: str, slots: int, rollouts: int) -> tuple[float, float]:
     """(wall steps/s, CPU steps/s) of stock MaskablePPO learning on ``space``."""
     from sb3_contrib import MaskablePPO
 
-    env = gym.make(IDS[space], slots=slots)
+    env = gym.make(ENV_ID, slots=slots, **SPACES[space])
     model = MaskablePPO("MultiInputPolicy", env, seed=0, device="cpu", verbose=0)
     model.learn(model.n_steps)  # warm-up: first reset, first update
     steps = rollouts * model.n_steps
@@ -60,7 +64,7 @@ def episode_length(space: str, policy: str, seed: int) -> tuple[int, int, float]
     registered heuristic)."""
     from heuristics import make_policy
 
-    env = gym.make(IDS[space], decision_context=True).unwrapped
+    env = gym.make(ENV_ID, decision_context=True, **SPACES[space]).unwrapped
     rng = np.random.default_rng(seed)
     expert = None if policy in ("random", "new-then-keep") else make_policy(policy)
     if expert is not None:
@@ -101,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", default="0,1", help="reset seeds of the length runs")
     parser.add_argument("--skip-ppo", action="store_true")
     parser.add_argument("--skip-episodes", action="store_true")
+    parser.add_argument(
+        "--exit-zero", action="store_true", help="exit 0 even when the speed target fails"
+    )
     args = parser.parse_args(argv)
     import torch
 
@@ -130,13 +137,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'policy':10} {'space':10} {'seed':>4} {'steps':>7} {'keeps':>6} {'wall s':>7}")
         for seed in (int(s) for s in args.episodes.split(",")):
             for policy in ("random", "hexagent", "new-then-keep"):
-                for space in IDS if policy != "new-then-keep" else ("two-step",):
+                for space in SPACES if policy != "new-then-keep" else ("two-step",):
                     steps, keeps, wall = episode_length(space, policy, seed)
                     print(
                         f"{policy:10} {space:10} {seed:4d} {steps:7d} {keeps:6d} {wall:7.1f}",
                         flush=True,
                     )
-    return 0 if ok else 1
+    return 0 if ok or args.exit_zero else 1
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
 """Req99 against load for every PDCluster policy, one panel per (cluster, workload).
 
-    python examples/plot_pd_load.py RESULTS.json [RESULTS.json ...] --out docs/pd_req99_vs_load.png
+    python examples/plot_pd_load.py RESULTS.json [...] --out results/pd_req99_vs_load.png
 
 Reads the ``results.json`` of ``evaluate.py --sweep load_scale=...`` runs (several files are
 merged: e.g. two policy subsets, or one run per cluster) and draws Req99 (mean over seeds; log
 scale when a panel spans more than 3×) against ``load_scale``. The paper's speed-blind
 baselines are dashed, their earliest-finish (speed-aware) variants solid in the same colour,
 HexAgent bold: where a dashed line and its solid twin part, placement explains the gap; where
-the solid lines part from each other, ordering does. ``examples/pd_cluster_results.sh`` (stage
-``load``) makes the inputs.
+the solid lines part from each other, ordering does. ``evaluate.py --env pd-cluster-v1
+--sweep load_scale=0.5,1,2,4 --out DIR`` makes the inputs (``DIR/results.json``).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def plot(rows: list[dict[str, Any]], out: Path, reference: str = "hexagent") -> 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", nargs="+", help="results.json files of load_scale sweeps")
-    ap.add_argument("--out", default="docs/pd_req99_vs_load.png")
+    ap.add_argument("--out", default="results/pd_req99_vs_load.png")
     ap.add_argument("--reference", default="hexagent")
     args = ap.parse_args(argv)
     print(f"wrote {plot(load_rows(args.results), Path(args.out), args.reference)}")
