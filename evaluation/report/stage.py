@@ -39,6 +39,26 @@ _LEARNER_MODULES = frozenset(
 )
 
 
+_BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def benchmark_files(args: Sequence[str]) -> list[str]:
+    """The ``benchmarks/`` files the arguments run (``-m benchmarks.X``), each with the package
+    ``__init__`` and the sibling modules its source names (``peer_vidur`` runs
+    ``vidur_driver.py``); benchmarks import no other sibling."""
+    run = [a.split(".", 1)[1] for a in args if re.fullmatch(r"benchmarks\.\w+", a)]
+    if not run:
+        return []
+    stems = {p.stem for p in _BENCHMARKS.glob("*.py")}
+    found = {"__init__"}
+    for name in run:
+        found.add(name)
+        path = _BENCHMARKS / f"{name}.py"
+        text = path.read_text() if path.exists() else ""
+        found |= {s for s in stems if re.search(rf"\b{s}\b", text)}
+    return [f"benchmarks/{s}.py" for s in sorted(found)]
+
+
 @dataclass(frozen=True)
 class CommandOutput:
     """One finished command of a stage.
@@ -162,9 +182,9 @@ class Stage:
     def code_paths(self) -> tuple[str, ...]:
         """The tracked paths whose content can change this stage's numbers (git pathspecs): the
         simulator, the policies, the evaluation code and traces always, without the other
-        families' env and heuristics packages when :meth:`families` knows them; ``benchmarks/``
-        when a command runs a benchmark; the files under ``examples/`` a command names; the
-        learning code when :meth:`uses_learning`."""
+        families' env and heuristics packages when :meth:`families` knows them; the benchmark
+        modules a command runs (:func:`benchmark_files`); the files under ``examples/`` a command
+        names; the learning code when :meth:`uses_learning`."""
         args = [a for argv in self.commands for a in argv]
         families = self.families()
         if families is None:
@@ -175,8 +195,7 @@ class Stage:
                 *CORE_PATHS,
                 *(f":!{top}/{f}" for f in others for top in ("envs", "heuristics")),
             ]
-        if any(a.startswith(("benchmarks.", "benchmarks/")) for a in args):
-            paths.append("benchmarks")
+        paths += benchmark_files(args)
         paths += [a for a in args if a.startswith("examples/")]  # the scripts and configs run
         if self.uses_learning():
             paths += ["agents", "training", "checkpoints", "train.py"]

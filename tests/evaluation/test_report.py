@@ -156,7 +156,10 @@ def test_benchmark_and_example_code_count_only_for_the_stages_that_run_them():
     bench = stage("b", "t", "p.md", 1, "-m benchmarks.sim_speed").code_paths()
     example = stage("c", "t", "p.md", 1, "examples/plot_pd_load.py").code_paths()
     assert "benchmarks" not in plain and "examples" not in plain and "envs" in plain
-    assert "benchmarks" in bench and "examples/plot_pd_load.py" in example
+    assert "benchmarks/sim_speed.py" in bench and "examples/plot_pd_load.py" in example
+    assert "benchmarks/env_speed.py" not in bench
+    vidur = stage("v", "t", "p.md", 1, "-m benchmarks.peer_vidur").code_paths()
+    assert "benchmarks/vidur_driver.py" in vidur
 
 
 def test_a_stage_uses_learning_when_it_trains_or_loads_a_checkpoint():
