@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent
 
 def families() -> list[str]:
     """The shipped checkpoints by directory name (``allocation``, ``pd-cluster``, ``routing``,
-    ``routing-v1-candidate``)."""
+    ``routing-v0``)."""
     return sorted(p.name for p in ROOT.iterdir() if (p / "model.zip").is_file())
 
 

@@ -5,7 +5,7 @@ do in that state (the teacher never acts). Prints, per decision kind (``route``,
 the share of decisions where the two agree, and per GPU type the share of the learned policy's
 and the teacher's picks, then the learned episodes' goodput::
 
-    python examples/routing_teacher_diff.py --policy ckpt:checkpoints/routing-v1-candidate \\
+    python examples/routing_teacher_diff.py --policy ckpt:checkpoints/routing \\
         --teacher goodserve+queue-aware --seeds 1000000,1000001,1000002
 """
 

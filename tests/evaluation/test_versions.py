@@ -68,15 +68,15 @@ def _warnings(argv: list[str]) -> list[str]:
 
 
 def test_a_checkpoint_on_another_version_or_setting_gets_a_warning_naming_each_difference() -> None:
-    (line,) = _warnings(["--env", "routing", "--policies", "ckpt:checkpoints/routing"])
-    assert line.startswith("warning: ckpt:checkpoints/routing")
+    (line,) = _warnings(["--env", "routing", "--policies", "ckpt:checkpoints/routing-v0"])
+    assert line.startswith("warning: ckpt:checkpoints/routing-v0")
     for diff in ("env routing-v0 -> routing-v1", "slo-basis request -> task",
                  "latency-calibration roofline -> smooth-roofline"):  # fmt: skip
         assert diff in line, diff
-    (line,) = _warnings(["--env", "routing-v0", "--policies", "ckpt:checkpoints/routing"])
+    (line,) = _warnings(["--env", "routing-v0", "--policies", "ckpt:checkpoints/routing-v0"])
     assert "env routing" not in line and "slo-basis" not in line and "count 200 ->" in line
     assert not _warnings(
-        ["--env", "routing-v0", "--count", "200", "--policies", "ckpt:checkpoints/routing"]
+        ["--env", "routing-v0", "--count", "200", "--policies", "ckpt:checkpoints/routing-v0"]
     )
     (line,) = _warnings(["--env", "allocation", "--policies", "ckpt:checkpoints/allocation"])
     assert "periods 1 -> 6" in line and "workload beam_search (trained on rag_reranker)" in line
@@ -84,16 +84,16 @@ def test_a_checkpoint_on_another_version_or_setting_gets_a_warning_naming_each_d
 
 def test_a_checkpoint_of_another_family_is_still_refused() -> None:
     with pytest.raises(evaluation.EvaluationError, match="was trained on --env routing"):
-        _warnings(["--env", "allocation", "--policies", "ckpt:checkpoints/routing"])
+        _warnings(["--env", "allocation", "--policies", "ckpt:checkpoints/routing-v0"])
 
 
 def test_evaluate_prints_the_warning_and_runs(tmp_path: Path, capsys) -> None:
     argv = ["--env", "routing", "--count", "5", "--seeds", "0", "--quiet"]
-    argv += ["--policies", "ckpt:checkpoints/routing", "--out", str(tmp_path)]
+    argv += ["--policies", "ckpt:checkpoints/routing-v0", "--out", str(tmp_path)]
     assert main(argv) == 0
-    assert "warning: ckpt:checkpoints/routing" in capsys.readouterr().err
+    assert "warning: ckpt:checkpoints/routing-v0" in capsys.readouterr().err
     rows = json.loads((tmp_path / "results.json").read_text())
-    assert rows and rows[0]["policy"] == "ckpt:checkpoints/routing"
+    assert rows and rows[0]["policy"] == "ckpt:checkpoints/routing-v0"
 
 
 def test_the_v0_pd_cluster_checkpoint_makes_the_same_picks_on_v1_as_on_v0() -> None:
