@@ -2,7 +2,7 @@
 the validation-seed selection metric during RL, beside the expert's and the best baseline's
 validation figures, read from the ``train.py`` run directories.
 
-    python examples/plot_shipped_curves.py [--runs runs] [--out docs/learned_curves.png]
+    python examples/plot_shipped_curves.py [--runs runs] [--out results/learned_curves.png]
 
 Each family's run directory is the ``out`` of the run that wrote its shipped checkpoint
 (``checkpoints/<family>/config.json``; ``<runs>/train_<family>`` when that has none), with
@@ -38,7 +38,7 @@ def run_dir(family: str, runs: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", default="runs", help="folder holding runs/train_<family>")
-    ap.add_argument("--out", default="docs/learned_curves.png")
+    ap.add_argument("--out", default="results/learned_curves.png")
     args = ap.parse_args(argv)
     import matplotlib
 

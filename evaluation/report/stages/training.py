@@ -134,7 +134,16 @@ def _curve(run: StageRun) -> str:
 
 def _cleanrl(run: StageRun) -> str:
     r = json.loads((run.out / "run" / "result.json").read_text())
-    return "```json\n" + json.dumps(r, indent=1) + "\n```"
+    seeds = f"{r['seeds'][0]:,}–{r['seeds'][-1]:,}"
+    return (
+        "| env | episode | env steps | training (min) | total (min) | learned | expert | "
+        "gap | within 10 % |\n|---|---|---|---|---|---|---|---|---|\n"
+        f"| {r['env']} | {r['workload_count']} | {r['timesteps']:,} | {r['train_minutes']} | "
+        f"{r['total_minutes']} | {r['metric']} {r['learned']:.3f} | {r['expert']} "
+        f"{r['expert_value']:.3f} | {r['gap_vs_expert'] * 100:+.1f} % | "
+        f"{'yes' if r['within_10pct'] else 'no'} |\n\nHeld-out seeds {seeds}; {r['metric']}: "
+        f"{r['better']} is better."
+    )
 
 
 STAGES = [
