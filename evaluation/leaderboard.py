@@ -35,6 +35,11 @@ def _sortable(value: Any) -> tuple[int, float, str]:
     return (0, float(value), "")
 
 
+def _hashable(value: Any) -> Any:
+    """A row's option value as a dict key: JSON lists (``rate_ramp``) become tuples."""
+    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
+
+
 def load_leaderboard_rows(paths: Sequence[Path]) -> dict[tuple, tuple[list[dict], int]]:
     """The rows of ``paths`` keyed by (env, cluster, model, column, count, options, policy),
     each with the index of the file it came from; a later file replaces every seed of a
@@ -60,7 +65,9 @@ def load_leaderboard_rows(paths: Sequence[Path]) -> dict[tuple, tuple[list[dict]
         for row in rows:
             entry = env_entry(row["env"])
             options = tuple(
-                (n, row.get(n)) for n in ENV_FIELDS if n in entry.options and n not in ROW_FIELDS
+                (n, _hashable(row.get(n)))
+                for n in ENV_FIELDS
+                if n in entry.options and n not in ROW_FIELDS
             )
             sweep = column_key(row)[1]
             key = (

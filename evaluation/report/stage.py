@@ -195,6 +195,8 @@ class Stage:
                 *CORE_PATHS,
                 *(f":!{top}/{f}" for f in others for top in ("envs", "heuristics")),
             ]
+        if "--leaderboard" not in args:  # the leaderboard's formatting runs only in that mode
+            paths.append(":!evaluation/leaderboard.py")
         paths += benchmark_files(args)
         paths += [a for a in args if a.startswith("examples/")]  # the scripts and configs run
         if self.uses_learning():

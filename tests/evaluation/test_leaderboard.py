@@ -176,3 +176,17 @@ def test_evaluate_writes_run_json_beside_results_and_keeps_rows_free_of_provenan
     assert not {"command", "commit", "date"} & set(rows[0])
     text = build(tmp_path, out / "results.json")
     assert sidecar["command"] in text and sidecar["date"] in text
+
+
+def test_a_list_valued_option_is_a_setting_like_any_other(tmp_path):
+    """Allocation-v1's rate_ramp is a list in results.json; the leaderboard keys settings on it."""
+    from evaluation.leaderboard import load_leaderboard_rows
+
+    row = {
+        "env": "allocation-v1", "cluster": "scepsy-16", "model": None, "workload": "rag_reranker",
+        "policy": "scepsy", "seed": 0, "rate_ramp": [0.5, 4.0], "metrics": {"goodput": 1.0},
+    }  # fmt: skip
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps([row, {**row, "seed": 1}]))
+    ((rows, index),) = load_leaderboard_rows([path]).values()
+    assert len(rows) == 2 and index == 0
