@@ -1,17 +1,14 @@
 """Cross-check against a peer simulator: Vidur and servegym on the same request list.
 
-    python -m benchmarks.peer_vidur --vidur-python /work/vidur-venv/bin/python
     python -m benchmarks.peer_vidur --count 1000 10000 --load 0.7 --seed 0 \\
         --model llama3-8b --gpu a100-80g --vidur-python PATH [--vidur-data DIR]
 
 One engine serving ``--model`` on one ``--gpu`` receives ``--count`` requests of ``--isl`` prompt
 and ``--osl`` output tokens with Poisson arrivals at ``--rate`` requests/s (default: ``--load``
 times servegym's measured capacity of that engine). The request list is written once as a trace
-file in Vidur's trace-replay format (columns ``Date,Time,PromptTokenCount,CompletionTokenCount``)
-and both simulators read that file: servegym through :func:`read_trace`, Vidur through its
-``trace_replay`` request generator. Printed side by side: TTFT, TPOT and end-to-end latency
-(median and p99) and simulated requests per wall second of each simulator's core run, both
-measured in the same invocation.
+file in Vidur's trace-replay format and both simulators read it (servegym: :func:`read_trace`;
+Vidur: its ``trace_replay`` generator). Printed side by side: TTFT, TPOT and end-to-end latency
+(median, p99) and simulated requests per wall second of each core run, in one invocation.
 
 The engines are configured alike (printed with every table): Vidur's Sarathi scheduler (chunked
 prefill: every iteration has a budget of ``--chunk-size`` tokens, running decodes take one token
@@ -21,18 +18,15 @@ MonolithicInstance`); ``--batch-cap`` running requests; KV capacity as Vidur com
 minus a ``--memory-margin`` share minus the weights, in ``--block-size``-token blocks; servegym's
 memory utilisation is set so its KV capacity equals Vidur's); no prefix caching; bf16; one GPU.
 
-Wall time, each by ``time.perf_counter`` and excluding Python start-up and imports: servegym's
-core run is :meth:`envs.sim.Simulation.run` (event loop and the result records); Vidur's is
-``Simulator.run`` without writing its metrics files (its event loop). Setup is printed beside it:
-servegym's is building the :class:`envs.sim.Simulation` (latency model, workload checks);
-Vidur's is building its ``Simulator``, which trains (first run) or loads (later runs, from
-``--vidur-cache``) its random-forest execution-time predictors.
+Wall time (``time.perf_counter``, no start-up or imports) is each simulator's event loop:
+:meth:`envs.sim.Simulation.run` and Vidur's ``Simulator.run`` without writing metrics files;
+setup (building each simulator; Vidur trains or loads its predictors) is printed beside it.
 
 Vidur is an optional extra, never a dependency: it runs in a subprocess of the Python given by
 ``--vidur-python`` (or ``$SERVEGYM_VIDUR_PYTHON``; the current one if it can import ``vidur``),
 through ``benchmarks/vidur_driver.py``, on Vidur's profiling data (``--vidur-data``, default
 ``$SERVEGYM_LATENCY_DATA/vidur``). Without it only the servegym side runs and the install steps
-are printed. Documentation and measured tables: ``docs/benchmarks/peer-vidur.md``.
+are printed (``--require-vidur``: an error). Documentation: ``docs/benchmarks/peer-vidur.md``.
 """
 
 from __future__ import annotations
@@ -510,11 +504,8 @@ def _parser() -> argparse.ArgumentParser:
         help="hyper-parameter search of Vidur's predictors (see GRIDS)",
     )
     ap.add_argument("--work-dir", type=Path, default=None, help="traces and Vidur outputs")
-    ap.add_argument(
-        "--require-vidur",
-        action="store_true",
-        help="exit with an error when no Python with Vidur is found (default: servegym side only)",
-    )
+    ap.add_argument("--require-vidur", action="store_true", help="exit with an error when no "
+                    "Python with Vidur is found (default: servegym side only)")  # fmt: skip
     return ap
 
 

@@ -47,7 +47,8 @@ def test_arrivals_follow_the_ramp():
 def test_evaluate_reads_v1_defaults_from_the_registered_id():
     d = env_defaults("allocation-v1")
     assert (d["rate_ramp"], d["periods"], d["period_seconds"]) == ((0.5, 4.0), 6, 60.0)
-    assert env_defaults("allocation")["periods"] == 1
+    assert env_defaults("allocation-v0")["periods"] == 1
+    assert env_defaults("allocation")["periods"] == 6  # the plain name is the default version, v1
     assert envs.env_short_name("servegym/Allocation-v1") == "allocation-v1"
     assert parse_ramp("0.5:4") == (0.5, 4.0)
     with pytest.raises(ValueError, match="LO:HI"):

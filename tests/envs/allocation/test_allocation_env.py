@@ -263,7 +263,7 @@ def test_evaluate_runs_allocation_with_a_sweep_and_an_allocation_file(tmp_path, 
     out = tmp_path / "out"
     code = evaluate.main(
         [
-            "--env", "allocation", "--workload", "rag_reranker",
+            "--env", "allocation-v0", "--workload", "rag_reranker",
             "--policies", f"naive-equal,demand-proportional,alloc:{alloc}",
             "--seeds", "0", "--period-seconds", "20", "--sweep", "workflow_rate=1,2",
             "--quiet", "--out", str(out), "--reference", "demand-proportional",

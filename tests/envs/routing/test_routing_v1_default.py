@@ -88,10 +88,10 @@ def test_a_good_and_a_bad_router_earn_different_rewards_at_the_default():
     "name, family, basis",
     [
         ("routing-v1", "routing-v1", "task"),
-        ("servegym/Routing-v1", "routing-v1", "task"),
+        ("servegym/Routing-v1", "routing", "task"),
         ("routing-v0", "routing-v0", "request"),
-        ("servegym/Routing-v0", "routing", "request"),
-        ("routing", "routing", "request"),
+        ("servegym/Routing-v0", "routing-v0", "request"),
+        ("routing", "routing", "task"),
     ],
 )
 def test_evaluate_takes_each_version_by_name_or_id_with_its_own_defaults(name, family, basis):
@@ -108,8 +108,8 @@ def test_evaluate_takes_each_version_by_name_or_id_with_its_own_defaults(name, f
     [
         ("routing-v1", "routing-v1"),
         ("servegym/PDCluster-v1", "pd-cluster-v1"),
-        ("pd-cluster-v0", "pd-cluster"),
-        ("servegym/Routing-v0", "routing"),
+        ("pd-cluster-v0", "pd-cluster-v0"),
+        ("servegym/Routing-v0", "routing-v0"),
     ],
 )
 def test_train_takes_each_version_by_name_or_id(name, trained):
