@@ -10,12 +10,15 @@ our references, so "best non-learned" is the strongest rule we have, whichever i
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
+from evaluation.config import unique
 from evaluation.report.stage import StageRun, stage
+from evaluation.rows import headline_of, mean_metric
 
 SEEDS = "1000000,1000001,1000002"
 ROUTING_RULES = (
@@ -32,11 +35,6 @@ PD_RULES = (
     "per-call-fcfs,workflow-fcfs,workflow-llf,atlas,per-call-fcfs+earliest-finish,"
     "workflow-fcfs+earliest-finish,workflow-llf+earliest-finish,atlas+earliest-finish,hexagent"
 )
-_LOWER_IS_BETTER = {"req95", "req99", "latency_mean"}
-
-
-def _rows(path: Path) -> list[dict]:
-    return json.loads(path.read_text())
 
 
 def _setting(row: dict, keys: Iterable[str]) -> str:
@@ -44,30 +42,30 @@ def _setting(row: dict, keys: Iterable[str]) -> str:
     return ", ".join(parts) or "default"
 
 
-def comparison(path: Path, metric: str, learned: str, setting_keys: Iterable[str] = ()) -> str:
+def comparison(path: Path, learned: str, setting_keys: Iterable[str] = ()) -> str:
     """Per setting (``workload`` and ``setting_keys``), every policy's seed mean ± sd and
-    per-seed values of ``metric``, best first, then the learned policy against the best
-    non-learned one (the privileged oracle and other checkpoints are not competitors)."""
-    keys = ("workload", *setting_keys)
-    groups: dict[str, dict[str, list[float]]] = {}
-    for r in _rows(path):
-        value = r["metrics"].get(metric)
-        groups.setdefault(_setting(r, keys), {}).setdefault(r["policy"], []).append(
-            float("nan") if value is None else float(value)
-        )
-    lower = metric in _LOWER_IS_BETTER
+    per-seed values of the env's selection metric (Req99, goodput), best first, then the learned
+    policy's improvement over the best non-learned one in the metric's direction
+    (:meth:`Metric.improvement`; the privileged oracle and other checkpoints do not compete)."""
+    rows = json.loads(path.read_text())
+    metric = headline_of(rows).select_metric
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(_setting(r, ("workload", *setting_keys)), []).append(r)
     out = []
-    for setting, by_policy in groups.items():
-        means = {p: float(np.mean(v)) for p, v in by_policy.items()}
-        order = sorted(means, key=lambda p: means[p], reverse=not lower)
+    for setting, subset in groups.items():
+        workload = subset[0]["workload"]
+        policies = unique(r["policy"] for r in subset)
+        means = {p: mean_metric(subset, workload, p, metric.key, metric.better) for p in policies}
         lines = [
-            f"*{setting}* ({metric}, {'lower' if lower else 'higher'} is better)",
+            f"*{setting}* ({metric.key}, {metric.better} is better)",
             "",
-            f"| policy | {metric} (mean ± sd) | per seed |",
+            f"| policy | {metric.key} (mean ± sd) | per seed |",
             "|---|---|---|",
         ]
-        for p in order:
-            v = by_policy[p]
+        for p in sorted(policies, key=lambda p: metric.sign(means[p])):
+            v = [r["metrics"].get(metric.key) for r in subset if r["policy"] == p]
+            v = [math.nan if x is None else float(x) for x in v]
             sd = float(np.std(v, ddof=1)) if len(v) > 1 else 0.0
             name = f"**{p}**" if p == learned else p
             if p == ORACLE:
@@ -75,42 +73,34 @@ def comparison(path: Path, metric: str, learned: str, setting_keys: Iterable[str
             lines.append(
                 f"| {name} | {means[p]:.3f} ± {sd:.3f} | " + ", ".join(f"{x:.3f}" for x in v) + " |"
             )
-        rules = [p for p in means if not p.startswith(("ckpt:", "py:"))]
+        rules = [p for p in policies if not p.startswith(("ckpt:", "py:"))]
         if learned in means and rules:
-            best = (min if lower else max)(rules, key=lambda p: means[p])
-            gain = (
-                (means[best] / means[learned] - 1) if lower else (means[learned] / means[best] - 1)
-            )
-            lines += [
-                "",
-                f"Learned vs the best non-learned policy ({best}): **{gain * 100:+.1f} %**",
-            ]
+            best = min(rules, key=lambda p: metric.sign(means[p]))
+            gain = metric.improvement(means[learned], means[best])
+            lines += ["", f"Learned vs the best non-learned policy ({best}): **{gain:+.1f} %**"]
         out.append("\n".join(lines))
     return "\n\n".join(out)
 
 
 def _routing(run: StageRun) -> str:
-    return comparison(run.out / "default" / "results.json", "goodput", ROUTING_LEARNED)
+    return comparison(run.out / "default" / "results.json", ROUTING_LEARNED)
 
 
 def _routing_generalisation(run: StageRun) -> str:
     parts = [
-        comparison(run.out / "load" / "results.json", "goodput", ROUTING_LEARNED, ("load_scale",)),
-        comparison(run.out / "sessions" / "results.json", "goodput", ROUTING_LEARNED),
+        comparison(run.out / "load" / "results.json", ROUTING_LEARNED, ("load_scale",)),
+        comparison(run.out / "sessions" / "results.json", ROUTING_LEARNED),
     ]
     return "\n\n".join(parts)
 
 
 def _allocation(run: StageRun) -> str:
-    return comparison(
-        run.out / "default" / "results.json", "goodput", "ckpt:checkpoints/allocation"
-    )
+    return comparison(run.out / "default" / "results.json", "ckpt:checkpoints/allocation")
 
 
 def _pd(run: StageRun) -> str:
     return comparison(
         run.out / "default" / "results.json",
-        "req99",
         "ckpt:checkpoints/pd-cluster",
         ("workload_count",),
     )
