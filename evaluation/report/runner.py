@@ -76,6 +76,19 @@ def _key(fp: str, argv: Sequence[str]) -> str:
     return hashlib.sha256(json.dumps([fp, list(argv)]).encode()).hexdigest()[:16]
 
 
+def _clear_outputs(argv: Sequence[str], out: Path) -> None:
+    """Remove what a command's ``--out`` names inside the stage's cache directory ``out``, so a
+    re-measurement starts from nothing (``train.py`` refuses an ``--out`` that holds a run)."""
+    for flag, value in zip(argv, argv[1:], strict=False):
+        target = ROOT / value
+        if flag != "--out" or not target.resolve().is_relative_to(out.resolve()):
+            continue
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+
+
 def _run_command(argv: Sequence[str], log: Path) -> tuple[str, float]:
     env = dict(os.environ)
     env.setdefault("WANDB_MODE", "disabled")
@@ -109,6 +122,7 @@ def run_stage(stage: Stage, commit: str, force: bool = False) -> StageResult:
         key = _key(fp, argv)
         record = json.loads(record_path.read_text()) if record_path.exists() else {}
         if force or record.get("key") != key:
+            _clear_outputs(argv, out)
             try:
                 stdout, wall = _run_command(argv, out / f"command-{i}.stderr")
             except RuntimeError as exc:

@@ -148,12 +148,25 @@ class Stage:
         script or a learner benchmark, or sends results to W&B or Ray."""
         if self.learned is not None:
             return self.learned
-        return any(
+        return bool(self.checkpoints()) or any(
             a == "train.py"
-            or a.startswith(("ckpt:", "examples/", "--wandb", "--ray"))
+            or a.startswith(("examples/", "--wandb", "--ray"))
             or a in _LEARNER_MODULES
             for argv in self.commands
             for a in argv
+        )
+
+    def checkpoints(self) -> list[str]:
+        """The checkpoint directories the commands load (``ckpt:DIR``, alone or in a
+        comma-separated policy list)."""
+        return list(
+            dict.fromkeys(
+                item.removeprefix("ckpt:")
+                for argv in self.commands
+                for a in argv
+                for item in a.split(",")
+                if item.startswith("ckpt:")
+            )
         )
 
     def families(self) -> set[str] | None:
@@ -184,7 +197,7 @@ class Stage:
         simulator, the policies, the evaluation code and traces always, without the other
         families' env and heuristics packages when :meth:`families` knows them; the benchmark
         modules a command runs (:func:`benchmark_files`); the files under ``examples/`` a command
-        names; the learning code when :meth:`uses_learning`."""
+        names; the learning code when :meth:`uses_learning`, with the checkpoints it loads."""
         args = [a for argv in self.commands for a in argv]
         families = self.families()
         if families is None:
@@ -200,7 +213,9 @@ class Stage:
         paths += benchmark_files(args)
         paths += [a for a in args if a.startswith("examples/")]  # the scripts and configs run
         if self.uses_learning():
-            paths += ["agents", "training", "checkpoints", "train.py"]
+            paths += ["agents", "training", "train.py"]
+            # a checkpoint's model and config.json are what runs; its README describes it
+            paths += [*self.checkpoints(), ":!checkpoints/*.md"]
         return tuple(dict.fromkeys(paths))
 
     def argv(self, out: Path) -> list[tuple[str, ...]]:

@@ -184,3 +184,36 @@ def test_another_familys_env_package_does_not_invalidate_a_stage(repo):
     (repo / "envs" / "routing" / "env.py").write_text("A = 2\n")
     assert runner.code_fingerprint(pd.code_paths()) == before_pd
     assert runner.code_fingerprint(routing.code_paths()) != before_routing
+
+
+def test_a_re_measurement_clears_what_its_command_writes_with_out(repo):
+    # A command that refuses an --out that exists, as train.py does.
+    code = (
+        "import sys, pathlib; p = pathlib.Path(sys.argv[2]);"
+        "sys.exit(f'{p} already holds a run') if p.exists() else p.mkdir();"
+        "print('policy  metric'); print('a       1.00')"
+    )
+    s = stage("demo", "A demo table", "page.md", 0.1, ["-c", code, "--out", "{out}/run"])
+    commit = runner.commit_label()
+    assert runner.run_stage(s, commit).ok
+    again = runner.run_stage(s, commit, force=True)
+    assert again.ok and again.cached == 0, again.error
+    outside = repo / "elsewhere"
+    outside.mkdir()
+    runner._clear_outputs(("x.py", "--out", "elsewhere"), repo / "results/report/demo")
+    assert outside.exists()  # only paths inside the stage's cache directory are cleared
+
+
+def test_a_stage_tracks_the_checkpoints_it_loads_but_not_their_readmes(repo):
+    s = stage("demo", "t", "page.md", 1, "evaluate.py --policies a,ckpt:checkpoints/demo")
+    assert s.uses_learning() and s.checkpoints() == ["checkpoints/demo"]
+    paths = s.code_paths()
+    (repo / "checkpoints" / "demo").mkdir(parents=True)
+    (repo / "checkpoints" / "demo" / "README.md").write_text("# Demo\n")
+    (repo / "checkpoints" / "demo" / "model.zip").write_bytes(b"1")
+    subprocess.run(["git", "add", "checkpoints"], cwd=repo, check=True)
+    fp = runner.code_fingerprint(paths)
+    (repo / "checkpoints" / "demo" / "README.md").write_text("# Demo, described better\n")
+    assert runner.code_fingerprint(paths) == fp
+    (repo / "checkpoints" / "demo" / "model.zip").write_bytes(b"2")
+    assert runner.code_fingerprint(paths) != fp

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,12 +29,15 @@ ROUTING_RULES = (
 )
 ROUTING_LEARNED = "ckpt:checkpoints/routing"
 ORACLE = "py:agents/teachers.py:routing_hindsight_triage"
+ALLOCATION_LEARNED = "ckpt:checkpoints/allocation"
+PD_LEARNED = "ckpt:checkpoints/pd-cluster"
 ALLOCATION_RULES = (
     "k8s-hpa,naive-equal,aegaeon-3p1d,aegaeon-2p2d,aegaeon-1p3d,ayo,demand-proportional,scepsy"
 )
+#: HexAgent and the earliest-finish baselines (the speed-blind ones trail them everywhere).
 PD_RULES = (
-    "per-call-fcfs,workflow-fcfs,workflow-llf,atlas,per-call-fcfs+earliest-finish,"
-    "workflow-fcfs+earliest-finish,workflow-llf+earliest-finish,atlas+earliest-finish,hexagent"
+    "per-call-fcfs+earliest-finish,workflow-fcfs+earliest-finish,workflow-llf+earliest-finish,"
+    "atlas+earliest-finish,hexagent"
 )
 
 
@@ -42,28 +46,44 @@ def _setting(row: dict, keys: Iterable[str]) -> str:
     return ", ".join(parts) or "default"
 
 
+def _settings(path: Path, setting_keys: Iterable[str]) -> tuple[Any, list[tuple[str, list[dict]]]]:
+    """The env's selection metric and the rows of ``path`` grouped by setting (``workload`` and
+    ``setting_keys``), in file order."""
+    rows = json.loads(path.read_text())
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(_setting(r, ("workload", *setting_keys)), []).append(r)
+    return headline_of(rows).select_metric, list(groups.items())
+
+
+def _means(subset: list[dict], metric: Any) -> dict[str, float]:
+    workload = subset[0]["workload"]
+    policies = unique(r["policy"] for r in subset)
+    return {p: mean_metric(subset, workload, p, metric.key, metric.better) for p in policies}
+
+
+def _best_rule(means: dict[str, float], metric: Any) -> str | None:
+    """The best non-learned policy (the privileged oracle and checkpoints do not compete)."""
+    rules = [p for p in means if not p.startswith(("ckpt:", "py:"))]
+    return min(rules, key=lambda p: metric.sign(means[p])) if rules else None
+
+
 def comparison(path: Path, learned: str, setting_keys: Iterable[str] = ()) -> str:
     """Per setting (``workload`` and ``setting_keys``), every policy's seed mean ± sd and
     per-seed values of the env's selection metric (Req99, goodput), best first, then the learned
     policy's improvement over the best non-learned one in the metric's direction
-    (:meth:`Metric.improvement`; the privileged oracle and other checkpoints do not compete)."""
-    rows = json.loads(path.read_text())
-    metric = headline_of(rows).select_metric
-    groups: dict[str, list[dict]] = {}
-    for r in rows:
-        groups.setdefault(_setting(r, ("workload", *setting_keys)), []).append(r)
+    (:meth:`Metric.improvement`)."""
+    metric, groups = _settings(path, setting_keys)
     out = []
-    for setting, subset in groups.items():
-        workload = subset[0]["workload"]
-        policies = unique(r["policy"] for r in subset)
-        means = {p: mean_metric(subset, workload, p, metric.key, metric.better) for p in policies}
+    for setting, subset in groups:
+        means = _means(subset, metric)
         lines = [
             f"*{setting}* ({metric.key}, {metric.better} is better)",
             "",
             f"| policy | {metric.key} (mean ± sd) | per seed |",
             "|---|---|---|",
         ]
-        for p in sorted(policies, key=lambda p: metric.sign(means[p])):
+        for p in sorted(means, key=lambda p: metric.sign(means[p])):
             v = [r["metrics"].get(metric.key) for r in subset if r["policy"] == p]
             v = [math.nan if x is None else float(x) for x in v]
             sd = float(np.std(v, ddof=1)) if len(v) > 1 else 0.0
@@ -73,53 +93,118 @@ def comparison(path: Path, learned: str, setting_keys: Iterable[str] = ()) -> st
             lines.append(
                 f"| {name} | {means[p]:.3f} ± {sd:.3f} | " + ", ".join(f"{x:.3f}" for x in v) + " |"
             )
-        rules = [p for p in policies if not p.startswith(("ckpt:", "py:"))]
-        if learned in means and rules:
-            best = min(rules, key=lambda p: metric.sign(means[p]))
+        best = _best_rule(means, metric)
+        if learned in means and best is not None:
             gain = metric.improvement(means[learned], means[best])
             lines += ["", f"Learned vs the best non-learned policy ({best}): **{gain:+.1f} %**"]
         out.append("\n".join(lines))
     return "\n\n".join(out)
 
 
+def summary(parts: Iterable[tuple[str, Path, str, tuple[str, ...]]]) -> str:
+    """One row per (family, setting): the learned policy, the best non-learned policy in that
+    setting and the learned policy's improvement over it. ``parts``: (family, results.json,
+    learned policy, setting keys)."""
+    lines = [
+        "| family | setting | metric | learned | best non-learned | learned vs best |",
+        "|---|---|---|---|---|---|",
+    ]
+    for family, path, learned, keys in parts:
+        metric, groups = _settings(path, keys)
+        for setting, subset in groups:
+            means = _means(subset, metric)
+            best = _best_rule(means, metric)
+            if learned not in means or best is None:
+                continue
+            gain = metric.improvement(means[learned], means[best])
+            lines.append(
+                f"| {family} | {setting} | {metric.key} ({metric.better} is better) | "
+                f"{means[learned]:.3f} | {best} {means[best]:.3f} | **{gain:+.1f} %** |"
+            )
+    return "\n".join(lines)
+
+
 def _routing(run: StageRun) -> str:
     return comparison(run.out / "default" / "results.json", ROUTING_LEARNED)
 
 
-def _routing_generalisation(run: StageRun) -> str:
+#: The generalisation runs: (family, output dir, learned policy, setting keys), one
+#: evaluate.py command each (``_GENERALISATION_COMMANDS``, same order); each load sweep
+#: includes the default load, so the summary table has the default beside 0.5× and 1.5×.
+_GENERALISATION = (
+    ("Routing-v1", "routing-load", ROUTING_LEARNED, ("load_scale",)),
+    ("Routing-v1", "routing-workload", ROUTING_LEARNED, ()),
+    ("Allocation-v1", "allocation-load", ALLOCATION_LEARNED, ("workflow_rate",)),
+    ("Allocation-v1", "allocation-workload", ALLOCATION_LEARNED, ()),
+    ("PDCluster-v1", "pd-load", PD_LEARNED, ("workload_count", "load_scale")),
+    ("PDCluster-v1", "pd-workload", PD_LEARNED, ("workload_count",)),
+)
+_GENERALISATION_COMMANDS = (
+    f"evaluate.py --quiet --env routing-v1 --sweep load_scale=0.175,0.35,0.525 --seeds {SEEDS} "
+    f"--policies {ROUTING_RULES},{ROUTING_LEARNED} --out {{out}}/routing-load",
+    f"evaluate.py --quiet --env routing-v1 --workload goodserve-sessions --seeds {SEEDS} "
+    f"--policies {ROUTING_RULES},{ROUTING_LEARNED} --out {{out}}/routing-workload",
+    f"evaluate.py --quiet --env allocation-v1 --sweep workflow_rate=0.5,1.0,1.5 --seeds {SEEDS} "
+    f"--policies {ALLOCATION_RULES},{ALLOCATION_LEARNED} --out {{out}}/allocation-load",
+    f"evaluate.py --quiet --env allocation-v1 --workload beam_search --seeds {SEEDS} "
+    f"--policies {ALLOCATION_RULES},{ALLOCATION_LEARNED} --out {{out}}/allocation-workload",
+    f"evaluate.py --quiet --env pd-cluster-v1 --count 40 --sweep load_scale=0.5,1.0,1.5 "
+    f"--seeds {SEEDS} --policies {PD_RULES},{PD_LEARNED} --out {{out}}/pd-load",
+    f"evaluate.py --quiet --env pd-cluster-v1 --workload bfcl --count 40 --seeds {SEEDS} "
+    f"--policies {PD_RULES},{PD_LEARNED} --out {{out}}/pd-workload",
+)
+
+
+def _generalisation(run: StageRun) -> str:
     parts = [
-        comparison(run.out / "load" / "results.json", ROUTING_LEARNED, ("load_scale",)),
-        comparison(run.out / "sessions" / "results.json", ROUTING_LEARNED),
+        (fam, run.out / d / "results.json", ckpt, keys) for fam, d, ckpt, keys in _GENERALISATION
     ]
-    return "\n\n".join(parts)
+    details = [
+        f"**{fam}, `{path.parent.name}`**\n\n" + comparison(path, ckpt, keys)
+        for fam, path, ckpt, keys in parts
+    ]
+    return summary(parts) + "\n\n" + "\n\n".join(details)
 
 
 def _allocation(run: StageRun) -> str:
-    return comparison(run.out / "default" / "results.json", "ckpt:checkpoints/allocation")
+    return comparison(run.out / "default" / "results.json", ALLOCATION_LEARNED)
 
 
 def _pd(run: StageRun) -> str:
     return comparison(
         run.out / "default" / "results.json",
-        "ckpt:checkpoints/pd-cluster",
+        PD_LEARNED,
         ("workload_count",),
     )
 
 
-def _curve(run: StageRun) -> str:
-    history = json.loads((run.out / "run" / "eval_history.json").read_text())
-    bc = json.loads((run.out / "run" / "eval.json").read_text())["bc"]
-    teacher, clone = bc["teacher_eval"]["goodput"], bc["eval"]["goodput"]
-    lines = ["| RL env steps | validation goodput | vs the teacher |", "|---|---|---|"]
-    lines.append(f"| 0 (the clone) | {clone:.3f} | {(clone / teacher - 1) * 100:+.1f} % |")
-    for h in history:
-        g = h["goodput"]
-        best = " (best so far)" if h.get("saved_best") else ""
-        lines.append(f"| {h['global_step']:,}{best} | {g:.3f} | {(g / teacher - 1) * 100:+.1f} % |")
-    return (
-        f"Validation seeds 2,000,000+ (200-request episodes); the teacher scores {teacher:.3f}."
-        "\n\n" + "\n".join(lines)
-    )
+def curve(key: str, higher_is_better: bool, episodes: str) -> Callable[[StageRun], str]:
+    """A renderer of a training run's validation curve (``run/eval_history.json``) against its
+    teacher's line (``run/eval.json``'s behaviour-cloning record): the clone, then every
+    evaluation of the RL phase, each as a change over the teacher in ``key``'s direction."""
+
+    def render(run: StageRun) -> str:
+        history = json.loads((run.out / "run" / "eval_history.json").read_text())
+        bc = json.loads((run.out / "run" / "eval.json").read_text())["bc"]
+        teacher = bc["teacher_eval"][key]
+
+        def vs(v: float) -> str:
+            change = (v / teacher - 1) * 100
+            return f"{change if higher_is_better else -change:+.1f} %"
+
+        lines = [f"| RL env steps | validation {key} | vs the teacher |", "|---|---|---|"]
+        lines.append(f"| 0 (the clone) | {bc['eval'][key]:.3f} | {vs(bc['eval'][key])} |")
+        for h in history:
+            best = " (best so far)" if h.get("saved_best") else ""
+            lines.append(f"| {h['global_step']:,}{best} | {h[key]:.3f} | {vs(h[key])} |")
+        better = "higher" if higher_is_better else "lower"
+        return (
+            f"Validation seeds 2,000,000+ ({episodes}); the teacher scores {teacher:.3f} "
+            f"({key}, {better} is better; a positive change is an improvement).\n\n"
+            + "\n".join(lines)
+        )
+
+    return render
 
 
 def _cleanrl(run: StageRun) -> str:
@@ -147,15 +232,12 @@ STAGES = [
         render=_routing,
     ),
     stage(
-        "training-routing-generalisation",
-        "The Routing-v1 checkpoint at 0.5× and 1.5× the default load and on an unseen workload",
+        "training-generalisation",
+        "The shipped checkpoints at 0.5×, 1× and 1.5× the default load and on a second workload",
         "training.md",
-        6,
-        f"evaluate.py --quiet --env routing-v1 --sweep load_scale=0.175,0.525 --seeds {SEEDS} "
-        f"--policies {ROUTING_RULES},{ROUTING_LEARNED} --out {{out}}/load",
-        f"evaluate.py --quiet --env routing-v1 --workload goodserve-sessions --seeds {SEEDS} "
-        f"--policies {ROUTING_RULES},{ROUTING_LEARNED} --out {{out}}/sessions",
-        render=_routing_generalisation,
+        20,
+        *_GENERALISATION_COMMANDS,
+        render=_generalisation,
     ),
     stage(
         "training-routing-curve",
@@ -166,7 +248,7 @@ STAGES = [
         "train.py --config examples/train_routing_v1_teacher_ppo.yaml --wandb disabled --quiet "
         "--out {out}/run",
         "examples/plot_teacher_ppo.py {out}/run --out {out}/teacher_ppo_curves.png",
-        render=_curve,
+        render=curve("goodput", True, "200-request episodes"),
         figures=[("teacher_ppo_curves.png", "docs/teacher_ppo_curves.png")],
     ),
     stage(
@@ -184,9 +266,7 @@ STAGES = [
         "training.md",
         15,
         f"evaluate.py --quiet --env pd-cluster-v1 --workload bfcl,mixed --count 40 --seeds {SEEDS} "
-        "--policies per-call-fcfs+earliest-finish,workflow-fcfs+earliest-finish,"
-        "workflow-llf+earliest-finish,atlas+earliest-finish,hexagent,ckpt:checkpoints/pd-cluster "
-        "--out {out}/default",
+        f"--policies {PD_RULES},{PD_LEARNED} --out {{out}}/default",
         render=_pd,
     ),
     stage(
@@ -210,11 +290,13 @@ STAGES = [
     ),
     stage(
         "training-rollout-scale",
-        "Rollout collection with 1 env in this process and 2 SubprocVecEnv workers",
+        "Rollout collection: envs in this process, in SubprocVecEnv workers and in Ray actors",
         "training.md",
-        3,
+        6,
         "-m benchmarks.rollout_scale --env routing-v1,pd-cluster-v1 --workers 1,2 "
-        "--backends dummy,subproc --steps 2000",
+        "--backends dummy,subproc,ray --steps 2000",
+        "-m benchmarks.rollout_scale --env allocation-v1 --workers 1,2 "
+        "--backends dummy,subproc,ray --steps 150",
     ),
     stage(
         "training-allocation-v1",
@@ -222,7 +304,7 @@ STAGES = [
         "training.md",
         10,
         f"evaluate.py --quiet --env allocation-v1 --seeds {SEEDS} --policies "
-        f"{ALLOCATION_RULES},ckpt:checkpoints/allocation --out {{out}}/default",
+        f"{ALLOCATION_RULES},{ALLOCATION_LEARNED} --out {{out}}/default",
         render=_allocation,
     ),
 ]
