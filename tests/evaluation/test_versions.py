@@ -78,7 +78,7 @@ def test_a_checkpoint_on_another_version_or_setting_gets_a_warning_naming_each_d
     assert not _warnings(
         ["--env", "routing-v0", "--count", "200", "--policies", "ckpt:checkpoints/routing-v0"]
     )
-    (line,) = _warnings(["--env", "allocation", "--policies", "ckpt:checkpoints/allocation"])
+    (line,) = _warnings(["--env", "allocation", "--policies", "ckpt:checkpoints/allocation-v0"])
     assert "periods 1 -> 6" in line and "workload beam_search (trained on rag_reranker)" in line
 
 
