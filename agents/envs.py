@@ -24,9 +24,14 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, CombinedExtractor
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
-from agents.extractors import PDClusterScorer, RoutingScorer, SetPoolingExtractor
+from agents.extractors import (
+    PDClusterScorer,
+    PDClusterTwoStepScorer,
+    RoutingScorer,
+    SetPoolingExtractor,
+)
 from envs import DEFAULT_VERSION
 from envs.registry import FAMILIES
 
@@ -72,8 +77,8 @@ _EXTRACTORS: dict[str, tuple[type[BaseFeaturesExtractor], dict[str, Any], bool]]
     "pd-cluster-v0": (PDClusterScorer, {"hidden": 32}, True),
     "routing-v0": (RoutingScorer, {"hidden": 32}, True),
     "allocation-v0": (SetPoolingExtractor, {"hidden": 32, "valid_columns": {"llms": 0}}, False),
-    # PDCluster-v1's two-step space has no per-(k, p, d) scores: SB3's stock extractor and head
-    "pd-cluster-v1": (CombinedExtractor, {}, False),
+    # PDCluster-v1's two-step space: a slot score per slot (+ keep), a pair score per (p, d)
+    "pd-cluster-v1": (PDClusterTwoStepScorer, {"hidden": 32}, True),
     "routing-v1": (RoutingScorer, {"hidden": 32}, True),
 }
 _EXTRACTORS["allocation-v1"] = _EXTRACTORS["allocation-v0"]  # v1 changes the episode, not spaces

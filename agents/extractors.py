@@ -440,3 +440,81 @@ class SetPoolingExtractor(BaseFeaturesExtractor):
         for key in self.flats:
             parts.append(observations[key].reshape(observations[key].shape[0], -1))
         return th.cat(parts, dim=-1)
+
+
+class PDClusterTwoStepScorer(PDClusterScorer):
+    """:class:`PDClusterScorer` for ``servegym/PDCluster-v1``'s two-step action space.
+
+    Output = ``[scores (n), value features]`` with n = max(K + 1, P·D) = the env's
+    ``Discrete(n)``. At a slot step (``step`` = (1, 0)) score k < K is ``slot(k)`` and score K
+    (keep) a linear function of the value features; at a pair step (``step`` = (0, 1)) score
+    ``p·D + d`` is ``pair(k*, p, d)``'s log-probability for the selected slot k* (``selected``),
+    with r read from ``pair`` and best_k from ``slots[:, 11]``. Both are the parent's functions
+    with the parent's parameters, so the flat policy's factorisation "which call" × "which pair
+    for it" becomes the two steps; a flat-space checkpoint's extractor weights load into it
+    (``keep_out`` is new). Scores past a step's own width are 0 and masked by the env.
+
+    :param observation_space: the two-step ``Dict`` space (keys ``slots``, ``instances``,
+        ``stage``, ``step``, ``selected``, ``pair``).
+    :param hidden: as in :class:`PDClusterScorer`.
+    :param ratio_scale: as in :class:`PDClusterScorer`.
+    """
+
+    def __init__(
+        self, observation_space: gym.spaces.Dict, hidden: int = 32, ratio_scale: float = 100.0
+    ):
+        keys = {"slots", "instances", "stage", "step", "selected", "pair"}
+        if not isinstance(observation_space, gym.spaces.Dict) or set(observation_space) != keys:
+            raise ValueError(
+                f"PDClusterTwoStepScorer needs a Dict observation with keys {sorted(keys)}, got "
+                f"{observation_space}"
+            )
+        k = observation_space["selected"].shape[0]
+        p, d = observation_space["pair"].shape
+        flat = gym.spaces.Dict(
+            {
+                "slots": observation_space["slots"],
+                "instances": observation_space["instances"],
+                "stage": observation_space["stage"],
+                "ratio": gym.spaces.Box(0.0, 5.0, (k, p, d), np.float32),
+            }
+        )
+        super().__init__(flat, hidden=hidden, ratio_scale=ratio_scale, sparse=True)
+        n_step = observation_space["step"].shape[0]
+        self.n_actions = max(k + 1, p * d)
+        self.action_scores_dim = self.n_actions
+        self.value_dim = self.value_dim + n_step
+        self._features_dim = self.n_actions + self.value_dim
+        self._observation_space = observation_space
+        self.keep_out = nn.Linear(self.value_dim, 1)
+        nn.init.zeros_(self.keep_out.weight)
+        nn.init.zeros_(self.keep_out.bias)
+
+    def forward(self, observations: dict[str, th.Tensor]) -> th.Tensor:
+        slots, inst = observations["slots"], observations["instances"]
+        stage, step = observations["stage"], observations["step"]
+        b, n = slots.shape[0], self.n_actions
+        valid = slots[..., 0]
+        s = _mlp_rows_shared(self.slot_in, slots, stage)
+        s = _mlp_rows_shared(self.slot_ctx, s, masked_pool(s, valid))
+        e_p, e_d, pool_p, pool_d = self.encode_instances(inst)
+        best = slots[..., 11] * 5.0
+        slot_skip = th.cat([slots, best.unsqueeze(-1) * self.ratio_scale], dim=-1)
+        slot_logit = self.slot_out(s).squeeze(-1) + self.slot_linear(slot_skip).squeeze(-1)
+        value = th.cat([masked_pool(s, valid), pool_p, stage, pool_d, step], dim=-1)
+        slot_scores = th.cat([slot_logit, self.keep_out(value)], dim=-1)
+        slot_scores = nn.functional.pad(slot_scores, (0, n - slot_scores.shape[1]))
+        bi = th.arange(b, device=slots.device)
+        sel = observations["selected"].argmax(dim=-1)
+        ratio = observations["pair"]
+        pair = self._pair_log_probs(
+            ratio,
+            best[bi, sel],
+            ratio > 0,
+            self.to_hidden_slot(s[bi, sel]),
+            self.to_hidden_p(e_p),
+            self.to_hidden_d(e_d),
+        ).reshape(b, -1)
+        pair_scores = nn.functional.pad(pair, (0, n - pair.shape[1]))
+        scores = th.where(step[:, 1:2] > 0.5, pair_scores, slot_scores)
+        return th.cat([scores, value], dim=-1)

@@ -250,9 +250,11 @@ class PerWorkloadTeacher:
 
 
 def pd_best_heuristic(env: Any) -> PerWorkloadTeacher:
-    """Plugin factory (``py:agents/teachers.py:pd_best_heuristic``): on PDCluster-v0, the best
-    non-learned policy of each training workload on training seeds -- workflow-FCFS + earliest
-    finish on BFCL, HexAgent on Mixed (docs/training.md, "Learned policies (shipped)")."""
+    """Plugin factory (``py:agents/teachers.py:pd_best_heuristic``): on PDCluster, the best
+    non-learned policy of each training workload at 40 workflows on training seeds --
+    workflow-FCFS + earliest finish on BFCL, HexAgent on Mixed (docs/training.md, "Learned
+    policies (shipped)"). Both act in either action space (in v1's two-step space a slot step,
+    then a pair step, never keep), so they label v0 and v1 states alike."""
     return PerWorkloadTeacher(
         env, {"bfcl": "workflow-fcfs+earliest-finish", "mixed": "hexagent"}, "pd-cluster"
     )

@@ -105,7 +105,7 @@ def test_the_v0_pd_cluster_checkpoint_makes_the_same_picks_on_v1_as_on_v0() -> N
             workload="mixed",
             workload_count=4,
         ).unwrapped
-        policies[version] = load_policy("checkpoints/pd-cluster", env)
+        policies[version] = load_policy("checkpoints/pd-cluster-v0", env)
         if version == "v0":
             flat_obs, _ = env.reset(seed=1_000_000)
         else:
