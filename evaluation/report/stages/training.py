@@ -300,11 +300,24 @@ STAGES = [
     ),
     stage(
         "training-allocation-v1",
-        "Allocation-v1 at its default: the shipped (v0-trained) checkpoint beside every allocator",
+        "Allocation-v1 at its default: the shipped checkpoint (and the v0-trained one) beside "
+        "every allocator",
         "training.md",
         10,
         f"evaluate.py --quiet --env allocation-v1 --seeds {SEEDS} --policies "
-        f"{ALLOCATION_RULES},{ALLOCATION_LEARNED} --out {{out}}/default",
+        f"{ALLOCATION_RULES},{ALLOCATION_LEARNED},{ALLOCATION_LEARNED}-v0 --out {{out}}/default",
         render=_allocation,
+    ),
+    stage(
+        "training-allocation-curve",
+        "The Allocation-v1 checkpoint's training run: teacher-ppo's validation curve against "
+        "the teacher's line",
+        "training.md",
+        25,
+        "train.py --config examples/train_allocation_v1_teacher_ppo.yaml --wandb disabled --quiet "
+        "--out {out}/run",
+        "examples/plot_teacher_ppo.py {out}/run --out {out}/allocation_teacher_ppo_curves.png",
+        render=curve("goodput", True, "RAG + reranker, 4 episodes"),
+        figures=[("allocation_teacher_ppo_curves.png", "docs/allocation_teacher_ppo_curves.png")],
     ),
 ]
