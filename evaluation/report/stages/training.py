@@ -309,6 +309,14 @@ STAGES = [
         render=_allocation,
     ),
     stage(
+        "training-allocation-periods",
+        "Allocation-v1 per period: workflows arriving and served within their SLO (held-out seeds)",
+        "training.md",
+        2,
+        "examples/allocation_per_period.py --policies demand-proportional,aegaeon-1p3d,scepsy,"
+        f"{ALLOCATION_LEARNED} --seeds {SEEDS}",
+    ),
+    stage(
         "training-allocation-curve",
         "The Allocation-v1 checkpoint's training run: teacher-ppo's validation curve against "
         "the teacher's line",
