@@ -138,6 +138,7 @@ _GENERALISATION = (
     ("Allocation-v1", "allocation-workload", ALLOCATION_LEARNED, ()),
     ("PDCluster-v1", "pd-load", PD_LEARNED, ("workload_count", "load_scale")),
     ("PDCluster-v1", "pd-workload", PD_LEARNED, ("workload_count",)),
+    ("PDCluster-v1", "pd-default", PD_LEARNED, ("workload_count",)),
 )
 _GENERALISATION_COMMANDS = (
     f"evaluate.py --quiet --env routing-v1 --sweep load_scale=0.175,0.35,0.525 --seeds {SEEDS} "
@@ -152,6 +153,9 @@ _GENERALISATION_COMMANDS = (
     f"--seeds {SEEDS} --policies {PD_RULES},{PD_LEARNED} --out {{out}}/pd-load",
     f"evaluate.py --quiet --env pd-cluster-v1 --workload bfcl --count 40 --seeds {SEEDS} "
     f"--policies {PD_RULES},{PD_LEARNED} --out {{out}}/pd-workload",
+    # the default episode (Mixed, 100 workflows): the learned policy takes minutes per episode
+    f"evaluate.py --quiet --env pd-cluster-v1 --seeds {SEEDS} --policies {PD_RULES},{PD_LEARNED} "
+    "--out {out}/pd-default",
 )
 
 
@@ -235,7 +239,7 @@ STAGES = [
         "training-generalisation",
         "The shipped checkpoints at 0.5×, 1× and 1.5× the default load and on a second workload",
         "training.md",
-        20,
+        40,
         *_GENERALISATION_COMMANDS,
         render=_generalisation,
     ),
