@@ -254,7 +254,9 @@ def pd_best_heuristic(env: Any) -> PerWorkloadTeacher:
     non-learned policy of each training workload at 40 workflows on training seeds --
     workflow-FCFS + earliest finish on BFCL, HexAgent on Mixed (docs/training.md, "Learned
     policies (shipped)"). Both act in either action space (in v1's two-step space a slot step,
-    then a pair step, never keep), so they label v0 and v1 states alike."""
+    then a pair step, never keep), so they label v0 and v1 states alike. At 100 workflows
+    HexAgent is the best on both workloads and workflow-FCFS starves short workflows; a clone
+    of this teacher does too (checkpoints/pd-cluster/README.md)."""
     return PerWorkloadTeacher(
         env, {"bfcl": "workflow-fcfs+earliest-finish", "mixed": "hexagent"}, "pd-cluster"
     )
