@@ -56,6 +56,11 @@ def _settings(path: Path, setting_keys: Iterable[str]) -> tuple[Any, list[tuple[
     return headline_of(rows).select_metric, list(groups.items())
 
 
+def _percent(change: float) -> str:
+    """A signed percentage to one decimal, a change that rounds to zero as ``±0.0 %``."""
+    return "±0.0 %" if round(change, 1) == 0 else f"{change:+.1f} %"
+
+
 def _means(subset: list[dict], metric: Any) -> dict[str, float]:
     workload = subset[0]["workload"]
     policies = unique(r["policy"] for r in subset)
@@ -96,7 +101,7 @@ def comparison(path: Path, learned: str, setting_keys: Iterable[str] = ()) -> st
         best = _best_rule(means, metric)
         if learned in means and best is not None:
             gain = metric.improvement(means[learned], means[best])
-            lines += ["", f"Learned vs the best non-learned policy ({best}): **{gain:+.1f} %**"]
+            lines += ["", f"Learned vs the best non-learned policy ({best}): **{_percent(gain)}**"]
         out.append("\n".join(lines))
     return "\n\n".join(out)
 
@@ -119,7 +124,7 @@ def summary(parts: Iterable[tuple[str, Path, str, tuple[str, ...]]]) -> str:
             gain = metric.improvement(means[learned], means[best])
             lines.append(
                 f"| {family} | {setting} | {metric.key} ({metric.better} is better) | "
-                f"{means[learned]:.3f} | {best} {means[best]:.3f} | **{gain:+.1f} %** |"
+                f"{means[learned]:.3f} | {best} {means[best]:.3f} | **{_percent(gain)}** |"
             )
     return "\n".join(lines)
 
@@ -265,13 +270,25 @@ STAGES = [
     ),
     stage(
         "training-pd-v1",
-        "PDCluster-v1, BFCL and Mixed at 40 workflows: the shipped (v0-trained) checkpoint "
-        "beside HexAgent and the earliest-finish baselines",
+        "PDCluster-v1, BFCL and Mixed at 40 workflows: the shipped checkpoint (and the "
+        "v0-trained one) beside HexAgent and the earliest-finish baselines",
         "training.md",
         15,
         f"evaluate.py --quiet --env pd-cluster-v1 --workload bfcl,mixed --count 40 --seeds {SEEDS} "
-        f"--policies {PD_RULES},{PD_LEARNED} --out {{out}}/default",
+        f"--policies {PD_RULES},{PD_LEARNED},{PD_LEARNED}-v0 --out {{out}}/default",
         render=_pd,
+    ),
+    stage(
+        "training-pd-curve",
+        "The PDCluster-v1 checkpoint's training run: teacher-ppo's validation curve against "
+        "the teacher's line",
+        "training.md",
+        15,
+        "train.py --config examples/train_pd-cluster_v1_teacher_ppo.yaml --wandb disabled --quiet "
+        "--out {out}/run",
+        "examples/plot_teacher_ppo.py {out}/run --out {out}/pd_teacher_ppo_curves.png",
+        render=curve("req99", False, "Mixed, 40 workflows, 2 episodes"),
+        figures=[("pd_teacher_ppo_curves.png", "docs/pd_teacher_ppo_curves.png")],
     ),
     stage(
         "training-cleanrl-routing",
