@@ -60,7 +60,14 @@ def test_ckpt_family_names_the_shipped_checkpoint() -> None:
     from agents.checkpoint import checkpoint_config, resolve_checkpoint
     from checkpoints import families, shipped
 
-    assert families() == ["allocation", "pd-cluster", "routing", "routing-v0"]
+    assert families() == [
+        "allocation",
+        "allocation-v0",
+        "pd-cluster",
+        "pd-cluster-v0",
+        "routing",
+        "routing-v0",
+    ]
     for family in families():
         assert resolve_checkpoint(family) == shipped(family) / "model.zip"
         assert checkpoint_config(family).is_file()

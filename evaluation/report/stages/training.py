@@ -199,7 +199,7 @@ def curve(key: str, higher_is_better: bool, episodes: str) -> Callable[[StageRun
 
         def vs(v: float) -> str:
             change = (v / teacher - 1) * 100
-            return f"{change if higher_is_better else -change:+.1f} %"
+            return _percent(change if higher_is_better else -change)
 
         lines = [f"| RL env steps | validation {key} | vs the teacher |", "|---|---|---|"]
         lines.append(f"| 0 (the clone) | {bc['eval'][key]:.3f} | {vs(bc['eval'][key])} |")
