@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from evaluation.config import unique
-from evaluation.report.stage import StageRun, stage
+from evaluation.report.stage import Stage, StageRun, stage
 from evaluation.rows import headline_of, mean_metric
 
 SEEDS = "1000000,1000001,1000002"
@@ -227,6 +227,24 @@ def _cleanrl(run: StageRun) -> str:
     )
 
 
+def curve_stage(
+    name: str, family: str, config: str, figure: str, minutes: float, render: Any
+) -> Stage:
+    """The stage that retrains a shipped checkpoint from its example ``config`` and draws its
+    validation curve against the teacher's line into ``docs/<figure>``."""
+    return stage(
+        name,
+        f"The {family} checkpoint's training run: teacher-ppo's validation curve against the "
+        "teacher's line",
+        "training.md",
+        minutes,
+        f"train.py --config examples/{config} --wandb disabled --quiet --out {{out}}/run",
+        f"examples/plot_teacher_ppo.py {{out}}/run --out {{out}}/{figure}",
+        render=render,
+        figures=[(figure, f"docs/{figure}")],
+    )
+
+
 STAGES = [
     stage(
         "training-routing-v1",
@@ -245,17 +263,13 @@ STAGES = [
         *_GENERALISATION_COMMANDS,
         render=_generalisation,
     ),
-    stage(
+    curve_stage(
         "training-routing-curve",
-        "The Routing-v1 checkpoint's training run: teacher-ppo's validation curve against the "
-        "teacher's line",
-        "training.md",
+        "Routing-v1",
+        "train_routing_v1_teacher_ppo.yaml",
+        "teacher_ppo_curves.png",
         15,
-        "train.py --config examples/train_routing_v1_teacher_ppo.yaml --wandb disabled --quiet "
-        "--out {out}/run",
-        "examples/plot_teacher_ppo.py {out}/run --out {out}/teacher_ppo_curves.png",
-        render=curve("goodput", True, "200-request episodes"),
-        figures=[("teacher_ppo_curves.png", "docs/teacher_ppo_curves.png")],
+        curve("goodput", True, "200-request episodes"),
     ),
     stage(
         "training-routing-teacher-diff",
@@ -278,17 +292,13 @@ STAGES = [
         f"--policies {PD_RULES},{PD_LEARNED},{PD_LEARNED}-v0 --out {{out}}/default",
         render=_pd,
     ),
-    stage(
+    curve_stage(
         "training-pd-curve",
-        "The PDCluster-v1 checkpoint's training run: teacher-ppo's validation curve against "
-        "the teacher's line",
-        "training.md",
+        "PDCluster-v1",
+        "train_pd-cluster_v1_teacher_ppo.yaml",
+        "pd_teacher_ppo_curves.png",
         15,
-        "train.py --config examples/train_pd-cluster_v1_teacher_ppo.yaml --wandb disabled --quiet "
-        "--out {out}/run",
-        "examples/plot_teacher_ppo.py {out}/run --out {out}/pd_teacher_ppo_curves.png",
-        render=curve("req99", False, "Mixed, 40 workflows, 2 episodes"),
-        figures=[("pd_teacher_ppo_curves.png", "docs/pd_teacher_ppo_curves.png")],
+        curve("req99", False, "Mixed, 40 workflows, 2 episodes"),
     ),
     stage(
         "training-cleanrl-routing",
@@ -337,16 +347,12 @@ STAGES = [
         "examples/allocation_per_period.py --policies demand-proportional,aegaeon-1p3d,scepsy,"
         f"{ALLOCATION_LEARNED} --seeds {SEEDS}",
     ),
-    stage(
+    curve_stage(
         "training-allocation-curve",
-        "The Allocation-v1 checkpoint's training run: teacher-ppo's validation curve against "
-        "the teacher's line",
-        "training.md",
+        "Allocation-v1",
+        "train_allocation_v1_teacher_ppo.yaml",
+        "allocation_teacher_ppo_curves.png",
         25,
-        "train.py --config examples/train_allocation_v1_teacher_ppo.yaml --wandb disabled --quiet "
-        "--out {out}/run",
-        "examples/plot_teacher_ppo.py {out}/run --out {out}/allocation_teacher_ppo_curves.png",
-        render=curve("goodput", True, "RAG + reranker, 4 episodes"),
-        figures=[("allocation_teacher_ppo_curves.png", "docs/allocation_teacher_ppo_curves.png")],
+        curve("goodput", True, "RAG + reranker, 4 episodes"),
     ),
 ]
