@@ -162,6 +162,7 @@ def collect(
     beta: float = 1.0,
     rng: np.random.Generator | None = None,
     progress: Callable[[int], None] | None = None,
+    keep: float = 1.0,
 ) -> Demonstrations:
     """Run one episode per seed and record expert-labelled states.
 
@@ -174,12 +175,21 @@ def collect(
     :param beta: probability that the expert's action is executed at a step.
     :param rng: draws the expert/learner coin (needed when ``learner`` is given).
     :param progress: called with the number of steps after each step (e.g. a tqdm update).
-    :raises ValueError: if ``learner`` is given without ``rng``, or ``beta`` is outside [0, 1].
+    :param keep: share of the visited states recorded, each kept with this probability (drawn
+        from ``rng``); the expert labels every state either way, and the kept states' returns
+        are those of the whole executed trajectory. Below 1 for long episodes (a 100-workflow
+        PDCluster episode is ~150-230 k decisions).
+    :raises ValueError: if ``learner`` is given or ``keep`` < 1 without ``rng``, or ``beta``
+        or ``keep`` is outside [0, 1] (``keep`` must be positive).
     """
     if not 0.0 <= beta <= 1.0:
         raise ValueError(f"beta must be in [0, 1], got {beta}")
+    if not 0.0 < keep <= 1.0:
+        raise ValueError(f"keep must be in (0, 1], got {keep}")
     if learner is not None and rng is None:
         raise ValueError("collect with a learner needs an rng for the expert/learner coin")
+    if keep < 1.0 and rng is None:
+        raise ValueError("collect with keep < 1 needs an rng to draw the kept states")
     space = env.observation_space
     if not hasattr(space, "spaces") or not hasattr(env.action_space, "n"):
         raise TypeError(
@@ -194,14 +204,17 @@ def collect(
         expert.reset()
         obs, info = env.reset(seed=int(seed))
         rewards: list[float] = []
+        kept: list[int] = []
         done = False
         while not done:
             label = int(expert.act(obs, info))
             mask = np.asarray(info["action_mask"], dtype=bool)
-            for k, v in obs.items():
-                obs_buf[k].append(v)
-            masks.append(mask)
-            actions.append(label)
+            if keep >= 1.0 or (rng is not None and rng.random() < keep):
+                kept.append(len(rewards))
+                for k, v in obs.items():
+                    obs_buf[k].append(v)
+                masks.append(mask)
+                actions.append(label)
             act = label
             if learner is not None and rng is not None and rng.random() >= beta:
                 act = policy_action(learner, obs, mask)
@@ -210,11 +223,12 @@ def collect(
             done = terminated or truncated
             if progress is not None:
                 progress(1)
-        returns.append(discounted_returns(rewards, gamma))
+        returns.append(discounted_returns(rewards, gamma)[kept])
         episodes.append(
             {
                 "seed": int(seed),
                 "steps": len(rewards),
+                "kept": len(kept),
                 "return": float(sum(rewards)),
                 "metrics": dict(info.get("metrics", {})),
                 "beta": beta if learner is not None else 1.0,

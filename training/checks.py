@@ -89,6 +89,10 @@ def _check_numbers(cfg: TrainConfig) -> None:
         raise TrainError(f"--bc-vf-coef must be >= 0, got {cfg.bc_vf_coef}")
     if not 0.0 <= cfg.dagger_beta <= 1.0:
         raise TrainError(f"--dagger-beta must be in [0, 1], got {cfg.dagger_beta}")
+    if not 0.0 < cfg.dagger_keep <= 1.0:
+        raise TrainError(f"--dagger-keep must be in (0, 1], got {cfg.dagger_keep}")
+    if cfg.dagger_count is not None and cfg.dagger_count < 1:
+        raise TrainError(f"--dagger-count must be >= 1, got {cfg.dagger_count}")
     for name in ("timesteps", "bc_episodes", "bc_epochs", "dagger_rounds"):
         if getattr(cfg, name) < 0:
             raise TrainError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(cfg, name)}")

@@ -47,6 +47,10 @@ class TrainConfig:
     :param dagger_rounds: DAgger rounds after BC (0 = plain BC).
     :param dagger_episodes: episodes per DAgger round.
     :param dagger_beta: probability the expert acts in a DAgger episode step.
+    :param dagger_count: workflows or requests per DAgger episode (unset: ``count``); larger
+        than ``count`` to label the states of the scale the policy is run at.
+    :param dagger_keep: share of a DAgger episode's states kept (each with this probability);
+        below 1 when its episodes are long.
     :param timesteps: RL env steps after BC (0 = BC only).
     :param n_envs: vectorised training envs.
     :param vec: where the training envs run: one subprocess each, or all in this process.
@@ -121,6 +125,8 @@ class TrainConfig:
     dagger_rounds: int = 0
     dagger_episodes: int = 4
     dagger_beta: float = 0.5
+    dagger_count: int | None = None
+    dagger_keep: float = 1.0
     timesteps: int = 20_000
     n_envs: int = 2
     vec: str = "subproc"

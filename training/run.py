@@ -275,21 +275,40 @@ def _behaviour_cloning(r: _Run, model: Any, eval_env: Any) -> None:
     t0 = time.perf_counter()
     history = clone(demos, cfg.seed)
     dagger_rng = np.random.default_rng(cfg.seed + 777)
+    dagger_env, dagger_expert = bc_env, expert
+    if cfg.dagger_rounds and cfg.dagger_count is not None and cfg.dagger_count != cfg.count:
+        from agents import env_kwargs
+
+        dagger_env = make_env(
+            r.spec,
+            env_kwargs(r.spec, {**asdict(cfg), "count": cfg.dagger_count}),
+            randomize=cfg.randomize or None,
+            randomize_seed=cfg.seed,
+        )
+        dagger_expert = functools.partial(
+            evaluation.resolve_policy, teacher_name, dagger_env, cfg.env
+        )
     for rnd in range(cfg.dagger_rounds):
         epoch_offset += cfg.bc_epochs
         rseeds = [int(s) for s in seed_rng.integers(0, EVAL_SEED_BASE, cfg.dagger_episodes)]
+        size = "" if dagger_env is bc_env else f" of {cfg.dagger_count}"
+        kept = "" if cfg.dagger_keep == 1.0 else f", {cfg.dagger_keep:g} of the states kept"
         print(
-            f"      DAgger round {rnd + 1}: {cfg.dagger_episodes} episodes, beta {cfg.dagger_beta}"
+            f"      DAgger round {rnd + 1}: {cfg.dagger_episodes} episodes{size}, "
+            f"beta {cfg.dagger_beta}{kept}"
         )
-        demos = demos + collect(
-            bc_env,
-            expert,
-            rseeds,
-            gamma,
-            learner=model.policy,
-            beta=cfg.dagger_beta,
-            rng=dagger_rng,
-        )
+        with progress(desc="DAgger", unit="step", disable=cfg.quiet, file=sys.stderr) as bar:
+            demos = demos + collect(
+                dagger_env,
+                dagger_expert,
+                rseeds,
+                gamma,
+                learner=model.policy,
+                beta=cfg.dagger_beta,
+                rng=dagger_rng,
+                progress=bar.update,
+                keep=cfg.dagger_keep,
+            )
         history += clone(demos, cfg.seed + rnd + 1)
     bc_s = time.perf_counter() - t0
     model.save(r.out / "bc_model.zip")
@@ -331,10 +350,13 @@ def _behaviour_cloning(r: _Run, model: Any, eval_env: Any) -> None:
         "random_eval": random,
         "chance_accuracy": chance,
         "expert_episodes": demos.episodes[: cfg.bc_episodes],
+        "dagger_episodes": demos.episodes[cfg.bc_episodes :],
     }
     for k, v in bc_metrics.items():
         run.summary[f"bc/eval_{k}"] = v
     bc_env.close()
+    if dagger_env is not bc_env:
+        dagger_env.close()
 
 
 def _reinforce(

@@ -85,6 +85,24 @@ def test_collect_labels_every_step_with_the_expert_action(env, demos):
     assert demos.obs["ratio"].shape == (len(demos), *env.observation_space["ratio"].shape)
 
 
+def test_collect_keeps_a_drawn_share_of_the_states_with_their_full_trajectory_returns(env, demos):
+    """``keep`` < 1 records a random subset of the same expert trajectory: the kept states are
+    the full run's states at the kept steps (labels, masks and returns-to-go included)."""
+    expert = functools.partial(make_policy, "hexagent")
+    part = collect(env, expert, [0], 0.99, rng=np.random.default_rng(1), keep=0.5)
+    steps = demos.episodes[0]["steps"]
+    assert part.episodes[0]["steps"] == steps and part.episodes[0]["kept"] == len(part)
+    assert 0 < len(part) < steps
+    kept = np.flatnonzero(np.random.default_rng(1).random(steps) < 0.5)
+    np.testing.assert_array_equal(part.actions, demos.actions[kept])
+    np.testing.assert_allclose(part.returns, demos.returns[kept])
+    np.testing.assert_array_equal(part.obs["ratio"][np.arange(len(part))], demos.obs["ratio"][kept])
+    with pytest.raises(ValueError, match="keep"):
+        collect(env, expert, [0], 0.99, keep=0.5)
+    with pytest.raises(ValueError, match="keep"):
+        collect(env, expert, [0], 0.99, rng=np.random.default_rng(1), keep=0.0)
+
+
 def test_padded_rows_store_less_and_index_like_the_dense_stack(env, demos):
     dense = np.stack([demos.obs["ratio"][i] for i in range(len(demos))])
     assert dense.shape == demos.obs["ratio"].shape

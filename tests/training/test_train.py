@@ -87,6 +87,25 @@ def test_tiny_config_trains_saves_reloads_and_acts_identically(tmp_path):
         obs_info = [(r[0], r[4]) for r in results]
 
 
+def test_dagger_episodes_can_be_larger_than_the_training_episodes_and_subsampled(tmp_path):
+    """``--dagger-count`` labels states of longer episodes than BC's; ``--dagger-keep`` keeps a
+    drawn share of them (the report lists each DAgger episode's size, steps and kept states)."""
+    out = tmp_path / "run"
+    argv = [
+        *SMOKE[: SMOKE.index("--timesteps")], "--timesteps", "0", "--dagger-rounds", "1",
+        "--dagger-episodes", "1", "--dagger-count", "8", "--dagger-keep", "0.5",
+        "--n-envs", "1", "--vec", "dummy", "--eval-episodes", "1", "--baselines",
+        "workflow-fcfs", "--quiet", "--wandb", "disabled", "--out", str(out),
+    ]  # fmt: skip
+    assert train.main(argv) == 0
+    bc = json.loads((out / "eval.json").read_text())["bc"]
+    (expert,), (dagger,) = bc["expert_episodes"], bc["dagger_episodes"]
+    assert expert["metrics"]["num_workflows"] == 4 and expert["kept"] == expert["steps"]
+    assert dagger["metrics"]["num_workflows"] == 8
+    assert 0 < dagger["kept"] < dagger["steps"]
+    assert bc["samples"] == expert["steps"] + dagger["kept"]
+
+
 def test_final_table_adds_the_best_model_only_when_it_is_not_the_final_one(tmp_path):
     for name in ("model.zip", "bc_model.zip", "best_model.zip"):
         (tmp_path / name).write_bytes(b"")
@@ -138,6 +157,8 @@ def test_config_file_sets_defaults_and_flags_override_it(tmp_path):
         (["--n-envs", "0"], ">= 1"),
         (["--val-episodes", "0"], ">= 1"),
         (["--bc-vf-coef", "-0.1"], "bc-vf-coef must be >= 0"),
+        (["--dagger-keep", "0"], "dagger-keep must be in"),
+        (["--dagger-count", "0"], "dagger-count must be >= 1"),
         (["--observation", "extended"], "does not take --observation"),
     ],
 )
