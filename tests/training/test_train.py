@@ -87,6 +87,7 @@ def test_tiny_config_trains_saves_reloads_and_acts_identically(tmp_path):
         obs_info = [(r[0], r[4]) for r in results]
 
 
+@pytest.mark.slow
 def test_dagger_episodes_can_be_larger_than_the_training_episodes_and_subsampled(tmp_path):
     """``--dagger-count`` labels states of longer episodes than BC's; ``--dagger-keep`` keeps a
     drawn share of them (the report lists each DAgger episode's size, steps and kept states)."""
