@@ -184,22 +184,6 @@ def _pd(run: StageRun) -> str:
     )
 
 
-def _pd_scale(run: StageRun) -> str:
-    bc = json.loads((run.out / "run" / "eval.json").read_text())["bc"]
-    dagger = bc["dagger_episodes"]
-    steps = sum(e["steps"] for e in dagger)
-    kept = sum(e["kept"] for e in dagger)
-    results = run.out / "default-100" / "results.json"
-    learned = next(
-        r["policy"] for r in json.loads(results.read_text()) if r["policy"] != "hexagent"
-    )
-    return (
-        comparison(results, learned)
-        + f"\n\nDAgger: {len(dagger)} episodes of 100 workflows, {steps:,} decisions, "
-        f"{kept:,} states kept; {bc['samples']:,} labelled states in all."
-    )
-
-
 def curve(key: str, higher_is_better: bool, episodes: str) -> Callable[[StageRun], str]:
     """A renderer of a training run's validation curve (``run/eval_history.json``) against its
     teacher's line (``run/eval.json``'s behaviour-cloning record): the clone, then every
@@ -307,18 +291,6 @@ STAGES = [
         f"evaluate.py --quiet --env pd-cluster-v1 --workload bfcl,mixed --count 40 --seeds {SEEDS} "
         f"--policies {PD_RULES},{PD_LEARNED},{PD_LEARNED}-v0 --out {{out}}/default",
         render=_pd,
-    ),
-    stage(
-        "training-pd-scale",
-        "PDCluster-v1: the shipped recipe with its DAgger round on 100-workflow episodes, at the "
-        "default against HexAgent",
-        "training.md",
-        60,
-        "train.py --config examples/train_pd-cluster_v1_dagger100.yaml --wandb disabled --quiet "
-        "--out {out}/run",
-        f"evaluate.py --quiet --env pd-cluster-v1 --workload mixed --seeds {SEEDS} "
-        "--policies hexagent,ckpt:{out}/run --out {out}/default-100",
-        render=_pd_scale,
     ),
     curve_stage(
         "training-pd-curve",
