@@ -41,6 +41,11 @@ def check_config(cfg: TrainConfig) -> None:
                 f"{getattr(cfg, name)!r}); its options: "
                 f"{', '.join('--' + o.replace('_', '-') for o in ENV_OPTIONS if o in spec.options)}"
             )
+    if cfg.dagger_count is not None and "count" not in spec.options:
+        raise TrainError(
+            f"--dagger-count sets the DAgger episodes' --count, which env {cfg.env!r} does not "
+            "take (its episode length is set by its other options)"
+        )
     _check_values(cfg)
     if cfg.randomize:
         from agents import train_env_spec

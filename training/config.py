@@ -47,8 +47,9 @@ class TrainConfig:
     :param dagger_rounds: DAgger rounds after BC (0 = plain BC).
     :param dagger_episodes: episodes per DAgger round.
     :param dagger_beta: probability the expert acts in a DAgger episode step.
-    :param dagger_count: workflows or requests per DAgger episode (unset: ``count``); larger
-        than ``count`` to label the states of the scale the policy is run at.
+    :param dagger_count: workflows or requests per DAgger episode (unset: ``count``; envs that
+        take ``count`` only), every other env option as in training; larger than ``count`` to
+        label the states of the scale the policy is run at.
     :param dagger_keep: share of a DAgger episode's states kept (each with this probability);
         below 1 when its episodes are long.
     :param timesteps: RL env steps after BC (0 = BC only).

@@ -227,10 +227,15 @@ def _behaviour_cloning(r: _Run, model: Any, eval_env: Any) -> None:
             "returns so that RL starts with a trained critic; acc: share of the expert's "
             "actions the clone ranks first)"
         )
-    bc_env = make_env(r.spec, r.kwargs, randomize=cfg.randomize or None, randomize_seed=cfg.seed)
+
+    def labelled(kwargs: dict[str, Any]) -> tuple[Any, Any]:
+        """A (randomised) env that shows its decision context, and the teacher's factory on it."""
+        env = make_env(r.spec, kwargs, randomize=cfg.randomize or None, randomize_seed=cfg.seed)
+        return env, functools.partial(evaluation.resolve_policy, teacher_name, env, cfg.env)
+
+    bc_env, expert = labelled(r.kwargs)
     seed_rng = np.random.default_rng(cfg.seed + 12345)
     train_seeds = [int(s) for s in seed_rng.integers(0, EVAL_SEED_BASE, cfg.bc_episodes)]
-    expert = functools.partial(evaluation.resolve_policy, teacher_name, bc_env, cfg.env)
     gamma = float(getattr(model, "gamma", 0.99))
     t0 = time.perf_counter()
     with progress(desc="collect", unit="step", disable=cfg.quiet, file=sys.stderr) as bar:
@@ -279,15 +284,9 @@ def _behaviour_cloning(r: _Run, model: Any, eval_env: Any) -> None:
     if cfg.dagger_rounds and cfg.dagger_count is not None and cfg.dagger_count != cfg.count:
         from agents import env_kwargs
 
-        dagger_env = make_env(
-            r.spec,
-            env_kwargs(r.spec, {**asdict(cfg), "count": cfg.dagger_count}),
-            randomize=cfg.randomize or None,
-            randomize_seed=cfg.seed,
-        )
-        dagger_expert = functools.partial(
-            evaluation.resolve_policy, teacher_name, dagger_env, cfg.env
-        )
+        # the training envs' every keyword, with the count of the DAgger episodes
+        resized = env_kwargs(r.spec, {"count": cfg.dagger_count})
+        dagger_env, dagger_expert = labelled({**r.kwargs, **resized})
     for rnd in range(cfg.dagger_rounds):
         epoch_offset += cfg.bc_epochs
         rseeds = [int(s) for s in seed_rng.integers(0, EVAL_SEED_BASE, cfg.dagger_episodes)]

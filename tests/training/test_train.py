@@ -160,6 +160,7 @@ def test_config_file_sets_defaults_and_flags_override_it(tmp_path):
         (["--bc-vf-coef", "-0.1"], "bc-vf-coef must be >= 0"),
         (["--dagger-keep", "0"], "dagger-keep must be in"),
         (["--dagger-count", "0"], "dagger-count must be >= 1"),
+        (["--env", "allocation", "--dagger-count", "5"], "does not take"),
         (["--observation", "extended"], "does not take --observation"),
     ],
 )
